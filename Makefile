@@ -1,0 +1,33 @@
+# The two commands a new user needs: `make demo` and `make test`. Each creates the
+# virtual environment on first use and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-all lint bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(BIN)/.installed  ## dispatch drafts with concurrent, crashing workers on a SQLite file
+	$(BIN)/claimfsm demo
+
+test: $(BIN)/.installed  ## the quick suite (a few minutes at most)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-all: $(BIN)/.installed  ## everything, including the slow suites (what CI runs)
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/bench_sqlite.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

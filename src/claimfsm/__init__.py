@@ -1,0 +1,106 @@
+"""claimfsm: dispatch claims for external, non-idempotent effects.
+
+The promise: at most one in-flight dispatch attempt per target; exactly-once effect only
+when the remote dedups by idempotency key or rejects stale epochs (is fenced).
+
+Layout, and the one direction dependencies run (each layer imports only those before it)::
+
+    spec      the declaration: states, events, guards, transitions (stdlib only)
+    machine   the ``transitions`` machine built from it; the guards' meaning in Python
+    store     drafts, claims, history; one guarded write per transition (SQLite, memory)
+    service   Dispatcher and the Remote protocol an adapter implements
+    demo      the demonstration run by ``claimfsm demo``
+    cli       the ``claimfsm`` command; nothing imports it
+
+``errors`` holds every exception (one tree, drawn in its docstring) and imports nothing.
+"""
+
+__version__ = "0.1.0"
+
+from claimfsm.errors import (  # noqa: E402
+    ClaimFSMError,
+    DeclarationMismatch,
+    DraftChanged,
+    DraftNotApproved,
+    IllegalTransition,
+    InsufficientEvidence,
+    InvalidArgument,
+    LeaseExpired,
+    NotFound,
+    Refused,
+    SchemaVersionError,
+    SpecError,
+    StaleClaim,
+    StoreBusy,
+    StoreError,
+    TargetBusy,
+    UsageError,
+)
+from claimfsm.machine import ClaimMachine, claim_machine  # noqa: E402
+from claimfsm.service import (  # noqa: E402
+    Dispatcher,
+    DispatchResult,
+    Remote,
+    SendAmbiguous,
+    SendRejected,
+    SendRequest,
+    SimulatedRemote,
+)
+from claimfsm.spec import Event, Spec, State, claim_spec, load_spec  # noqa: E402
+from claimfsm.store import (  # noqa: E402
+    Claim,
+    ClaimInfo,
+    Draft,
+    Evidence,
+    HistoryEntry,
+    MemoryStore,
+    SQLiteStore,
+    Store,
+    Transitioned,
+    open_store,
+)
+
+__all__ = [
+    "Claim",
+    "ClaimFSMError",
+    "ClaimInfo",
+    "ClaimMachine",
+    "DeclarationMismatch",
+    "DispatchResult",
+    "Dispatcher",
+    "Draft",
+    "DraftChanged",
+    "DraftNotApproved",
+    "Event",
+    "Evidence",
+    "HistoryEntry",
+    "IllegalTransition",
+    "InsufficientEvidence",
+    "InvalidArgument",
+    "LeaseExpired",
+    "MemoryStore",
+    "NotFound",
+    "Refused",
+    "Remote",
+    "SQLiteStore",
+    "SchemaVersionError",
+    "SendAmbiguous",
+    "SendRejected",
+    "SendRequest",
+    "SimulatedRemote",
+    "Spec",
+    "SpecError",
+    "StaleClaim",
+    "State",
+    "Store",
+    "StoreBusy",
+    "StoreError",
+    "TargetBusy",
+    "Transitioned",
+    "UsageError",
+    "__version__",
+    "claim_machine",
+    "claim_spec",
+    "load_spec",
+    "open_store",
+]

@@ -1,0 +1,207 @@
+"""The runtime machine: one shared ``transitions.Machine`` built from the declaration.
+
+Claims are rows, not objects: the machine has no models of its own. To apply an event it
+wraps the epoch's state in a throwaway subject and triggers the event on it, with the
+declared guards as the transitions' conditions. The machine is the reference semantics
+(``claimfsm.store.MemoryStore`` runs on it); the SQL stores enforce the same guards in
+their WHERE clauses and use :meth:`ClaimMachine.explain` to say why a write was refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from transitions import Machine, MachineError
+
+from claimfsm.errors import (
+    REFUSALS,
+    ClaimFSMError,
+    DeclarationMismatch,
+    IllegalTransition,
+    InvalidArgument,
+    Refused,
+    SpecError,
+    StaleClaim,
+)
+from claimfsm.machine._facts import ClaimRow, Facts
+from claimfsm.machine._guards import Guard, build_guards
+from claimfsm.spec import Event, Spec, State, claim_spec
+
+
+class _Subject:
+    """The state of one epoch while an event is applied to it."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+
+class ClaimMachine:
+    """The claim lifecycle as a ``transitions`` machine, shared by every claim."""
+
+    def __init__(self, spec: Spec | None = None) -> None:
+        self.spec = spec if spec is not None else claim_spec()
+        _check_vocabulary(self.spec)
+        self.guards: dict[str, Guard] = build_guards(self.spec)
+        self.machine = Machine(
+            model=None,
+            states=list(self.spec.states),
+            initial=self.spec.initial,
+            auto_transitions=False,
+            send_event=True,
+        )
+        for t in self.spec.transitions:
+            self.machine.add_transition(
+                t.event,
+                t.source,
+                None if t.internal else t.dest,
+                conditions=[self._condition(g) for g in t.guards],
+            )
+        # Guards that, when they fail, mark the caller as a stale owner of the epoch. They
+        # are checked before the state: a stale owner is stale whatever the new owner did.
+        self._stale_guards: dict[str, tuple[str, ...]] = {}
+        for event in self.spec.events:
+            decls = [t for t in self.spec.transitions if t.event == event and not t.internal]
+            common = [g for g in decls[0].guards if all(g in t.guards for t in decls)] if decls else []
+            self._stale_guards[event] = tuple(g for g in common if self.spec.guards[g].stale)
+
+    def _condition(self, guard: str) -> Callable[[Any], bool]:
+        fn = self.guards[guard]
+
+        def check(event_data: Any) -> bool:
+            return fn(event_data.kwargs["row"], event_data.kwargs["facts"])
+
+        check.__name__ = guard
+        return check
+
+    def is_owner_event(self, event: str) -> bool:
+        """True when every transition of ``event`` requires a stale-marking guard."""
+        return bool(self._stale_guards.get(event))
+
+    def fire(self, event: str, state: str, row: ClaimRow | None, facts: Facts) -> str:
+        """Apply ``event`` to an epoch in ``state``; return the new state or raise the refusal."""
+        if event not in self.machine.events:
+            raise InvalidArgument(f"unknown event {event!r}; declared: {list(self.spec.events)}")
+        # transitions names Enum states by their .name: hand it the plain value.
+        subject = _Subject(str(state))
+        try:
+            ok = self.machine.events[event].trigger(subject, row=row, facts=facts)
+        except MachineError:
+            ok = False
+        if ok:
+            return subject.state
+        error = self.explain(event, state, row, facts)
+        if error is None:
+            raise DeclarationMismatch(
+                f"the machine refused {event} from {state} but no declared guard failed"
+            )
+        raise error
+
+    def explain(
+        self, event: str, state: str, row: ClaimRow | None, facts: Facts
+    ) -> ClaimFSMError | None:
+        """Why ``event`` may not fire from ``state``: the refusal, or None if it may fire."""
+        where = _where(row, facts)
+        for g in self._stale_guards.get(event, ()):
+            if not self.guards[g](row, facts):
+                return _refusal(self.spec, g, f"{event} refused for {where}: {_why(g, row, facts)}")
+        if self._stale_guards.get(event) and self.spec.states[state].stale:
+            err = StaleClaim(
+                f"{event} refused for {where}: the epoch is {state} (its lease lapsed); "
+                "this worker no longer holds the claim: drop the handle and acquire again"
+            )
+            err.guard = None
+            return err
+        candidates = self.spec.transitions_for(event, state)
+        if not candidates:
+            allowed = self.spec.sources(event)
+            return IllegalTransition(
+                f"{event} is not declared from state {state!r} ({where}); "
+                f"it is declared from {list(allowed)}",
+                state=state,
+                event=event,
+            )
+        best: tuple[int, str] | None = None
+        for t in candidates:
+            failing = [i for i, g in enumerate(t.guards) if not self.guards[g](row, facts)]
+            if not failing:
+                return None
+            first = failing[0]
+            if best is None or first > best[0]:
+                best = (first, t.guards[first])
+        assert best is not None
+        guard = best[1]
+        return _refusal(self.spec, guard, f"{event} refused for {where}: {_why(guard, row, facts)}")
+
+
+@cache
+def claim_machine() -> ClaimMachine:
+    """The one shared machine for the claim declaration."""
+    return ClaimMachine()
+
+
+def _check_vocabulary(spec: Spec) -> None:
+    states, events = set(spec.states), set(spec.events)
+    if states != {s.value for s in State} or events != {e.value for e in Event}:
+        raise SpecError(
+            f"{spec.path or spec.name}: a claim machine needs exactly the states "
+            f"{sorted(s.value for s in State)} and events {sorted(e.value for e in Event)}"
+        )
+
+
+def _where(row: ClaimRow | None, facts: Facts) -> str:
+    target = facts.target_id if facts.target_id is not None else (row.target_id if row else "?")
+    epoch = facts.epoch if facts.epoch is not None else (row.epoch if row else None)
+    return f"target {target!r}" + (f" epoch {epoch}" if epoch is not None else "")
+
+
+def _why(guard: str, row: ClaimRow | None, facts: Facts) -> str:
+    """A sentence for a failed guard that says what is wrong and what to do."""
+    if guard in ("owner_matches", "epoch_current"):
+        if row is None:
+            return "the target has no claim"
+        if facts.epoch != row.epoch:
+            return (
+                f"epoch {facts.epoch} is not current (current epoch {row.epoch}); "
+                "this worker no longer holds the claim: drop the handle and acquire again"
+            )
+        return "the owner token does not match the current claim"
+    if guard == "lease_live" and row is not None:
+        return (
+            f"the lease lapsed at {row.lease_deadline:.3f} (now {facts.now:.3f}); "
+            "renew before the deadline, or release and acquire again"
+        )
+    if guard == "target_free" and row is not None:
+        return f"epoch {row.epoch} is {row.state}; wait for it to end (or sweep and reconcile)"
+    if guard == "draft_approved":
+        d = facts.draft
+        if d is None:
+            return f"draft {facts.draft_id} does not exist"
+        if d.target_id != facts.target_id:
+            return f"draft {d.draft_id} belongs to target {d.target_id!r}"
+        return f"draft {d.draft_id} is {d.status}; approve it first"
+    if guard == "draft_unchanged" and row is not None:
+        d = facts.draft
+        now = f"version {d.version}, {d.status}" if d else "missing"
+        return (
+            f"draft {row.draft_id} changed since it was claimed (pinned version "
+            f"{row.draft_version}, now {now}); release and acquire it again"
+        )
+    if guard in ("effect_present", "effect_absent", "remote_fenced"):
+        return (
+            "uncertain is left only with readback evidence: the effect present, or absent "
+            "with the remote fenced through this epoch"
+        )
+    if guard == "remote_dedups":
+        return "a retry of an uncertain attempt needs a remote that deduplicates by key"
+    return f"guard {guard} failed"
+
+
+def _refusal(spec: Spec, guard: str, message: str) -> Refused:
+    name = spec.guards[guard].refusal
+    err = REFUSALS[name](message) if name else Refused(message)
+    err.guard = guard
+    return err

@@ -1,0 +1,23 @@
+"""The declaration of a claim machine: states, events, guards, transitions (stdlib only).
+
+Everything else derives from it: the ``transitions`` machine (``claimfsm.machine``), the
+stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
+"""
+
+from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._load import available, claim_spec, declarations_dir, load_spec, parse_spec
+from claimfsm.spec._vocabulary import Event, State
+
+__all__ = [
+    "Event",
+    "GuardDecl",
+    "Spec",
+    "State",
+    "StateDecl",
+    "TransitionDecl",
+    "available",
+    "claim_spec",
+    "declarations_dir",
+    "load_spec",
+    "parse_spec",
+]

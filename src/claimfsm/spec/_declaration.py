@@ -1,0 +1,81 @@
+"""The declaration as typed, immutable objects: what a ``specs/*.toml`` file says."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class StateDecl:
+    name: str
+    meaning: str
+    terminal: bool = False
+    frees_target: bool = False  # the next epoch may be acquired from here
+    lease: bool = False  # the lease deadline governs this state
+    stale: bool = False  # an owner coming back to this state is a stale owner
+
+
+@dataclass(frozen=True, slots=True)
+class GuardDecl:
+    name: str
+    meaning: str
+    refusal: str | None = None  # exception name in claimfsm.errors.REFUSALS
+    stale: bool = False  # failing it marks the caller as a stale owner
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionDecl:
+    event: str
+    source: str
+    dest: str  # equals source for an internal transition
+    guards: tuple[str, ...] = ()
+    internal: bool = False  # recorded only: no state is left or entered
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One declared machine. Transitions with ``source = "*"`` are already expanded."""
+
+    name: str
+    initial: str
+    states: Mapping[str, StateDecl]
+    guards: Mapping[str, GuardDecl]
+    transitions: tuple[TransitionDecl, ...]
+    path: Path | None = None
+    _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[str, str], list[TransitionDecl]] = {}
+        for t in self.transitions:
+            index.setdefault((t.event, t.source), []).append(t)
+        self._by_event_source.update({k: tuple(v) for k, v in index.items()})
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """Event names in declaration order."""
+        return tuple(dict.fromkeys(t.event for t in self.transitions))
+
+    def transitions_for(self, event: str, source: str) -> tuple[TransitionDecl, ...]:
+        """The transitions ``event`` may take from ``source``, tried in declaration order."""
+        return self._by_event_source.get((event, source), ())
+
+    def sources(self, event: str) -> tuple[str, ...]:
+        """States from which ``event`` changes state (internal transitions excluded)."""
+        return tuple(
+            dict.fromkeys(t.source for t in self.transitions if t.event == event and not t.internal)
+        )
+
+    def source_of(self, event: str, dest: str) -> str:
+        """The one state from which ``event`` reaches ``dest`` (the loader ensures it is one)."""
+        for t in self.transitions:
+            if t.event == event and t.dest == dest and not t.internal:
+                return t.source
+        raise KeyError((event, dest))
+
+    def states_where(self, flag: str) -> tuple[str, ...]:
+        """Names of the states whose boolean ``flag`` (terminal, frees_target, ...) is set."""
+        return tuple(name for name, s in self.states.items() if getattr(s, flag))
