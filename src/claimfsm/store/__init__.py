@@ -1,0 +1,58 @@
+"""Stores: drafts, one claim row per target, and append-only history.
+
+``open_store(url)`` picks the backend. All backends share one protocol core
+(``_core.Store``); each supplies only transactions and the guarded writes.
+"""
+
+from __future__ import annotations
+
+from claimfsm.errors import InvalidArgument
+from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
+from claimfsm.store._memory import MemoryStore
+from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore
+from claimfsm.store._types import Claim, ClaimInfo, Draft, Evidence, HistoryEntry, Transitioned
+
+
+def open_store(url: str, *, clock: Clock | None = None) -> Store:
+    """Open a store by URL.
+
+    - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``: a SQLite file
+      (created with the schema if new).
+    - ``sqlite://:memory:``: a private in-memory SQLite database (tests).
+    - ``memory://``: the reference store, run by the ``transitions`` machine.
+
+    ``clock`` returns the store's time in seconds (default ``time.time``); tests pass a
+    controllable one to drive leases.
+    """
+    if not isinstance(url, str):
+        raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
+    if clock is not None and not callable(clock):
+        raise InvalidArgument("clock must be a callable returning seconds")
+    if url in ("sqlite://:memory:", "sqlite:///:memory:"):
+        return SQLiteStore(":memory:", clock=clock)
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return SQLiteStore(url[len("sqlite:///") :], clock=clock)
+    if url == "memory://":
+        return MemoryStore(clock=clock)
+    raise InvalidArgument(
+        f"unsupported store url {url!r}; use sqlite:///path.db, sqlite://:memory: or memory://"
+    )
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Claim",
+    "ClaimInfo",
+    "Clock",
+    "Draft",
+    "Evidence",
+    "HistoryEntry",
+    "MemoryStore",
+    "SQLiteStore",
+    "Store",
+    "Transitioned",
+    "claim_fields",
+    "idempotency_key",
+    "open_store",
+    "replay",
+]

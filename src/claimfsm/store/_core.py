@@ -1,0 +1,518 @@
+"""The store's protocol logic, free of I/O: every backend runs exactly this.
+
+A backend supplies transactions (:class:`Tx`): a few primitive reads and the guarded
+writes, each of which must enforce the declared guards atomically. Everything else
+(validation, tokens, history records, refusal diagnosis, discard records, draft side
+effects) lives here once, so the SQLite and memory stores (and later PostgreSQL) cannot
+drift apart on anything but the guarded write itself.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from claimfsm.errors import (
+    DeclarationMismatch,
+    IllegalTransition,
+    InvalidArgument,
+    NotFound,
+    Refused,
+    StaleClaim,
+    TargetBusy,
+)
+from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
+from claimfsm.spec import State
+from claimfsm.store import _validate as check
+from claimfsm.store._tokens import content_digest, fingerprint, new_token, token_hash
+from claimfsm.store._types import (
+    Claim,
+    ClaimInfo,
+    Draft,
+    Evidence,
+    HistoryEntry,
+    Transitioned,
+)
+
+Clock = Callable[[], float]
+
+#: Columns an event sets besides ``state`` and ``updated_at``: (column, Facts field).
+#: Both backends apply exactly these (SQLite compiles them into its SET clauses).
+EFFECTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "renew": (("lease_deadline", "lease_deadline"),),
+    "reconcile": (("outcome", "outcome"),),
+    "retry": (
+        ("owner", "owner"),
+        ("token_hash", "new_token_hash"),
+        ("lease_deadline", "lease_deadline"),
+    ),
+}
+
+#: Events whose commit must survive power loss: they enter ``sending``, after which the
+#: external call may happen at any moment.
+DURABLE_EVENTS = frozenset({"begin_send", "retry"})
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRecord:
+    """A history row before the store numbers it."""
+
+    target_id: str
+    epoch: int
+    event: str
+    from_state: str
+    to_state: str
+    at: float
+    token_hash: str | None
+    detail: str = ""
+    row: ClaimRow | None = None  # the claim row after a transition; None for a discard
+
+
+class Tx(Protocol):
+    """One transaction of a backend. Writes are visible to nobody until it commits."""
+
+    def claim_row(self, target_id: str) -> ClaimRow | None: ...
+    def draft_row(self, draft_id: int) -> DraftRow | None: ...
+    def draft_rows(self, target_id: str, status: str | None) -> list[DraftRow]: ...
+    def claim_rows(self, state: str | None) -> list[ClaimRow]: ...
+    def epoch_state(self, target_id: str, epoch: int) -> str | None: ...
+    def history_rows(self, target_id: str | None) -> list[HistoryEntry]: ...
+    def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow: ...
+    def update_draft(self, row: DraftRow, now: float) -> None: ...
+    def acquire_write(self, facts: Facts) -> ClaimRow | None: ...
+    def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]: ...
+    def append_history(self, records: list[HistoryRecord]) -> None: ...
+
+
+class Store(ABC):
+    """Drafts, one claim per target, and their history. Open one with ``open_store(url)``.
+
+    A store is safe to share between threads; for parallelism across processes or hosts,
+    open one store per worker on the same database.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, machine: ClaimMachine | None = None):
+        self.clock: Clock = clock if clock is not None else time.time
+        self.machine = machine if machine is not None else claim_machine()
+        self.spec = self.machine.spec
+
+    # -- what a backend provides ---------------------------------------------------------
+    @abstractmethod
+    def _transaction(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
+        """A write transaction that holds the write lock from its first statement."""
+
+    @abstractmethod
+    def _snapshot(self) -> AbstractContextManager[Tx]:
+        """A consistent read-only view."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- drafts --------------------------------------------------------------------------
+    def create_draft(self, target_id: str, content: str) -> Draft:
+        """A new pending draft for ``target_id``; any number may coexist per target."""
+        check.text_id(target_id, "target_id")
+        check.content(content)
+        with self._transaction() as tx:
+            row = tx.insert_draft(target_id, content, content_digest(content), self.clock())
+        return Draft.from_row(row)
+
+    def edit_draft(self, draft_id: int, content: str) -> Draft:
+        """Replace the content: version + 1, new digest, back to pending (approve it again)."""
+        check.positive_int(draft_id, "draft_id")
+        check.content(content)
+        with self._transaction() as tx:
+            row = self._draft_or_raise(tx, draft_id)
+            if row.status == "dispatched":
+                raise IllegalTransition(
+                    f"draft {draft_id} is dispatched and cannot be edited; create a new draft",
+                    state=row.status,
+                    event="edit",
+                )
+            claim = tx.claim_row(row.target_id)
+            if (
+                claim is not None
+                and claim.draft_id == draft_id
+                and claim.state in (State.SENDING, State.UNCERTAIN)
+            ):
+                raise TargetBusy(
+                    f"draft {draft_id} is pinned by epoch {claim.epoch} of target "
+                    f"{row.target_id!r}, which is {claim.state}; edit it after that epoch ends"
+                )
+            row.version += 1
+            row.content = content
+            row.digest = content_digest(content)
+            row.status = "pending"
+            tx.update_draft(row, self.clock())
+        return Draft.from_row(row)
+
+    def approve_draft(self, draft_id: int) -> Draft:
+        """pending → approved (approving an approved draft changes nothing)."""
+        check.positive_int(draft_id, "draft_id")
+        with self._transaction() as tx:
+            row = self._draft_or_raise(tx, draft_id)
+            if row.status == "dispatched":
+                raise IllegalTransition(
+                    f"draft {draft_id} is already dispatched", state=row.status, event="approve"
+                )
+            if row.status != "approved":
+                row.status = "approved"
+                tx.update_draft(row, self.clock())
+        return Draft.from_row(row)
+
+    def get_draft(self, draft_id: int) -> Draft:
+        check.positive_int(draft_id, "draft_id")
+        with self._snapshot() as tx:
+            return Draft.from_row(self._draft_or_raise(tx, draft_id))
+
+    def drafts(self, target_id: str, *, status: str | None = None) -> list[Draft]:
+        """The target's drafts, oldest first, optionally only those with ``status``."""
+        check.text_id(target_id, "target_id")
+        if status not in (None, "pending", "approved", "dispatched"):
+            raise InvalidArgument("status must be None, 'pending', 'approved' or 'dispatched'")
+        with self._snapshot() as tx:
+            return [Draft.from_row(r) for r in tx.draft_rows(target_id, status)]
+
+    # -- claims --------------------------------------------------------------------------
+    def acquire(self, target_id: str, draft_id: int, owner: str, lease_seconds: float) -> Claim:
+        """Take the target for ``draft_id``: a new epoch in ``reserved``, pinning the draft.
+
+        A reserved epoch whose lease lapsed is recorded as expired first. Raises
+        ``TargetBusy`` while the current epoch is live, sending or uncertain.
+        """
+        check.text_id(target_id, "target_id")
+        check.positive_int(draft_id, "draft_id")
+        check.text_id(owner, "owner", max_length=100)
+        seconds = check.lease(lease_seconds)
+        token = new_token()
+        with self._transaction() as tx:
+            now = self.clock()
+            self._apply_everywhere(tx, "lapse", Facts(now=now, target_id=target_id))
+            draft = tx.draft_row(draft_id)
+            if draft is None:
+                raise NotFound(f"no draft {draft_id}; create_draft returns the id to use")
+            facts = Facts(
+                now=now,
+                target_id=target_id,
+                draft_id=draft_id,
+                owner=owner,
+                token_hash=token_hash(token),
+                lease_deadline=now + seconds,
+                idempotency_key=idempotency_key(draft),
+                draft=draft,
+            )
+            row = tx.acquire_write(facts)
+            if row is None:
+                previous = tx.claim_row(target_id)
+                raise self._diagnose("acquire", State.UNCLAIMED, previous, facts)
+            tx.append_history([_record("acquire", State.UNCLAIMED, row, now, row.token_hash)])
+        return Claim(self, row, token)
+
+    def resume(self, target_id: str, epoch: int, token: str) -> Claim:
+        """The handle for a worker that restarts with what it saved; StaleClaim if superseded."""
+        check.text_id(target_id, "target_id")
+        check.positive_int(epoch, "epoch")
+        check.token(token)
+        facts = Facts(now=self.clock(), target_id=target_id, epoch=epoch, token_hash=token_hash(token))
+        refusal: Refused | None = None
+        with self._transaction() as tx:
+            row = self._claim_or_raise(tx, target_id)
+            if not self.machine.guards["owner_matches"](row, facts):
+                refusal = StaleClaim(
+                    f"resume refused for target {target_id!r} epoch {epoch}: the epoch or token "
+                    f"is not current (current epoch {row.epoch}); acquire again"
+                )
+            elif self.spec.states[row.state].stale:
+                refusal = StaleClaim(
+                    f"resume refused for target {target_id!r} epoch {epoch}: the epoch is "
+                    f"{row.state}; acquire again"
+                )
+            if refusal is not None:
+                self._record_discard(tx, "resume", row, facts, refusal)
+        if refusal is not None:
+            raise refusal
+        return Claim(self, row, token)
+
+    def sweep(self) -> list[Transitioned]:
+        """Apply lease expiry everywhere: lapsed reserved → expired, lapsed sending → uncertain."""
+        with self._transaction() as tx:
+            return self._apply_everywhere(tx, "lapse", Facts(now=self.clock()))
+
+    def reconcile(self, target_id: str, epoch: int, evidence: Evidence) -> ClaimInfo:
+        """uncertain → reconciled, with readback ``evidence`` (see :class:`Evidence`).
+
+        Effect present: the pinned draft becomes dispatched. Effect absent: accepted only
+        if the remote is fenced through this epoch; the draft stays approved.
+        """
+        check.text_id(target_id, "target_id")
+        check.positive_int(epoch, "epoch")
+        if not isinstance(evidence, Evidence) or evidence.outcome not in ("present", "absent"):
+            raise InvalidArgument(
+                "evidence must be Evidence.present() or Evidence.absent_fenced(epoch)"
+            )
+        facts = Facts(
+            now=self.clock(),
+            target_id=target_id,
+            epoch=epoch,
+            outcome=evidence.outcome,
+            fenced_through=evidence.fenced_through,
+        )
+        row = self._event(target_id, "reconcile", facts)
+        return ClaimInfo.from_row(row)
+
+    def retry(
+        self,
+        target_id: str,
+        epoch: int,
+        *,
+        owner: str,
+        lease_seconds: float,
+        remote_dedups: bool,
+    ) -> Claim:
+        """uncertain → sending again with the same idempotency key (a deduping remote only).
+
+        Returns a new handle (a new token) for the same epoch; re-send with its key.
+        """
+        check.text_id(target_id, "target_id")
+        check.positive_int(epoch, "epoch")
+        check.text_id(owner, "owner", max_length=100)
+        seconds = check.lease(lease_seconds)
+        if not isinstance(remote_dedups, bool):
+            raise InvalidArgument("remote_dedups must be a bool")
+        token = new_token()
+        now = self.clock()
+        facts = Facts(
+            now=now,
+            target_id=target_id,
+            epoch=epoch,
+            owner=owner,
+            new_token_hash=token_hash(token),
+            lease_deadline=now + seconds,
+            remote_dedups=remote_dedups,
+        )
+        row = self._event(target_id, "retry", facts)
+        return Claim(self, row, token)
+
+    def get_claim(self, target_id: str) -> ClaimInfo | None:
+        check.text_id(target_id, "target_id")
+        with self._snapshot() as tx:
+            row = tx.claim_row(target_id)
+        return None if row is None else ClaimInfo.from_row(row)
+
+    def claims(self, *, state: str | None = None) -> list[ClaimInfo]:
+        """Every target's current claim, optionally only those in ``state``."""
+        if state is not None and state not in self.spec.states:
+            raise InvalidArgument(f"unknown state {state!r}; declared: {list(self.spec.states)}")
+        with self._snapshot() as tx:
+            return [ClaimInfo.from_row(r) for r in tx.claim_rows(state)]
+
+    def history(self, target_id: str | None = None) -> list[HistoryEntry]:
+        """Every transition and refused stale operation, oldest first (of one target or all)."""
+        if target_id is not None:
+            check.text_id(target_id, "target_id")
+        with self._snapshot() as tx:
+            return tx.history_rows(target_id)
+
+    def epochs(self, target_id: str) -> dict[int, str]:
+        """Each epoch of the target and the state history last records for it."""
+        result: dict[int, str] = {}
+        for entry in self.history(target_id):
+            result[entry.epoch] = entry.to_state
+        return result
+
+    # -- the owner's operations (called by Claim) ----------------------------------------
+    def _owner_event(
+        self, claim: Claim, event: str, *, lease_seconds: float | None = None, reason: str = ""
+    ) -> Claim:
+        deadline = check.lease(lease_seconds) if event == "renew" else None
+        check.reason(reason)
+        now = self.clock()
+        facts = Facts(
+            now=now,
+            target_id=claim.target_id,
+            epoch=claim.epoch,
+            token_hash=token_hash(claim.token),
+            lease_deadline=None if deadline is None else now + deadline,
+        )
+        row = self._event(claim.target_id, event, facts, detail=reason)
+        claim._refresh(row)
+        return claim
+
+    # -- the one path every guarded event takes -------------------------------------------
+    def _event(self, target_id: str, event: str, facts: Facts, *, detail: str = "") -> ClaimRow:
+        refusal: Exception | None = None
+        with self._transaction(durable=event in DURABLE_EVENTS) as tx:
+            rows = tx.guarded_write(event, facts)
+            if rows:
+                row = rows[0]
+                self._record(tx, event, row, facts, detail)
+            else:
+                current = self._claim_or_raise(tx, target_id)
+                draft = tx.draft_row(current.draft_id)
+                refusal = self._diagnose(event, current.state, current, facts.with_draft(draft))
+                if isinstance(refusal, StaleClaim):
+                    self._record_discard(tx, event, current, facts, refusal)
+        if refusal is not None:
+            raise refusal  # raised after commit, so the discard record is kept
+        return row
+
+    def _apply_everywhere(self, tx: Tx, event: str, facts: Facts) -> list[Transitioned]:
+        done = []
+        # Record in target order: a backend's row order is not part of the protocol, and
+        # history must not depend on it.
+        for row in sorted(tx.guarded_write(event, facts), key=lambda r: r.target_id):
+            source = self._record(tx, event, row, facts, "")
+            done.append(Transitioned(row.target_id, row.epoch, event, source, row.state))
+        return done
+
+    def _record(self, tx: Tx, event: str, row: ClaimRow, facts: Facts, detail: str) -> str:
+        source = self.spec.source_of(event, row.state)
+        tx.append_history([_record(event, source, row, facts.now, row.token_hash, detail)])
+        if row.state == State.CONFIRMED or (
+            row.state == State.RECONCILED and row.outcome == "present"
+        ):
+            draft = tx.draft_row(row.draft_id)
+            if draft is not None and draft.version == row.draft_version:
+                draft.status = "dispatched"
+                tx.update_draft(draft, facts.now)
+        return source
+
+    def _diagnose(self, event: str, state: str, row: ClaimRow | None, facts: Facts) -> Exception:
+        error = self.machine.explain(event, state, row, facts)
+        if error is None:
+            raise DeclarationMismatch(
+                f"the store refused {event} from {state} for target {facts.target_id!r}, "
+                "but every declared guard holds"
+            )
+        return error
+
+    def _record_discard(
+        self, tx: Tx, attempted: str, current: ClaimRow, facts: Facts, refusal: Exception
+    ) -> None:
+        """Record a stale owner's refused operation against the epoch it believed it held."""
+        epoch = facts.epoch if facts.epoch is not None else current.epoch
+        if epoch == current.epoch:
+            state = current.state
+        else:
+            state = tx.epoch_state(current.target_id, epoch) or State.UNCLAIMED
+        to_state = self.machine.fire("discard", state, current, facts)
+        tx.append_history(
+            [
+                HistoryRecord(
+                    target_id=current.target_id,
+                    epoch=epoch,
+                    event="discard",
+                    from_state=state,
+                    to_state=to_state,
+                    at=facts.now,
+                    token_hash=facts.token_hash,
+                    detail=f"refused {attempted}: {refusal}",
+                )
+            ]
+        )
+
+    def _draft_or_raise(self, tx: Tx, draft_id: int) -> DraftRow:
+        row = tx.draft_row(draft_id)
+        if row is None:
+            raise NotFound(f"no draft {draft_id}")
+        return row
+
+    def _claim_or_raise(self, tx: Tx, target_id: str) -> ClaimRow:
+        row = tx.claim_row(target_id)
+        if row is None:
+            raise NotFound(f"target {target_id!r} has never been claimed")
+        return row
+
+
+def idempotency_key(draft: DraftRow) -> str:
+    """Stable for one draft version: every attempt at it reuses the key, across epochs."""
+    return f"cf-{draft.draft_id}-v{draft.version}-{draft.digest[:16]}"
+
+
+def _record(
+    event: str, source: str, row: ClaimRow, now: float, hashed: str | None, detail: str = ""
+) -> HistoryRecord:
+    return HistoryRecord(
+        target_id=row.target_id,
+        epoch=row.epoch,
+        event=event,
+        from_state=source,
+        to_state=row.state,
+        at=now,
+        token_hash=hashed,
+        detail=detail,
+        row=row,
+    )
+
+
+def history_entry(seq: int, rec: HistoryRecord) -> HistoryEntry:
+    """The public form of a record (backends that keep records in memory use this)."""
+    r = rec.row
+    return HistoryEntry(
+        seq=seq,
+        target_id=rec.target_id,
+        epoch=rec.epoch,
+        event=rec.event,
+        from_state=rec.from_state,
+        to_state=rec.to_state,
+        at=rec.at,
+        owner=r.owner if r else None,
+        token_fingerprint=fingerprint(rec.token_hash),
+        draft_id=r.draft_id if r else None,
+        draft_version=r.draft_version if r else None,
+        draft_digest=r.draft_digest if r else None,
+        idempotency_key=r.idempotency_key if r else None,
+        lease_deadline=r.lease_deadline if r else None,
+        outcome=r.outcome if r else None,
+        detail=rec.detail,
+    )
+
+
+def replay(history: list[HistoryEntry]) -> dict[str, dict[str, Any]]:
+    """The claim rows that ``history`` implies: target → the fields of its current epoch.
+
+    Discard records are skipped: a refused stale operation never changes a row.
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for e in history:
+        if e.event == "discard":
+            continue
+        rows[e.target_id] = {
+            "epoch": e.epoch,
+            "state": e.to_state,
+            "owner": e.owner,
+            "token_fingerprint": e.token_fingerprint,
+            "draft_id": e.draft_id,
+            "draft_version": e.draft_version,
+            "draft_digest": e.draft_digest,
+            "idempotency_key": e.idempotency_key,
+            "lease_deadline": e.lease_deadline,
+            "outcome": e.outcome,
+        }
+    return rows
+
+
+def claim_fields(info: ClaimInfo) -> dict[str, Any]:
+    """A claim's fields in the form :func:`replay` produces, for comparing the two."""
+    return {
+        "epoch": info.epoch,
+        "state": info.state,
+        "owner": info.owner,
+        "token_fingerprint": info.token_fingerprint,
+        "draft_id": info.draft_id,
+        "draft_version": info.draft_version,
+        "draft_digest": info.draft_digest,
+        "idempotency_key": info.idempotency_key,
+        "lease_deadline": info.lease_deadline,
+        "outcome": info.outcome,
+    }

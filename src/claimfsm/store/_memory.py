@@ -1,0 +1,152 @@
+"""The in-memory store: the reference model, executed by the ``transitions`` machine.
+
+Its guarded writes fire the declared events on the shared machine, with the guards'
+Python meaning as conditions; nothing is restated. Tests drive it side by side with the
+SQL stores, which must agree with it step for step. It is also handy in an embedding
+service's own unit tests (``open_store("memory://")``). Nothing is persisted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from claimfsm.errors import ClaimFSMError
+from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
+from claimfsm.spec import State
+from claimfsm.store._core import EFFECTS, Clock, HistoryRecord, Store, history_entry
+from claimfsm.store._types import HistoryEntry
+
+
+class _State:
+    def __init__(self) -> None:
+        self.drafts: dict[int, DraftRow] = {}
+        self.claims: dict[str, ClaimRow] = {}
+        self.history: list[HistoryEntry] = []
+
+    def copy(self) -> _State:
+        other = _State()
+        other.drafts = {k: replace(v) for k, v in self.drafts.items()}
+        other.claims = {k: replace(v) for k, v in self.claims.items()}
+        other.history = list(self.history)  # entries are immutable
+        return other
+
+
+class _MemoryTx:
+    def __init__(self, data: _State, machine: ClaimMachine) -> None:
+        self.data = data
+        self.machine = machine
+
+    def claim_row(self, target_id: str) -> ClaimRow | None:
+        row = self.data.claims.get(target_id)
+        return None if row is None else replace(row)
+
+    def draft_row(self, draft_id: int) -> DraftRow | None:
+        row = self.data.drafts.get(draft_id)
+        return None if row is None else replace(row)
+
+    def draft_rows(self, target_id: str, status: str | None) -> list[DraftRow]:
+        return [
+            replace(d)
+            for d in self.data.drafts.values()
+            if d.target_id == target_id and (status is None or d.status == status)
+        ]
+
+    def claim_rows(self, state: str | None) -> list[ClaimRow]:
+        return [
+            replace(r)
+            for _, r in sorted(self.data.claims.items())
+            if state is None or r.state == state
+        ]
+
+    def epoch_state(self, target_id: str, epoch: int) -> str | None:
+        state = None
+        for e in self.data.history:
+            if e.target_id == target_id and e.epoch == epoch:
+                state = e.to_state
+        return state
+
+    def history_rows(self, target_id: str | None) -> list[HistoryEntry]:
+        return [e for e in self.data.history if target_id is None or e.target_id == target_id]
+
+    def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
+        row = DraftRow(len(self.data.drafts) + 1, target_id, 1, digest, "pending", content)
+        self.data.drafts[row.draft_id] = row
+        return replace(row)
+
+    def update_draft(self, row: DraftRow, now: float) -> None:
+        self.data.drafts[row.draft_id] = replace(row)
+
+    def acquire_write(self, facts: Facts) -> ClaimRow | None:
+        assert facts.target_id is not None and facts.draft is not None
+        previous = self.data.claims.get(facts.target_id)
+        try:
+            self.machine.fire("acquire", State.UNCLAIMED, previous, facts)
+        except ClaimFSMError:
+            return None
+        assert facts.owner and facts.token_hash and facts.lease_deadline is not None
+        row = ClaimRow(
+            target_id=facts.target_id,
+            epoch=(previous.epoch if previous else 0) + 1,
+            state=State.RESERVED.value,
+            owner=facts.owner,
+            token_hash=facts.token_hash,
+            draft_id=facts.draft.draft_id,
+            draft_version=facts.draft.version,
+            draft_digest=facts.draft.digest,
+            idempotency_key=facts.idempotency_key or "",
+            lease_deadline=facts.lease_deadline,
+            outcome=None,
+            updated_at=facts.now,
+        )
+        self.data.claims[row.target_id] = row
+        return replace(row)
+
+    def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]:
+        targets = [facts.target_id] if facts.target_id is not None else list(self.data.claims)
+        changed = []
+        for target in targets:
+            row = self.data.claims.get(target)
+            if row is None:
+                continue
+            draft = self.data.drafts.get(row.draft_id)
+            try:
+                new_state = self.machine.fire(event, row.state, row, facts.with_draft(draft))
+            except ClaimFSMError:
+                continue
+            row.state = new_state
+            for column, field in EFFECTS.get(event, ()):
+                setattr(row, column, getattr(facts, field))
+            row.updated_at = facts.now
+            changed.append(replace(row))
+        return changed
+
+    def append_history(self, records: list[HistoryRecord]) -> None:
+        for rec in records:
+            self.data.history.append(history_entry(len(self.data.history) + 1, rec))
+
+
+class MemoryStore(Store):
+    """A store held in this process's memory (``memory://``)."""
+
+    def __init__(self, *, clock: Clock | None = None, machine: ClaimMachine | None = None):
+        super().__init__(clock=clock, machine=machine)
+        self._data = _State()
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _transaction(self, *, durable: bool = False) -> Iterator[_MemoryTx]:
+        with self._lock:
+            work = self._data.copy()  # all-or-nothing: commit by swapping the copy in
+            yield _MemoryTx(work, self.machine)
+            self._data = work
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[_MemoryTx]:
+        with self._lock:
+            yield _MemoryTx(self._data, self.machine)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,114 @@
+"""The declared guards as SQL, and the guarded writes compiled from the declaration.
+
+Each declared event becomes ONE conditional statement: the WHERE clause is the OR of the
+event's transitions (source state AND its guards), and the new state is a CASE over the
+same terms in declaration order, exactly as the machine tries them. Zero rows back means
+refused. ``param`` renders a named parameter in the driver's style.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from claimfsm.errors import SpecError
+from claimfsm.spec import Spec, State
+from claimfsm.store._core import EFFECTS
+
+Param = Callable[[str], str]
+
+CLAIM_COLUMNS = (
+    "target_id",
+    "epoch",
+    "state",
+    "owner",
+    "token_hash",
+    "draft_id",
+    "draft_version",
+    "draft_digest",
+    "idempotency_key",
+    "lease_deadline",
+    "outcome",
+    "updated_at",
+)
+
+
+def guard_sql(spec: Spec, p: Param) -> dict[str, str]:
+    """Each guard's predicate over the ``claims`` row (and the draft ``d`` for acquire)."""
+    frees = ", ".join(_literal(s) for s in spec.states_where("frees_target"))
+    return {
+        "target_free": f"claims.state IN ({frees})",
+        "draft_approved": f"d.status = 'approved' AND d.target_id = {p('target_id')}",
+        "owner_matches": f"claims.epoch = {p('epoch')} AND claims.token_hash = {p('token_hash')}",
+        "epoch_current": f"claims.epoch = {p('epoch')}",
+        "lease_live": f"claims.lease_deadline > {p('now')}",
+        "lease_lapsed": f"claims.lease_deadline <= {p('now')}",
+        "draft_unchanged": (
+            "EXISTS (SELECT 1 FROM drafts AS pinned WHERE pinned.draft_id = claims.draft_id"
+            " AND pinned.status = 'approved' AND pinned.version = claims.draft_version"
+            " AND pinned.digest = claims.draft_digest)"
+        ),
+        "effect_present": f"{p('outcome')} = 'present'",
+        "effect_absent": f"{p('outcome')} = 'absent'",
+        "remote_fenced": f"{p('fenced_through')} >= claims.epoch",
+        "remote_dedups": f"{p('remote_dedups')} = 1",
+    }
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The guarded writes for one declaration: ``events[name]`` with and without a target."""
+
+    events: dict[str, str]  # event -> statement for one target (``target_id`` parameter)
+    everywhere: dict[str, str]  # event -> statement over every target (sweep)
+    acquire: str
+
+
+def compile_writes(spec: Spec, p: Param) -> Compiled:
+    guards = guard_sql(spec, p)
+    missing = sorted(set(spec.guards) - set(guards))
+    if missing:
+        raise SpecError(f"{spec.name}: guards {missing} have no SQL in claimfsm.store")
+    returning = "RETURNING " + ", ".join(CLAIM_COLUMNS)
+    events, everywhere = {}, {}
+    for event in spec.events:
+        decls = [t for t in spec.transitions if t.event == event and not t.internal]
+        if event == "acquire" or not decls:
+            continue  # acquire inserts (below); internal-only events write history alone
+        terms = []
+        for t in decls:
+            conds = [f"claims.state = {_literal(t.source)}"] + [f"({guards[g]})" for g in t.guards]
+            terms.append((" AND ".join(conds), t.dest))
+        case = " ".join(f"WHEN {cond} THEN {_literal(dest)}" for cond, dest in terms)
+        sets = [f"state = CASE {case} END"]
+        sets += [f"{col} = {p(field)}" for col, field in EFFECTS.get(event, ())]
+        sets.append(f"updated_at = {p('now')}")
+        where = " OR ".join(f"({cond})" for cond, _ in terms)
+        head = f"UPDATE claims SET {', '.join(sets)} WHERE "
+        events[event] = f"{head}claims.target_id = {p('target_id')} AND ({where}) {returning}"
+        everywhere[event] = f"{head}{where} {returning}"
+
+    (acq,) = [t for t in spec.transitions if t.event == "acquire"]
+    extra = [g for g in acq.guards if g not in ("target_free", "draft_approved")]
+    if extra or acq.source != State.UNCLAIMED:
+        raise SpecError(f"{spec.name}: acquire must go from unclaimed with the two acquire guards")
+    acquire = (
+        "INSERT INTO claims (" + ", ".join(CLAIM_COLUMNS) + ") "
+        f"SELECT {p('target_id')}, 1, {_literal(acq.dest)}, {p('owner')}, {p('token_hash')},"
+        f" d.draft_id, d.version, d.digest, {p('idempotency_key')}, {p('lease_deadline')},"
+        f" NULL, {p('now')} FROM drafts AS d WHERE d.draft_id = {p('draft_id')}"
+        f" AND {guards['draft_approved']} "
+        "ON CONFLICT (target_id) DO UPDATE SET epoch = claims.epoch + 1,"
+        + ", ".join(
+            f" {c} = excluded.{c}" for c in CLAIM_COLUMNS if c not in ("target_id", "epoch")
+        )
+        + f" WHERE {guards['target_free']} {returning}"
+    )
+    return Compiled(events=events, everywhere=everywhere, acquire=acquire)
+
+
+def _literal(name: str) -> str:
+    # State names are validated identifiers (see claimfsm.spec), so quoting is enough.
+    if not name.isidentifier():
+        raise SpecError(f"state name {name!r} is not an identifier")
+    return f"'{name}'"

@@ -1,0 +1,351 @@
+"""The SQLite store: the embedded default, one file, no server.
+
+Durability and locking, in one place:
+
+- WAL journal. Readers never block the writer and vice versa.
+- ``synchronous=NORMAL`` for ordinary commits, ``FULL`` for the commit that enters
+  ``sending`` (``begin_send``, ``retry``). In WAL mode NORMAL survives a process crash but may
+  lose the last commits on power loss; FULL syncs the WAL (everything before it too) before
+  the commit returns, so the record that a send may happen is never lost. What power loss
+  can take back is safe: an acquire (no send started, its epoch number never reached a
+  remote), a release or renew, or a confirm (the epoch stays sending, lapses to uncertain
+  and is resolved by readback).
+- Every write transaction starts with ``BEGIN IMMEDIATE``: the write lock is taken first,
+  so the guarded UPDATE and any diagnosis that follows it see one consistent database.
+- Contention: SQLite's own busy handler sleeps in growing steps (up to 100 ms) and lets a
+  busy process starve; the store instead retries ``BEGIN IMMEDIATE`` with short jittered
+  sleeps for up to ``busy_seconds``, then raises ``StoreBusy``. Callers never see
+  "database is locked" for ordinary contention.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreBusy, StoreError
+from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
+from claimfsm.store._core import Clock, HistoryRecord, Store
+from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
+from claimfsm.store._tokens import fingerprint
+from claimfsm.store._types import HistoryEntry
+
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x436C464D  # "ClFM": marks a file as a claimfsm database
+
+SCHEMA = """
+CREATE TABLE drafts (
+    draft_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    target_id  TEXT NOT NULL,
+    content    TEXT NOT NULL,
+    version    INTEGER NOT NULL CHECK (version >= 1),       -- bumps on every edit
+    digest     TEXT NOT NULL,                               -- sha256 of content
+    status     TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'dispatched')),
+    updated_at REAL NOT NULL
+);
+-- No uniqueness per target: any number of pending and approved drafts may coexist.
+CREATE INDEX drafts_by_target ON drafts (target_id, status);
+
+CREATE TABLE claims (                                       -- exactly one row per target
+    target_id       TEXT PRIMARY KEY,
+    epoch           INTEGER NOT NULL CHECK (epoch >= 1),    -- +1 per acquire, never reused
+    state           TEXT NOT NULL,
+    owner           TEXT NOT NULL,
+    token_hash      TEXT NOT NULL,                          -- sha256 of the owner token
+    draft_id        INTEGER NOT NULL REFERENCES drafts (draft_id),
+    draft_version   INTEGER NOT NULL,                       -- pinned at acquire
+    draft_digest    TEXT NOT NULL,                          -- pinned at acquire
+    idempotency_key TEXT NOT NULL,
+    lease_deadline  REAL NOT NULL,                          -- store clock, seconds
+    outcome         TEXT,                                   -- reconciled: present | absent
+    updated_at      REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX claims_by_state ON claims (state, lease_deadline);
+
+CREATE TABLE history (                                      -- append-only
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    target_id       TEXT NOT NULL,
+    epoch           INTEGER NOT NULL,
+    event           TEXT NOT NULL,
+    from_state      TEXT NOT NULL,
+    to_state        TEXT NOT NULL,
+    at              REAL NOT NULL,
+    token_fp        TEXT NOT NULL,                          -- fingerprint, never the token
+    owner           TEXT,                                   -- the row after a transition;
+    draft_id        INTEGER,                                -- NULL for a discard record
+    draft_version   INTEGER,
+    draft_digest    TEXT,
+    idempotency_key TEXT,
+    lease_deadline  REAL,
+    outcome         TEXT,
+    detail          TEXT NOT NULL
+);
+CREATE INDEX history_by_epoch ON history (target_id, epoch, seq);
+CREATE TRIGGER history_no_update BEFORE UPDATE ON history
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TRIGGER history_no_delete BEFORE DELETE ON history
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+"""
+
+_HISTORY_COLUMNS = (
+    "seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
+    " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail"
+)
+_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+R = TypeVar("R")
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a script into complete statements (triggers contain semicolons)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+class _SQLiteTx:
+    def __init__(self, conn: sqlite3.Connection, sql: Compiled) -> None:
+        self.conn = conn
+        self.sql = sql
+
+    def claim_row(self, target_id: str) -> ClaimRow | None:
+        cur = self.conn.execute(
+            f"SELECT {', '.join(CLAIM_COLUMNS)} FROM claims WHERE target_id = ?", (target_id,)
+        )
+        found = cur.fetchone()
+        return None if found is None else ClaimRow(*found)
+
+    def draft_row(self, draft_id: int) -> DraftRow | None:
+        found = self.conn.execute(
+            "SELECT draft_id, target_id, version, digest, status, content FROM drafts"
+            " WHERE draft_id = ?",
+            (draft_id,),
+        ).fetchone()
+        return None if found is None else DraftRow(*found)
+
+    def draft_rows(self, target_id: str, status: str | None) -> list[DraftRow]:
+        rows = self.conn.execute(
+            "SELECT draft_id, target_id, version, digest, status, content FROM drafts"
+            " WHERE target_id = ? AND (? IS NULL OR status = ?) ORDER BY draft_id",
+            (target_id, status, status),
+        ).fetchall()
+        return [DraftRow(*r) for r in rows]
+
+    def claim_rows(self, state: str | None) -> list[ClaimRow]:
+        rows = self.conn.execute(
+            f"SELECT {', '.join(CLAIM_COLUMNS)} FROM claims"
+            " WHERE (? IS NULL OR state = ?) ORDER BY target_id",
+            (state, state),
+        ).fetchall()
+        return [ClaimRow(*r) for r in rows]
+
+    def epoch_state(self, target_id: str, epoch: int) -> str | None:
+        found = self.conn.execute(
+            "SELECT to_state FROM history WHERE target_id = ? AND epoch = ?"
+            " ORDER BY seq DESC LIMIT 1",
+            (target_id, epoch),
+        ).fetchone()
+        return None if found is None else str(found[0])
+
+    def history_rows(self, target_id: str | None) -> list[HistoryEntry]:
+        rows = self.conn.execute(
+            f"SELECT {_HISTORY_COLUMNS} FROM history"
+            " WHERE (? IS NULL OR target_id = ?) ORDER BY seq",
+            (target_id, target_id),
+        ).fetchall()
+        return [HistoryEntry(*r) for r in rows]
+
+    def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
+        cur = self.conn.execute(
+            "INSERT INTO drafts (target_id, content, version, digest, status, updated_at)"
+            " VALUES (?, ?, 1, ?, 'pending', ?) RETURNING draft_id",
+            (target_id, content, digest, now),
+        )
+        (draft_id,) = cur.fetchone()
+        return DraftRow(draft_id, target_id, 1, digest, "pending", content)
+
+    def update_draft(self, row: DraftRow, now: float) -> None:
+        self.conn.execute(
+            "UPDATE drafts SET content = ?, version = ?, digest = ?, status = ?, updated_at = ?"
+            " WHERE draft_id = ?",
+            (row.content, row.version, row.digest, row.status, now, row.draft_id),
+        )
+
+    def acquire_write(self, facts: Facts) -> ClaimRow | None:
+        found = self.conn.execute(self.sql.acquire, facts.sql_params()).fetchone()
+        return None if found is None else ClaimRow(*found)
+
+    def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]:
+        statements = self.sql.events if facts.target_id is not None else self.sql.everywhere
+        rows = self.conn.execute(statements[event], facts.sql_params()).fetchall()
+        return [ClaimRow(*r) for r in rows]
+
+    def append_history(self, records: list[HistoryRecord]) -> None:
+        self.conn.executemany(
+            "INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner,"
+            " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
+            " lease_deadline, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_history_params(r) for r in records],
+        )
+
+
+def _history_params(rec: HistoryRecord) -> tuple[Any, ...]:
+    r = rec.row
+    return (
+        rec.target_id,
+        rec.epoch,
+        rec.event,
+        rec.from_state,
+        rec.to_state,
+        rec.at,
+        r.owner if r else None,
+        fingerprint(rec.token_hash),
+        r.draft_id if r else None,
+        r.draft_version if r else None,
+        r.draft_digest if r else None,
+        r.idempotency_key if r else None,
+        r.lease_deadline if r else None,
+        r.outcome if r else None,
+        rec.detail,
+    )
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file (``sqlite:///path``) or in memory (``sqlite://:memory:``)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        machine: ClaimMachine | None = None,
+        busy_seconds: float = 30.0,
+    ) -> None:
+        super().__init__(clock=clock, machine=machine)
+        self.path = str(path)
+        self.busy_seconds = busy_seconds
+        self._lock = threading.RLock()
+        self._sql = compile_writes(self.spec, lambda name: f":{name}")
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        try:
+            with self._translate("open"):
+                self._retry_busy(self._configure)
+                self._retry_busy(self._ensure_schema)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- connection set-up ----------------------------------------------------------------
+    def _configure(self) -> None:
+        c = self._conn
+        c.execute("PRAGMA journal_mode = WAL")
+        c.execute("PRAGMA synchronous = NORMAL")
+        c.execute("PRAGMA foreign_keys = ON")
+
+    def _ensure_schema(self) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            app_id = c.execute("PRAGMA application_id").fetchone()[0]
+            version = c.execute("PRAGMA user_version").fetchone()[0]
+            tables = c.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if app_id == 0 and version == 0 and tables == 0:
+                for statement in _statements(SCHEMA):
+                    c.execute(statement)
+                c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif app_id != APPLICATION_ID:
+                raise StoreError(
+                    f"{self.path!r} is not a claimfsm database (it has other tables); "
+                    "give claimfsm a file of its own"
+                )
+            elif version != SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path!r} has claimfsm schema version {version}; this claimfsm reads "
+                    f"version {SCHEMA_VERSION}: use the claimfsm release that wrote it"
+                )
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    # -- transactions ------------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self, *, durable: bool = False) -> Iterator[_SQLiteTx]:
+        with self._lock, self._translate("write"):
+            c = self._conn
+            if durable:
+                c.execute("PRAGMA synchronous = FULL")
+            try:
+                self._retry_busy(lambda: c.execute("BEGIN IMMEDIATE"))
+                try:
+                    yield _SQLiteTx(c, self._sql)
+                    c.execute("COMMIT")
+                except BaseException:
+                    if c.in_transaction:
+                        c.execute("ROLLBACK")
+                    raise
+            finally:
+                if durable:
+                    c.execute("PRAGMA synchronous = NORMAL")
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[_SQLiteTx]:
+        with self._lock, self._translate("read"):
+            c = self._conn
+            self._retry_busy(lambda: c.execute("BEGIN DEFERRED"))
+            try:
+                yield _SQLiteTx(c, self._sql)
+            finally:
+                if c.in_transaction:
+                    c.execute("COMMIT")
+
+    def _retry_busy(self, fn: Callable[[], R]) -> R:
+        deadline = time.monotonic() + self.busy_seconds
+        delay = 0.0002
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(
+                        f"{self.path!r} stayed locked for {self.busy_seconds:g} s; another "
+                        "process holds a long write transaction"
+                    ) from exc
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 0.005)
+
+    @contextmanager
+    def _translate(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except ClaimFSMError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite {what} failed on {self.path!r}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
