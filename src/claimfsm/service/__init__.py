@@ -1,0 +1,27 @@
+"""What an embedding service calls: the Dispatcher and the Remote protocol it drives."""
+
+from claimfsm.service._dispatcher import DispatchResult, Dispatcher, StepHook
+from claimfsm.service._remote import (
+    Effect,
+    Faults,
+    Remote,
+    RemoteMode,
+    SendAmbiguous,
+    SendRejected,
+    SendRequest,
+    SimulatedRemote,
+)
+
+__all__ = [
+    "DispatchResult",
+    "Dispatcher",
+    "Effect",
+    "Faults",
+    "Remote",
+    "RemoteMode",
+    "SendAmbiguous",
+    "SendRejected",
+    "SendRequest",
+    "SimulatedRemote",
+    "StepHook",
+]

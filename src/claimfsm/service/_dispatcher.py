@@ -1,0 +1,153 @@
+"""The embedding helper: what a service calls to dispatch drafts through claims."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from claimfsm.errors import (
+    DraftNotApproved,
+    IllegalTransition,
+    InvalidArgument,
+    LeaseExpired,
+    Refused,
+    StaleClaim,
+    TargetBusy,
+)
+from claimfsm.service._remote import Remote, SendRequest
+from claimfsm.spec import State
+from claimfsm.store import Claim, Evidence, Store
+
+#: Called at each step with the step name and the handle: "acquired" (reserved),
+#: "sending" (intent committed, before the remote call) and "sent" (acknowledged, before
+#: confirm). Tests and demos raise from it to simulate a crash at that point.
+StepHook = Callable[[str, Claim], None]
+
+Outcome = Literal["confirmed", "uncertain", "busy", "idle", "lost"]
+Resolution = Literal["present", "absent", "retried", "unresolved", "not-uncertain"]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    outcome: Outcome  # confirmed, uncertain, busy (target taken), idle (nothing approved), lost
+    claim: Claim | None = None
+    detail: str = ""
+
+
+class Dispatcher:
+    """Dispatches approved drafts for targets, one claim at a time, through ``store``.
+
+    ``dispatch_next(target)``: acquire the oldest approved draft's target, record the intent
+    to send (``begin_send``), call ``remote.send`` with the idempotency key and epoch, then
+    confirm on an acknowledgement or mark uncertain on any error. ``reconcile(target)``
+    resolves an uncertain claim by readback (fencing the remote first when the effect is
+    absent), or by a same-key retry when the remote deduplicates by key.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        remote: Remote,
+        *,
+        owner: str,
+        lease_seconds: float = 30.0,
+        on_step: StepHook | None = None,
+    ) -> None:
+        if not isinstance(remote, Remote):
+            raise InvalidArgument("remote must implement claimfsm.Remote (send, readback, fence)")
+        self.store = store
+        self.remote = remote
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.on_step = on_step
+
+    def dispatch_next(self, target_id: str) -> DispatchResult:
+        for draft in self.store.drafts(target_id, status="approved"):
+            try:
+                claim = self.store.acquire(target_id, draft.draft_id, self.owner, self.lease_seconds)
+            except TargetBusy as exc:
+                return DispatchResult("busy", detail=str(exc))
+            except DraftNotApproved:
+                continue  # dispatched or edited since we listed it: try the next one
+            return self.send(claim)
+        return DispatchResult("idle")
+
+    def send(self, claim: Claim) -> DispatchResult:
+        """Send what ``claim`` pinned: begin_send, remote call, confirm or mark uncertain."""
+        self._step("acquired", claim)
+        try:
+            claim.begin_send()  # durable before the remote may see anything
+        except (StaleClaim, LeaseExpired) as exc:
+            return DispatchResult("lost", claim, str(exc))
+        except Refused as exc:  # the draft changed since acquire: give the claim back
+            try:
+                claim.release()
+            except (Refused, IllegalTransition):
+                pass  # superseded meanwhile: nothing of ours to give back
+            return DispatchResult("lost", claim, str(exc))
+        self._step("sending", claim)
+        return self._call_remote(claim)
+
+    def _call_remote(self, claim: Claim) -> DispatchResult:
+        draft = self.store.get_draft(claim.draft_id)
+        request = SendRequest(
+            claim.target_id, claim.draft_id, claim.epoch, claim.idempotency_key, draft.content
+        )
+        try:
+            self.remote.send(request)
+        except Exception as exc:  # any error leaves the outcome unknown
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            try:
+                claim.mark_uncertain(reason)
+            except Refused as refused:  # swept to uncertain meanwhile, or superseded
+                return DispatchResult("uncertain", claim, f"{reason}; {refused}")
+            return DispatchResult("uncertain", claim, reason)
+        self._step("sent", claim)
+        try:
+            claim.confirm()
+        except Refused as exc:  # the lease lapsed into uncertain first: readback will settle it
+            return DispatchResult("uncertain", claim, str(exc))
+        return DispatchResult("confirmed", claim)
+
+    def reconcile(self, target_id: str) -> Resolution:
+        """Resolve the target's uncertain claim, if it has one, with evidence from the remote."""
+        info = self.store.get_claim(target_id)
+        if info is None or info.state != State.UNCERTAIN:
+            return "not-uncertain"
+        try:
+            return self._resolve(target_id, info.idempotency_key, info.epoch)
+        except (Refused, IllegalTransition):
+            return "not-uncertain"  # another reconciler got there first
+
+    def _resolve(self, target_id: str, key: str, epoch: int) -> Resolution:
+        if self.remote.readback(target_id, key, epoch):
+            self.store.reconcile(target_id, epoch, Evidence.present())
+            return "present"
+        if self.remote.fences_epochs:
+            self.remote.fence(target_id, epoch)
+            # Read again: a send in flight could have landed between the readback and the fence.
+            if self.remote.readback(target_id, key, epoch):
+                self.store.reconcile(target_id, epoch, Evidence.present())
+                return "present"
+            self.store.reconcile(target_id, epoch, Evidence.absent_fenced(epoch))
+            return "absent"
+        if self.remote.dedups_by_key:
+            claim = self.store.retry(
+                target_id,
+                epoch,
+                owner=self.owner,
+                lease_seconds=self.lease_seconds,
+                remote_dedups=True,
+            )
+            self._call_remote(claim)
+            return "retried"
+        return "unresolved"  # a plain remote: wait until readback finds the effect
+
+    def reconcile_all(self) -> dict[str, Resolution]:
+        """Reconcile every uncertain claim in the store."""
+        return {c.target_id: self.reconcile(c.target_id) for c in self.store.claims(state="uncertain")}
+
+    def _step(self, name: str, claim: Claim) -> None:
+        if self.on_step is not None:
+            self.on_step(name, claim)
