@@ -1,0 +1,82 @@
+"""The declaration loads, and a malformed one is refused with a message naming the problem."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claimfsm.errors import SpecError
+from claimfsm.machine import ClaimMachine
+from claimfsm.spec import Event, State, available, claim_spec, declarations_dir, load_spec, parse_spec
+
+
+def raw() -> dict[str, Any]:
+    return tomllib.loads((declarations_dir() / "claim.toml").read_text())
+
+
+def test_the_claim_declaration_loads_with_the_protocols_states() -> None:
+    spec = claim_spec()
+    assert set(spec.states) == {s.value for s in State}
+    assert set(spec.events) == {e.value for e in Event}
+    assert "claim" in available()
+    assert spec.states_where("frees_target") == (
+        "confirmed", "reconciled", "released", "expired", "discarded"
+    )
+    # lease expiry may only ever move reserved -> expired and sending -> uncertain
+    lapse = {(t.source, t.dest) for t in spec.transitions if t.event == "lapse"}
+    assert lapse == {("reserved", "expired"), ("sending", "uncertain")}
+    # uncertain is left only by reconcile (readback) or a same-key retry
+    leaving = {t.event for t in spec.transitions if t.source == "uncertain" and not t.internal}
+    assert leaving == {"reconcile", "retry"}
+
+
+def test_repository_specs_folder_is_the_packaged_declarations() -> None:
+    repo_specs = Path(__file__).parent.parent / "specs"
+    assert repo_specs.resolve() == declarations_dir().resolve()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: r.pop("initial"), "missing 'initial'"),
+        (lambda r: r["states"]["reserved"].pop("meaning"), "needs a one-line 'meaning'"),
+        (lambda r: r["states"]["reserved"].update(colour="red"), "unknown keys"),
+        (lambda r: r["transitions"][0].update(dest="nowhere"), "not a declared state"),
+        (lambda r: r["transitions"][0].update(guards=["wishful"]), "not declared under"),
+        (lambda r: r["guards"]["lease_live"].update(refusal="Oops"), "unknown refusal"),
+        (lambda r: r["transitions"].append(
+            {"event": "lapse", "source": "uncertain", "dest": "expired"}), "from both"),
+        (lambda r: r["transitions"].append({"event": "x", "source": "reserved"}), "either 'dest'"),
+    ],
+)
+def test_malformed_declarations_are_refused(mutate: Any, message: str, tmp_path: Path) -> None:
+    r = raw()
+    mutate(r)
+    with pytest.raises(SpecError, match=message):
+        parse_spec(r, path=tmp_path / "bad.toml")
+
+
+def test_unreadable_file_is_a_spec_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("states = [")
+    with pytest.raises(SpecError, match="bad.toml"):
+        load_spec(bad)
+
+
+def test_machine_refuses_a_declaration_with_other_states() -> None:
+    r = raw()
+    r["states"]["limbo"] = {"meaning": "not in the protocol"}
+    with pytest.raises(SpecError, match="exactly the states"):
+        ClaimMachine(parse_spec(r))
+
+
+def test_machine_is_built_without_auto_transitions_and_shared() -> None:
+    from claimfsm.machine import claim_machine
+
+    m = claim_machine()
+    assert m is claim_machine()
+    assert not any(name.startswith("to_") for name in m.machine.events)
+    assert set(m.machine.events) == set(claim_spec().events)
