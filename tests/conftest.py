@@ -60,7 +60,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture(params=["sqlite", "memory"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Backend]:
-    b = Backend(request.param, clock, tmp_path / "claims.sqlite" if request.param == "sqlite" else None)
+    b = Backend(
+        request.param, clock, tmp_path / "claims.sqlite" if request.param == "sqlite" else None
+    )
     yield b
     b.close()
 

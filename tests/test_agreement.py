@@ -261,7 +261,11 @@ def test_sqlite_claim_writes_are_exactly_the_compiled_event_statements(
     used: set[str] = set()
     for statement in executed:
         words = statement.split()
-        writes_claims = words[:2] == ["UPDATE", "claims"] or words[:3] == ["INSERT", "INTO", "claims"]
+        writes_claims = words[:2] == ["UPDATE", "claims"] or words[:3] == [
+            "INSERT",
+            "INTO",
+            "claims",
+        ]
         if writes_claims:
             assert statement in compiled, f"undeclared write to claims: {statement[:120]}"
             used.add(compiled[statement])
@@ -270,16 +274,16 @@ def test_sqlite_claim_writes_are_exactly_the_compiled_event_statements(
     assert events_in_history == set(SPEC.events)
 
 
-def test_explain_matches_sqlite_on_a_refusal_the_sql_made(
-    tmp_path: Path, clock: FakeClock
-) -> None:
+def test_explain_matches_sqlite_on_a_refusal_the_sql_made(tmp_path: Path, clock: FakeClock) -> None:
     # Sanity for the mismatch detector itself: a store whose SQL is stricter than the
     # declaration (lease_live always false) must report DeclarationMismatch, not a refusal.
     from claimfsm.errors import DeclarationMismatch
 
     store = SQLiteStore(tmp_path / "strict.sqlite", clock=clock)
     claim = store.acquire("t", approved_draft(store, "t"), "w", LEASE)
-    broken = store._sql.events["begin_send"].replace("claims.lease_deadline >", "0 * claims.lease_deadline >")
+    broken = store._sql.events["begin_send"].replace(
+        "claims.lease_deadline >", "0 * claims.lease_deadline >"
+    )
     store._sql.events["begin_send"] = broken
     with pytest.raises(DeclarationMismatch):
         claim.begin_send()

@@ -21,14 +21,48 @@ LAYERS = ["errors", "spec", "machine", "store", "service", "demo", "cli"]
 def test_exported_names_are_pinned_and_sorted() -> None:
     assert claimfsm.__all__ == sorted(claimfsm.__all__)
     assert set(claimfsm.__all__) == {
-        "Claim", "ClaimFSMError", "ClaimInfo", "ClaimMachine", "DeclarationMismatch",
-        "DispatchResult", "Dispatcher", "Draft", "DraftChanged", "DraftNotApproved", "Event",
-        "Evidence", "HistoryEntry", "IllegalTransition", "InsufficientEvidence",
-        "InvalidArgument", "LeaseExpired", "MemoryStore", "NotFound", "Refused", "Remote",
-        "SQLiteStore", "SchemaVersionError", "SendAmbiguous", "SendRejected", "SendRequest",
-        "SimulatedRemote", "Spec", "SpecError", "StaleClaim", "State", "Store", "StoreBusy",
-        "StoreError", "TargetBusy", "Transitioned", "UsageError", "__version__",
-        "claim_machine", "claim_spec", "load_spec", "open_store",
+        "Claim",
+        "ClaimFSMError",
+        "ClaimInfo",
+        "ClaimMachine",
+        "DeclarationMismatch",
+        "DispatchResult",
+        "Dispatcher",
+        "Draft",
+        "DraftChanged",
+        "DraftNotApproved",
+        "Event",
+        "Evidence",
+        "HistoryEntry",
+        "IllegalTransition",
+        "InsufficientEvidence",
+        "InvalidArgument",
+        "LeaseExpired",
+        "MemoryStore",
+        "NotFound",
+        "Refused",
+        "Remote",
+        "SQLiteStore",
+        "SchemaVersionError",
+        "SendAmbiguous",
+        "SendRejected",
+        "SendRequest",
+        "SimulatedRemote",
+        "Spec",
+        "SpecError",
+        "StaleClaim",
+        "State",
+        "Store",
+        "StoreBusy",
+        "StoreError",
+        "TargetBusy",
+        "Transitioned",
+        "UsageError",
+        "__version__",
+        "claim_machine",
+        "claim_spec",
+        "load_spec",
+        "open_store",
     }
     for name in claimfsm.__all__:
         assert hasattr(claimfsm, name)
@@ -56,7 +90,11 @@ def _imports(path: Path) -> set[str]:
 def test_dependencies_run_one_way(layer: str) -> None:
     """spec -> machine -> store -> service -> demo -> cli; nothing imports a later layer."""
     later = LAYERS[LAYERS.index(layer) + 1 :]
-    files = [SRC / f"{layer}.py"] if (SRC / f"{layer}.py").exists() else list((SRC / layer).rglob("*.py"))
+    files = (
+        [SRC / f"{layer}.py"]
+        if (SRC / f"{layer}.py").exists()
+        else list((SRC / layer).rglob("*.py"))
+    )
     assert files
     for f in files:
         for module in _imports(f):

@@ -60,8 +60,9 @@ def calls(store: Store, claim: Any) -> dict[str, Callable[[Any], Any]]:
         "reconcile.target": lambda v: store.reconcile(v, 1, Evidence.present()),
         "reconcile.epoch": lambda v: store.reconcile("acct", v, Evidence.present()),
         "reconcile.evidence": lambda v: store.reconcile("acct", 1, v),
-        "retry.lease": lambda v: store.retry("acct", 1, owner="w", lease_seconds=v,
-                                             remote_dedups=True),
+        "retry.lease": lambda v: store.retry(
+            "acct", 1, owner="w", lease_seconds=v, remote_dedups=True
+        ),
         "get_claim.target": lambda v: store.get_claim(v),
         "history.target": lambda v: store.history(v) if v is not None else store.history(1),  # type: ignore[arg-type]
         "claims.state": lambda v: store.claims(state=v if v is not None else "nope"),
@@ -92,11 +93,28 @@ def bad_values(name: str) -> list[Any]:
 @pytest.mark.parametrize(
     "name",
     [
-        "create_draft.target", "create_draft.content", "edit_draft.id", "edit_draft.content",
-        "approve_draft.id", "get_draft.id", "acquire.target", "acquire.draft", "acquire.owner",
-        "acquire.lease", "resume.target", "resume.epoch", "resume.token", "renew.lease",
-        "mark_uncertain.reason", "reconcile.target", "reconcile.epoch", "reconcile.evidence",
-        "retry.lease", "get_claim.target", "history.target", "claims.state",
+        "create_draft.target",
+        "create_draft.content",
+        "edit_draft.id",
+        "edit_draft.content",
+        "approve_draft.id",
+        "get_draft.id",
+        "acquire.target",
+        "acquire.draft",
+        "acquire.owner",
+        "acquire.lease",
+        "resume.target",
+        "resume.epoch",
+        "resume.token",
+        "renew.lease",
+        "mark_uncertain.reason",
+        "reconcile.target",
+        "reconcile.epoch",
+        "reconcile.evidence",
+        "retry.lease",
+        "get_claim.target",
+        "history.target",
+        "claims.state",
     ],
 )
 def test_bad_argument_is_a_clear_error_and_writes_nothing(
@@ -117,17 +135,23 @@ def test_bad_argument_is_a_clear_error_and_writes_nothing(
 def test_unknown_ids_are_not_found(seeded: tuple[Store, Path, Any]) -> None:
     store, path, _ = seeded
     before = dump(path)
-    for call in (lambda: store.get_draft(999), lambda: store.approve_draft(999),
-                 lambda: store.acquire("acct", 999, "w", 30),
-                 lambda: store.reconcile("ghost", 1, Evidence.present())):
+    for call in (
+        lambda: store.get_draft(999),
+        lambda: store.approve_draft(999),
+        lambda: store.acquire("acct", 999, "w", 30),
+        lambda: store.reconcile("ghost", 1, Evidence.present()),
+    ):
         with pytest.raises(NotFound):
             call()
     assert dump(path) == before
 
 
 @settings(max_examples=150, deadline=None)
-@given(target=st.text(max_size=300), owner=st.text(max_size=150),
-       lease=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers()))
+@given(
+    target=st.text(max_size=300),
+    owner=st.text(max_size=150),
+    lease=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers()),
+)
 def test_any_text_or_number_is_handled(target: str, owner: str, lease: float) -> None:
     store = open_store("sqlite://:memory:", clock=FakeClock())
     draft = approved_draft(store, "acct")

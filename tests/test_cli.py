@@ -15,8 +15,17 @@ def test_demo_json_with_a_fencing_remote_has_no_overlaps_or_duplicates(tmp_path:
     result = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "d.sqlite"), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
-    for key in ("dispatched", "confirmed", "uncertain", "reconciled", "released", "expired",
-                "discarded", "overlapping_sends", "duplicate_effects"):
+    for key in (
+        "dispatched",
+        "confirmed",
+        "uncertain",
+        "reconciled",
+        "released",
+        "expired",
+        "discarded",
+        "overlapping_sends",
+        "duplicate_effects",
+    ):
         assert key in summary
     assert summary["overlapping_sends"] == 0 and summary["duplicate_effects"] == 0
     assert summary["dispatched"] == summary["drafts"] == 24

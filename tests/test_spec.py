@@ -10,7 +10,15 @@ import pytest
 
 from claimfsm.errors import SpecError
 from claimfsm.machine import ClaimMachine
-from claimfsm.spec import Event, State, available, claim_spec, declarations_dir, load_spec, parse_spec
+from claimfsm.spec import (
+    Event,
+    State,
+    available,
+    claim_spec,
+    declarations_dir,
+    load_spec,
+    parse_spec,
+)
 
 
 def raw() -> dict[str, Any]:
@@ -23,7 +31,11 @@ def test_the_claim_declaration_loads_with_the_protocols_states() -> None:
     assert set(spec.events) == {e.value for e in Event}
     assert "claim" in available()
     assert spec.states_where("frees_target") == (
-        "confirmed", "reconciled", "released", "expired", "discarded"
+        "confirmed",
+        "reconciled",
+        "released",
+        "expired",
+        "discarded",
     )
     # lease expiry may only ever move reserved -> expired and sending -> uncertain
     lapse = {(t.source, t.dest) for t in spec.transitions if t.event == "lapse"}
@@ -47,8 +59,12 @@ def test_repository_specs_folder_is_the_packaged_declarations() -> None:
         (lambda r: r["transitions"][0].update(dest="nowhere"), "not a declared state"),
         (lambda r: r["transitions"][0].update(guards=["wishful"]), "not declared under"),
         (lambda r: r["guards"]["lease_live"].update(refusal="Oops"), "unknown refusal"),
-        (lambda r: r["transitions"].append(
-            {"event": "lapse", "source": "uncertain", "dest": "expired"}), "from both"),
+        (
+            lambda r: r["transitions"].append(
+                {"event": "lapse", "source": "uncertain", "dest": "expired"}
+            ),
+            "from both",
+        ),
         (lambda r: r["transitions"].append({"event": "x", "source": "reserved"}), "either 'dest'"),
     ],
 )
@@ -62,7 +78,7 @@ def test_malformed_declarations_are_refused(mutate: Any, message: str, tmp_path:
 def test_unreadable_file_is_a_spec_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("states = [")
-    with pytest.raises(SpecError, match="bad.toml"):
+    with pytest.raises(SpecError, match=r"bad\.toml"):
         load_spec(bad)
 
 

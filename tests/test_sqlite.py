@@ -106,7 +106,7 @@ def test_only_the_commit_entering_sending_is_fully_synced(tmp_path: Path, clock:
     assert all(level == normal for step, level in seen if step != "begin_send")
 
 
-def _hammer(path: str, worker: int, cycles: int, queue: "multiprocessing.Queue[object]") -> None:
+def _hammer(path: str, worker: int, cycles: int, queue: multiprocessing.Queue[object]) -> None:
     try:
         store = SQLiteStore(path)
         target = f"t{worker}"

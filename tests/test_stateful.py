@@ -114,8 +114,18 @@ def comparable(info: ClaimInfo | None) -> Any:
 
 def comparable_history(store: Store) -> list[tuple[Any, ...]]:
     return [
-        (e.target_id, e.epoch, e.event, e.from_state, e.to_state, e.owner, e.draft_id,
-         e.draft_version, e.lease_deadline, e.outcome)
+        (
+            e.target_id,
+            e.epoch,
+            e.event,
+            e.from_state,
+            e.to_state,
+            e.owner,
+            e.draft_id,
+            e.draft_version,
+            e.lease_deadline,
+            e.outcome,
+        )
         for e in store.history()
     ]
 
@@ -133,6 +143,7 @@ class ClaimProtocol(RuleBasedStateMachine):
         self.ref = MemoryStore(clock=self.clock)
         self.remote = ModelRemote(dedup=self.dedup)
         self.workers = [Worker() for _ in range(WORKERS)]
+        self.sent: set[tuple[str, int, str]] = set()
         for target in TARGETS:
             for n in range(2):
                 self._both(lambda s, t=target, n=n: self._approved(s, t, f"{t} draft {n}"))
@@ -183,9 +194,14 @@ class ClaimProtocol(RuleBasedStateMachine):
             assert real[1].epoch == ref[1].epoch
 
     @precondition(lambda self: any(w.pair for w in self.workers))
-    @rule(w=st.integers(0, WORKERS - 1),
-          op=st.sampled_from(["begin_send", "release", "confirm", "mark_uncertain", "renew"]))
+    @rule(
+        w=st.integers(0, WORKERS - 1),
+        op=st.sampled_from(["begin_send", "release", "mark_uncertain", "renew"]),
+    )
     def owner_operation(self, w: int, op: str) -> None:
+        # No bare ``confirm`` here: a correct worker confirms only after the remote
+        # acknowledged (remote_answers); confirming with a request still in flight is a
+        # worker bug no protocol can catch. Stale-handle confirms are in test_agreement.
         if self.workers[w].pair is None:
             return
         args = (LEASE,) if op == "renew" else ()
@@ -197,11 +213,19 @@ class ClaimProtocol(RuleBasedStateMachine):
         if worker.pair is None or worker.request is not None or worker.pair[0].state != "sending":
             return
         c = worker.pair[0]
+        # A correct worker sends once per begin_send. Sending again from the same handle
+        # (say after its mark_uncertain was refused because a sweep got there first) is the
+        # fresh-retry mistake; no store can stop a worker from calling the remote twice.
+        if (c.target_id, c.epoch, c.token) in self.sent:
+            return
+        self.sent.add((c.target_id, c.epoch, c.token))
         worker.request = Request(w, c.target_id, c.draft_id, c.epoch, c.idempotency_key)
         self.remote.arrive(worker.request)
 
-    @rule(w=st.integers(0, WORKERS - 1),
-          what=st.sampled_from(["ack", "lost_ack", "timeout", "timeout_then_lands"]))
+    @rule(
+        w=st.integers(0, WORKERS - 1),
+        what=st.sampled_from(["ack", "lost_ack", "timeout", "timeout_then_lands"]),
+    )
     def remote_answers(self, w: int, what: str) -> None:
         worker = self.workers[w]
         r = worker.request
@@ -217,8 +241,9 @@ class ClaimProtocol(RuleBasedStateMachine):
 
     @rule()
     def a_late_request_lands(self) -> None:
-        orphans = [r for r in self.remote.in_flight
-                   if all(w.request is not r for w in self.workers)]
+        orphans = [
+            r for r in self.remote.in_flight if all(w.request is not r for w in self.workers)
+        ]
         if orphans:
             self.remote.land(orphans[0])
 
@@ -243,8 +268,10 @@ class ClaimProtocol(RuleBasedStateMachine):
         else:
             self.remote_answers(w, answer)
 
-    @rule(w=st.integers(0, WORKERS - 1), answer=st.sampled_from(["ack", "ack", "lost_ack",
-                                                                  "timeout", "timeout_then_lands"]))
+    @rule(
+        w=st.integers(0, WORKERS - 1),
+        answer=st.sampled_from(["ack", "ack", "lost_ack", "timeout", "timeout_then_lands"]),
+    )
     def progress(self, w: int, answer: str) -> None:
         self._progress(w, answer)
 
@@ -266,8 +293,12 @@ class ClaimProtocol(RuleBasedStateMachine):
             worker.pair = worker.saved.pop(0)
             worker.request = None
             real, ref = worker.pair
-            res = self._both(lambda s: s.resume(real.target_id, real.epoch,
-                                                (real if s is not self.ref else ref).token), w)
+            res = self._both(
+                lambda s: s.resume(
+                    real.target_id, real.epoch, (real if s is not self.ref else ref).token
+                ),
+                w,
+            )
             del res
 
     @rule(seconds=st.sampled_from([1.0, 5.0, LEASE + 1]))
@@ -288,13 +319,19 @@ class ClaimProtocol(RuleBasedStateMachine):
         if self.remote.present(info.idempotency_key):
             evidence = Evidence.present()
         elif self.dedup:
-            self._both(lambda s: s.retry(target, info.epoch, owner="reconciler",
-                                         lease_seconds=LEASE, remote_dedups=True))
+            self._both(
+                lambda s: s.retry(
+                    target, info.epoch, owner="reconciler", lease_seconds=LEASE, remote_dedups=True
+                )
+            )
             return
         else:
             self.remote.fence_through(target, info.epoch)
-            evidence = (Evidence.present() if self.remote.present(info.idempotency_key)
-                        else Evidence.absent_fenced(info.epoch))
+            evidence = (
+                Evidence.present()
+                if self.remote.present(info.idempotency_key)
+                else Evidence.absent_fenced(info.epoch)
+            )
         self._both(lambda s: s.reconcile(target, info.epoch, evidence))
 
     @rule(tgt=st.sampled_from(TARGETS), data=st.data())
@@ -316,7 +353,9 @@ class ClaimProtocol(RuleBasedStateMachine):
         for target in TARGETS:
             info = self.ref.get_claim(target)
             event(f"reached {info.state if info else 'unclaimed'}")
-            assert comparable(self.admin.get_claim(target)) == comparable(self.ref.get_claim(target))
+            assert comparable(self.admin.get_claim(target)) == comparable(
+                self.ref.get_claim(target)
+            )
             assert self.admin.drafts(target) == self.ref.drafts(target)
         assert comparable_history(self.admin) == comparable_history(self.ref)
 
@@ -351,7 +390,10 @@ class ClaimProtocol(RuleBasedStateMachine):
             if e.from_state == "uncertain" and e.to_state != "uncertain":
                 assert e.event in ("reconcile", "retry")
             if e.event == "lapse":
-                assert (e.from_state, e.to_state) in (("reserved", "expired"), ("sending", "uncertain"))
+                assert (e.from_state, e.to_state) in (
+                    ("reserved", "expired"),
+                    ("sending", "uncertain"),
+                )
             if e.to_state == "sending" and e.from_state != "sending":
                 assert e.event in ("begin_send", "retry")
 

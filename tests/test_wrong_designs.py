@@ -32,7 +32,9 @@ def test_partial_unique_index_refuses_the_second_pending_draft(tmp_path: Path) -
     db.close()
 
 
-def test_claimfsm_lets_pending_and_approved_drafts_coexist(tmp_path: Path, clock: FakeClock) -> None:
+def test_claimfsm_lets_pending_and_approved_drafts_coexist(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     store = SQLiteStore(tmp_path / "right.sqlite", clock=clock)
     pending = [store.create_draft("acct", f"p{i}") for i in range(2)]
     approved = [approved_draft(store, "acct", f"a{i}") for i in range(2)]

@@ -17,7 +17,7 @@ Layout, and the one direction dependencies run (each layer imports only those be
 
 __version__ = "0.1.0"
 
-from claimfsm.errors import (  # noqa: E402
+from claimfsm.errors import (
     ClaimFSMError,
     DeclarationMismatch,
     DraftChanged,
@@ -36,8 +36,8 @@ from claimfsm.errors import (  # noqa: E402
     TargetBusy,
     UsageError,
 )
-from claimfsm.machine import ClaimMachine, claim_machine  # noqa: E402
-from claimfsm.service import (  # noqa: E402
+from claimfsm.machine import ClaimMachine, claim_machine
+from claimfsm.service import (
     Dispatcher,
     DispatchResult,
     Remote,
@@ -46,8 +46,8 @@ from claimfsm.service import (  # noqa: E402
     SendRequest,
     SimulatedRemote,
 )
-from claimfsm.spec import Event, Spec, State, claim_spec, load_spec  # noqa: E402
-from claimfsm.store import (  # noqa: E402
+from claimfsm.spec import Event, Spec, State, claim_spec, load_spec
+from claimfsm.store import (
     Claim,
     ClaimInfo,
     Draft,

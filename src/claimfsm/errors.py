@@ -80,7 +80,7 @@ class DraftChanged(Refused):
 
 
 class InsufficientEvidence(Refused):
-    """Uncertain may be left only with readback evidence or a same-key retry to a deduping remote."""
+    """Uncertain is left only with readback evidence, or a same-key retry to a deduping remote."""
 
 
 class StoreError(ClaimFSMError):

@@ -38,29 +38,60 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--db", "path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("demo.sqlite"), show_default=True,
-              help="SQLite file to create (replaced if it exists).")
-@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Concurrent worker threads, each with its own connection.")
-@click.option("--targets", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Targets (remote destinations) to dispatch to.")
-@click.option("--drafts", type=click.IntRange(1, 1000), default=8, show_default=True,
-              help="Approved drafts per target.")
-@click.option("--remote", type=click.Choice(["fencing", "dedup", "plain"]), default="fencing",
-              show_default=True, help="How the simulated remote protects itself.")
+@click.option(
+    "--db",
+    "path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("demo.sqlite"),
+    show_default=True,
+    help="SQLite file to create (replaced if it exists).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Concurrent worker threads, each with its own connection.",
+)
+@click.option(
+    "--targets",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Targets (remote destinations) to dispatch to.",
+)
+@click.option(
+    "--drafts",
+    type=click.IntRange(1, 1000),
+    default=8,
+    show_default=True,
+    help="Approved drafts per target.",
+)
+@click.option(
+    "--remote",
+    type=click.Choice(["fencing", "dedup", "plain"]),
+    default="fencing",
+    show_default=True,
+    help="How the simulated remote protects itself.",
+)
 @click.option("--seed", type=int, default=7, show_default=True, help="Random seed for faults.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def demo(path: Path, workers: int, targets: int, drafts: int, remote: str, seed: int,
-         as_json: bool) -> None:
+def demo(
+    path: Path, workers: int, targets: int, drafts: int, remote: str, seed: int, as_json: bool
+) -> None:
     """Dispatch drafts with crashing, timing-out and stale workers on a SQLite file.
 
     Exits 1 if an invariant is violated; with a fencing remote that includes any
     overlapping send or duplicate effect.
     """
-    config = DemoConfig(path=path, workers=workers, targets=targets,
-                        drafts_per_target=drafts, remote=remote,  # type: ignore[arg-type]
-                        seed=seed)
+    config = DemoConfig(
+        path=path,
+        workers=workers,
+        targets=targets,
+        drafts_per_target=drafts,
+        remote=remote,  # type: ignore[arg-type]
+        seed=seed,
+    )
     with _library_errors():
         summary = run_demo(config)
     if as_json:
@@ -73,16 +104,21 @@ def demo(path: Path, workers: int, targets: int, drafts: int, remote: str, seed:
 
 def _print_summary(s: DemoSummary, path: Path) -> None:
     console = Console()
-    table = Table(title=f"claimfsm demo: {s.workers} workers, {s.targets} targets, "
-                        f"{s.drafts} drafts, {s.remote} remote, {s.seconds} s")
+    table = Table(
+        title=f"claimfsm demo: {s.workers} workers, {s.targets} targets, "
+        f"{s.drafts} drafts, {s.remote} remote, {s.seconds} s"
+    )
     table.add_column("what")
     table.add_column("count", justify="right")
     rows = [
         ("drafts dispatched", s.dispatched),
         ("epochs confirmed", s.confirmed),
         ("epochs uncertain (timeouts, lost acks, crashes mid-send)", s.uncertain),
-        (f"  reconciled by readback: present {s.reconciled_present}, absent {s.reconciled_absent}",
-         s.reconciled),
+        (
+            f"  reconciled by readback: present {s.reconciled_present},"
+            f" absent {s.reconciled_absent}",
+            s.reconciled,
+        ),
         ("  retried with the same key (deduping remote)", s.retried),
         ("epochs expired (worker crashed before sending)", s.expired),
         ("stale operations refused and recorded (discard)", s.discarded),
@@ -103,8 +139,9 @@ def _print_summary(s: DemoSummary, path: Path) -> None:
 
 
 @main.command()
-@click.argument("declaration", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                required=False)
+@click.argument(
+    "declaration", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False
+)
 def spec(declaration: Path | None) -> None:
     """Print a declaration's states and transitions (default: the claim protocol)."""
     with _library_errors():
@@ -132,8 +169,7 @@ def spec(declaration: Path | None) -> None:
 
 
 @main.command()
-@click.option("--db", "url", required=True,
-              help="Store URL, e.g. sqlite:///demo.sqlite")
+@click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///demo.sqlite")
 @click.option("--target", default=None, help="Only this target.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 def history(url: str, target: str | None, as_json: bool) -> None:
@@ -152,9 +188,16 @@ def history(url: str, target: str | None, as_json: bool) -> None:
     for col in ("seq", "target", "epoch", "event", "from → to", "owner", "token", "detail"):
         table.add_column(col)
     for e in entries:
-        table.add_row(str(e.seq), e.target_id, str(e.epoch), e.event,
-                      f"{e.from_state} → {e.to_state}", e.owner or "-", e.token_fingerprint,
-                      e.detail[:80])
+        table.add_row(
+            str(e.seq),
+            e.target_id,
+            str(e.epoch),
+            e.event,
+            f"{e.from_state} → {e.to_state}",
+            e.owner or "-",
+            e.token_fingerprint,
+            e.detail[:80],
+        )
     Console().print(table)
 
 
@@ -172,6 +215,14 @@ def claims(url: str) -> None:
     for col in ("target", "epoch", "state", "owner", "token", "draft", "key", "outcome"):
         table.add_column(col)
     for c in rows:
-        table.add_row(c.target_id, str(c.epoch), c.state, c.owner, c.token_fingerprint,
-                      f"{c.draft_id} v{c.draft_version}", c.idempotency_key, c.outcome or "-")
+        table.add_row(
+            c.target_id,
+            str(c.epoch),
+            c.state,
+            c.owner,
+            c.token_fingerprint,
+            f"{c.draft_id} v{c.draft_version}",
+            c.idempotency_key,
+            c.outcome or "-",
+        )
     Console().print(table)

@@ -65,7 +65,9 @@ class ClaimMachine:
         self._stale_guards: dict[str, tuple[str, ...]] = {}
         for event in self.spec.events:
             decls = [t for t in self.spec.transitions if t.event == event and not t.internal]
-            common = [g for g in decls[0].guards if all(g in t.guards for t in decls)] if decls else []
+            common = (
+                [g for g in decls[0].guards if all(g in t.guards for t in decls)] if decls else []
+            )
             self._stale_guards[event] = tuple(g for g in common if self.spec.guards[g].stale)
 
     def _condition(self, guard: str) -> Callable[[Any], bool]:

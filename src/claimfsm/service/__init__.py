@@ -1,6 +1,6 @@
 """What an embedding service calls: the Dispatcher and the Remote protocol it drives."""
 
-from claimfsm.service._dispatcher import DispatchResult, Dispatcher, StepHook
+from claimfsm.service._dispatcher import Dispatcher, DispatchResult, StepHook
 from claimfsm.service._remote import (
     Effect,
     Faults,

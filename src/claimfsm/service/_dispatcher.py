@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -65,7 +66,9 @@ class Dispatcher:
     def dispatch_next(self, target_id: str) -> DispatchResult:
         for draft in self.store.drafts(target_id, status="approved"):
             try:
-                claim = self.store.acquire(target_id, draft.draft_id, self.owner, self.lease_seconds)
+                claim = self.store.acquire(
+                    target_id, draft.draft_id, self.owner, self.lease_seconds
+                )
             except TargetBusy as exc:
                 return DispatchResult("busy", detail=str(exc))
             except DraftNotApproved:
@@ -81,10 +84,8 @@ class Dispatcher:
         except (StaleClaim, LeaseExpired) as exc:
             return DispatchResult("lost", claim, str(exc))
         except Refused as exc:  # the draft changed since acquire: give the claim back
-            try:
-                claim.release()
-            except (Refused, IllegalTransition):
-                pass  # superseded meanwhile: nothing of ours to give back
+            with contextlib.suppress(Refused, IllegalTransition):
+                claim.release()  # superseded meanwhile: nothing of ours to give back
             return DispatchResult("lost", claim, str(exc))
         self._step("sending", claim)
         return self._call_remote(claim)
@@ -146,7 +147,9 @@ class Dispatcher:
 
     def reconcile_all(self) -> dict[str, Resolution]:
         """Reconcile every uncertain claim in the store."""
-        return {c.target_id: self.reconcile(c.target_id) for c in self.store.claims(state="uncertain")}
+        return {
+            c.target_id: self.reconcile(c.target_id) for c in self.store.claims(state="uncertain")
+        }
 
     def _step(self, name: str, claim: Claim) -> None:
         if self.on_step is not None:

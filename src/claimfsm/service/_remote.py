@@ -87,7 +87,9 @@ class SimulatedRemote:
     while another send for it was still in flight.
     """
 
-    def __init__(self, mode: RemoteMode = "fencing", *, faults: Faults | None = None, seed: int = 0):
+    def __init__(
+        self, mode: RemoteMode = "fencing", *, faults: Faults | None = None, seed: int = 0
+    ):
         if mode not in ("plain", "fencing", "dedup"):
             raise ValueError(f"mode must be plain, fencing or dedup, not {mode!r}")
         self.mode = mode
@@ -174,8 +176,14 @@ class SimulatedRemote:
                 return True
             self._keys.add(r.idempotency_key)
             self.effects.append(
-                Effect(r.target_id, r.draft_id, r.epoch, r.idempotency_key, flight.started,
-                       time.monotonic())
+                Effect(
+                    r.target_id,
+                    r.draft_id,
+                    r.epoch,
+                    r.idempotency_key,
+                    flight.started,
+                    time.monotonic(),
+                )
             )
             return True
 

@@ -68,7 +68,9 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
             raise fail(f"guard {name!r} needs a one-line 'meaning'")
         refusal = body.get("refusal")
         if refusal is not None and refusal not in REFUSALS:
-            raise fail(f"guard {name!r}: unknown refusal {refusal!r}; use one of {sorted(REFUSALS)}")
+            raise fail(
+                f"guard {name!r}: unknown refusal {refusal!r}; use one of {sorted(REFUSALS)}"
+            )
         guards[name] = GuardDecl(name=name, **body)
 
     initial = raw["initial"]

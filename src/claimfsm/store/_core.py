@@ -83,6 +83,7 @@ class Tx(Protocol):
     def history_rows(self, target_id: str | None) -> list[HistoryEntry]: ...
     def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow: ...
     def update_draft(self, row: DraftRow, now: float) -> None: ...
+    def mark_dispatched(self, draft_id: int, version: int, now: float) -> None: ...
     def acquire_write(self, facts: Facts) -> ClaimRow | None: ...
     def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]: ...
     def append_history(self, records: list[HistoryRecord]) -> None: ...
@@ -187,7 +188,8 @@ class Store(ABC):
     def acquire(self, target_id: str, draft_id: int, owner: str, lease_seconds: float) -> Claim:
         """Take the target for ``draft_id``: a new epoch in ``reserved``, pinning the draft.
 
-        A reserved epoch whose lease lapsed is recorded as expired first. Raises
+        A current epoch whose lease lapsed is lapsed first (reserved → expired, recorded
+        before the new epoch; sending → uncertain, which keeps the target busy). Raises
         ``TargetBusy`` while the current epoch is live, sending or uncertain.
         """
         check.text_id(target_id, "target_id")
@@ -197,7 +199,6 @@ class Store(ABC):
         token = new_token()
         with self._transaction() as tx:
             now = self.clock()
-            self._apply_everywhere(tx, "lapse", Facts(now=now, target_id=target_id))
             draft = tx.draft_row(draft_id)
             if draft is None:
                 raise NotFound(f"no draft {draft_id}; create_draft returns the id to use")
@@ -212,6 +213,10 @@ class Store(ABC):
                 draft=draft,
             )
             row = tx.acquire_write(facts)
+            if row is None and self._apply_everywhere(tx, "lapse", facts):
+                # The current epoch was reserved with a lapsed lease: now recorded as
+                # expired (in this transaction, before the new epoch), so try once more.
+                row = tx.acquire_write(facts)
             if row is None:
                 previous = tx.claim_row(target_id)
                 raise self._diagnose("acquire", State.UNCLAIMED, previous, facts)
@@ -223,7 +228,9 @@ class Store(ABC):
         check.text_id(target_id, "target_id")
         check.positive_int(epoch, "epoch")
         check.token(token)
-        facts = Facts(now=self.clock(), target_id=target_id, epoch=epoch, token_hash=token_hash(token))
+        facts = Facts(
+            now=self.clock(), target_id=target_id, epoch=epoch, token_hash=token_hash(token)
+        )
         refusal: Refused | None = None
         with self._transaction() as tx:
             row = self._claim_or_raise(tx, target_id)
@@ -381,10 +388,7 @@ class Store(ABC):
         if row.state == State.CONFIRMED or (
             row.state == State.RECONCILED and row.outcome == "present"
         ):
-            draft = tx.draft_row(row.draft_id)
-            if draft is not None and draft.version == row.draft_version:
-                draft.status = "dispatched"
-                tx.update_draft(draft, facts.now)
+            tx.mark_dispatched(row.draft_id, row.draft_version, facts.now)
         return source
 
     def _diagnose(self, event: str, state: str, row: ClaimRow | None, facts: Facts) -> Exception:

@@ -79,6 +79,11 @@ class _MemoryTx:
     def update_draft(self, row: DraftRow, now: float) -> None:
         self.data.drafts[row.draft_id] = replace(row)
 
+    def mark_dispatched(self, draft_id: int, version: int, now: float) -> None:
+        draft = self.data.drafts.get(draft_id)
+        if draft is not None and draft.version == version:
+            draft.status = "dispatched"
+
     def acquire_write(self, facts: Facts) -> ClaimRow | None:
         assert facts.target_id is not None and facts.draft is not None
         previous = self.data.claims.get(facts.target_id)

@@ -97,6 +97,7 @@ _HISTORY_COLUMNS = (
     "seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
     " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail"
 )
+_SELECT_CLAIMS = "SELECT " + ", ".join(CLAIM_COLUMNS) + " FROM claims"  # noqa: S608 (constant column list)
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 R = TypeVar("R")
 
@@ -125,7 +126,8 @@ class _SQLiteTx:
 
     def claim_row(self, target_id: str) -> ClaimRow | None:
         cur = self.conn.execute(
-            f"SELECT {', '.join(CLAIM_COLUMNS)} FROM claims WHERE target_id = ?", (target_id,)
+            _SELECT_CLAIMS + " WHERE target_id = ?",
+            (target_id,),
         )
         found = cur.fetchone()
         return None if found is None else ClaimRow(*found)
@@ -148,8 +150,7 @@ class _SQLiteTx:
 
     def claim_rows(self, state: str | None) -> list[ClaimRow]:
         rows = self.conn.execute(
-            f"SELECT {', '.join(CLAIM_COLUMNS)} FROM claims"
-            " WHERE (? IS NULL OR state = ?) ORDER BY target_id",
+            _SELECT_CLAIMS + " WHERE (? IS NULL OR state = ?) ORDER BY target_id",
             (state, state),
         ).fetchall()
         return [ClaimRow(*r) for r in rows]
@@ -164,7 +165,7 @@ class _SQLiteTx:
 
     def history_rows(self, target_id: str | None) -> list[HistoryEntry]:
         rows = self.conn.execute(
-            f"SELECT {_HISTORY_COLUMNS} FROM history"
+            f"SELECT {_HISTORY_COLUMNS} FROM history"  # noqa: S608
             " WHERE (? IS NULL OR target_id = ?) ORDER BY seq",
             (target_id, target_id),
         ).fetchall()
@@ -186,6 +187,13 @@ class _SQLiteTx:
             (row.content, row.version, row.digest, row.status, now, row.draft_id),
         )
 
+    def mark_dispatched(self, draft_id: int, version: int, now: float) -> None:
+        self.conn.execute(
+            "UPDATE drafts SET status = 'dispatched', updated_at = ?"
+            " WHERE draft_id = ? AND version = ?",
+            (now, draft_id, version),
+        )
+
     def acquire_write(self, facts: Facts) -> ClaimRow | None:
         found = self.conn.execute(self.sql.acquire, facts.sql_params()).fetchone()
         return None if found is None else ClaimRow(*found)
@@ -199,7 +207,8 @@ class _SQLiteTx:
         self.conn.executemany(
             "INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner,"
             " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
-            " lease_deadline, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " lease_deadline, outcome, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [_history_params(r) for r in records],
         )
 

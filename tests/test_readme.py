@@ -1,0 +1,56 @@
+"""Every command the README shows runs, and its Python example works as written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```(sh|python)\n(.*?)```", README, flags=re.S)
+#: Commands run elsewhere, with the reason.
+ELSEWHERE = {
+    "make test": "it is the command that runs this test (.ci/run calls it)",
+    "make bench": ".ci/run runs it; it takes about a minute",
+}
+
+
+def shell_commands() -> list[str]:
+    commands = []
+    for kind, body in BLOCKS:
+        if kind != "sh":
+            continue
+        for line in body.splitlines():
+            command = line.split("#")[0].strip()
+            if command and not command.startswith(". ") and command not in ELSEWHERE:
+                commands.append(command)
+    return commands
+
+
+def test_readme_shows_the_two_commands_first() -> None:
+    kind, first = BLOCKS[0]
+    assert kind == "sh"
+    assert [line.split("#")[0].strip() for line in first.splitlines()] == ["make demo", "make test"]
+
+
+@pytest.mark.parametrize("command", shell_commands())
+def test_readme_command_runs(command: str) -> None:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["COLUMNS"] = "120"
+    result = subprocess.run(
+        command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (code,) = [body for kind, body in BLOCKS if kind == "python"]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    assert (tmp_path / "claims.sqlite").exists()
