@@ -66,6 +66,7 @@ def test_repository_specs_folder_is_the_packaged_declarations() -> None:
             "from both",
         ),
         (lambda r: r["transitions"].append({"event": "x", "source": "reserved"}), "either 'dest'"),
+        (lambda r: r["states"].update({"it's": {"meaning": "a quote"}}), "must be an identifier"),
     ],
 )
 def test_malformed_declarations_are_refused(mutate: Any, message: str, tmp_path: Path) -> None:

@@ -56,6 +56,8 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
 
     states: dict[str, StateDecl] = {}
     for name, body in raw["states"].items():
+        if not name.isidentifier():
+            raise fail(f"state name {name!r} must be an identifier (letters, digits, _)")
         _only(body, _STATE_KEYS, f"state {name!r}", fail)
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
             raise fail(f"state {name!r} needs a one-line 'meaning'")
