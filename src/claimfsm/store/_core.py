@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from claimfsm.errors import (
     DeclarationMismatch,
@@ -39,6 +39,7 @@ from claimfsm.store._types import (
 )
 
 Clock = Callable[[], float]
+R = TypeVar("R")
 
 #: Columns an event sets besides ``state`` and ``updated_at``: (column, Facts field).
 #: Both backends apply exactly these (SQLite compiles them into its SET clauses).
@@ -75,6 +76,11 @@ class HistoryRecord:
 class Tx(Protocol):
     """One transaction of a backend. Writes are visible to nobody until it commits."""
 
+    def now(self) -> float:
+        """The store's time for this transaction (one clock per store: on a shared server,
+        the server's)."""
+        ...
+
     def claim_row(self, target_id: str) -> ClaimRow | None: ...
     def draft_row(self, draft_id: int) -> DraftRow | None: ...
     def draft_rows(self, target_id: str, status: str | None) -> list[DraftRow]: ...
@@ -97,6 +103,8 @@ class Store(ABC):
     """
 
     def __init__(self, *, clock: Clock | None = None, machine: ClaimMachine | None = None):
+        # The store's clock. Backends whose database is shared by several hosts ignore it
+        # unless given explicitly (tests) and use the database server's clock instead.
         self.clock: Clock = clock if clock is not None else time.time
         self.machine = machine if machine is not None else claim_machine()
         self.spec = self.machine.spec
@@ -105,6 +113,16 @@ class Store(ABC):
     @abstractmethod
     def _transaction(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
         """A write transaction that holds the write lock from its first statement."""
+
+    def _atomically(self, body: Callable[[Tx], R], *, durable: bool = False) -> R:
+        """Run ``body`` in one write transaction and return what it returns.
+
+        Backends whose database can abort a transaction for reasons that a retry fixes
+        (deadlocks, serialization failures) override this to retry ``body`` a bounded
+        number of times; ``body`` must therefore have no effects outside the transaction.
+        """
+        with self._transaction(durable=durable) as tx:
+            return body(tx)
 
     @abstractmethod
     def _snapshot(self) -> AbstractContextManager[Tx]:
@@ -124,15 +142,17 @@ class Store(ABC):
         """A new pending draft for ``target_id``; any number may coexist per target."""
         check.text_id(target_id, "target_id")
         check.content(content)
-        with self._transaction() as tx:
-            row = tx.insert_draft(target_id, content, content_digest(content), self.clock())
+        row = self._atomically(
+            lambda tx: tx.insert_draft(target_id, content, content_digest(content), tx.now())
+        )
         return Draft.from_row(row)
 
     def edit_draft(self, draft_id: int, content: str) -> Draft:
         """Replace the content: version + 1, new digest, back to pending (approve it again)."""
         check.positive_int(draft_id, "draft_id")
         check.content(content)
-        with self._transaction() as tx:
+
+        def edit(tx: Tx) -> DraftRow:
             row = self._draft_or_raise(tx, draft_id)
             if row.status == "dispatched":
                 raise IllegalTransition(
@@ -154,13 +174,16 @@ class Store(ABC):
             row.content = content
             row.digest = content_digest(content)
             row.status = "pending"
-            tx.update_draft(row, self.clock())
-        return Draft.from_row(row)
+            tx.update_draft(row, tx.now())
+            return row
+
+        return Draft.from_row(self._atomically(edit))
 
     def approve_draft(self, draft_id: int) -> Draft:
         """pending → approved (approving an approved draft changes nothing)."""
         check.positive_int(draft_id, "draft_id")
-        with self._transaction() as tx:
+
+        def approve(tx: Tx) -> DraftRow:
             row = self._draft_or_raise(tx, draft_id)
             if row.status == "dispatched":
                 raise IllegalTransition(
@@ -168,8 +191,10 @@ class Store(ABC):
                 )
             if row.status != "approved":
                 row.status = "approved"
-                tx.update_draft(row, self.clock())
-        return Draft.from_row(row)
+                tx.update_draft(row, tx.now())
+            return row
+
+        return Draft.from_row(self._atomically(approve))
 
     def get_draft(self, draft_id: int) -> Draft:
         check.positive_int(draft_id, "draft_id")
@@ -197,8 +222,9 @@ class Store(ABC):
         check.text_id(owner, "owner", max_length=100)
         seconds = check.lease(lease_seconds)
         token = new_token()
-        with self._transaction() as tx:
-            now = self.clock()
+
+        def take(tx: Tx) -> ClaimRow:
+            now = tx.now()
             draft = tx.draft_row(draft_id)
             if draft is None:
                 raise NotFound(f"no draft {draft_id}; create_draft returns the id to use")
@@ -221,18 +247,21 @@ class Store(ABC):
                 previous = tx.claim_row(target_id)
                 raise self._diagnose("acquire", State.UNCLAIMED, previous, facts)
             tx.append_history([_record("acquire", State.UNCLAIMED, row, now, row.token_hash)])
-        return Claim(self, row, token)
+            return row
+
+        return Claim(self, self._atomically(take), token)
 
     def resume(self, target_id: str, epoch: int, token: str) -> Claim:
         """The handle for a worker that restarts with what it saved; StaleClaim if superseded."""
         check.text_id(target_id, "target_id")
         check.positive_int(epoch, "epoch")
         check.token(token)
-        facts = Facts(
-            now=self.clock(), target_id=target_id, epoch=epoch, token_hash=token_hash(token)
-        )
-        refusal: Refused | None = None
-        with self._transaction() as tx:
+
+        def check_owner(tx: Tx) -> tuple[ClaimRow, Refused | None]:
+            facts = Facts(
+                now=tx.now(), target_id=target_id, epoch=epoch, token_hash=token_hash(token)
+            )
+            refusal: Refused | None = None
             row = self._claim_or_raise(tx, target_id)
             if not self.machine.guards["owner_matches"](row, facts):
                 refusal = StaleClaim(
@@ -246,14 +275,16 @@ class Store(ABC):
                 )
             if refusal is not None:
                 self._record_discard(tx, "resume", row, facts, refusal)
+            return row, refusal
+
+        row, refusal = self._atomically(check_owner)
         if refusal is not None:
-            raise refusal
+            raise refusal  # after commit, so the discard record is kept
         return Claim(self, row, token)
 
     def sweep(self) -> list[Transitioned]:
         """Apply lease expiry everywhere: lapsed reserved → expired, lapsed sending → uncertain."""
-        with self._transaction() as tx:
-            return self._apply_everywhere(tx, "lapse", Facts(now=self.clock()))
+        return self._atomically(lambda tx: self._apply_everywhere(tx, "lapse", Facts(now=tx.now())))
 
     def reconcile(self, target_id: str, epoch: int, evidence: Evidence) -> ClaimInfo:
         """uncertain → reconciled, with readback ``evidence`` (see :class:`Evidence`).
@@ -267,14 +298,17 @@ class Store(ABC):
             raise InvalidArgument(
                 "evidence must be Evidence.present() or Evidence.absent_fenced(epoch)"
             )
-        facts = Facts(
-            now=self.clock(),
-            target_id=target_id,
-            epoch=epoch,
-            outcome=evidence.outcome,
-            fenced_through=evidence.fenced_through,
+        row = self._event(
+            target_id,
+            "reconcile",
+            lambda now: Facts(
+                now=now,
+                target_id=target_id,
+                epoch=epoch,
+                outcome=evidence.outcome,
+                fenced_through=evidence.fenced_through,
+            ),
         )
-        row = self._event(target_id, "reconcile", facts)
         return ClaimInfo.from_row(row)
 
     def retry(
@@ -297,17 +331,19 @@ class Store(ABC):
         if not isinstance(remote_dedups, bool):
             raise InvalidArgument("remote_dedups must be a bool")
         token = new_token()
-        now = self.clock()
-        facts = Facts(
-            now=now,
-            target_id=target_id,
-            epoch=epoch,
-            owner=owner,
-            new_token_hash=token_hash(token),
-            lease_deadline=now + seconds,
-            remote_dedups=remote_dedups,
+        row = self._event(
+            target_id,
+            "retry",
+            lambda now: Facts(
+                now=now,
+                target_id=target_id,
+                epoch=epoch,
+                owner=owner,
+                new_token_hash=token_hash(token),
+                lease_deadline=now + seconds,
+                remote_dedups=remote_dedups,
+            ),
         )
-        row = self._event(target_id, "retry", facts)
         return Claim(self, row, token)
 
     def get_claim(self, target_id: str) -> ClaimInfo | None:
@@ -343,35 +379,45 @@ class Store(ABC):
     ) -> Claim:
         deadline = check.lease(lease_seconds) if event == "renew" else None
         check.reason(reason)
-        now = self.clock()
-        facts = Facts(
-            now=now,
-            target_id=claim.target_id,
-            epoch=claim.epoch,
-            token_hash=token_hash(claim.token),
-            lease_deadline=None if deadline is None else now + deadline,
+        hashed = token_hash(claim.token)
+        row = self._event(
+            claim.target_id,
+            event,
+            lambda now: Facts(
+                now=now,
+                target_id=claim.target_id,
+                epoch=claim.epoch,
+                token_hash=hashed,
+                lease_deadline=None if deadline is None else now + deadline,
+            ),
+            detail=reason,
         )
-        row = self._event(claim.target_id, event, facts, detail=reason)
         claim._refresh(row)
         return claim
 
     # -- the one path every guarded event takes -------------------------------------------
-    def _event(self, target_id: str, event: str, facts: Facts, *, detail: str = "") -> ClaimRow:
-        refusal: Exception | None = None
-        with self._transaction(durable=event in DURABLE_EVENTS) as tx:
+    def _event(
+        self, target_id: str, event: str, make_facts: Callable[[float], Facts], *, detail: str = ""
+    ) -> ClaimRow:
+        """Apply one guarded event in one transaction; ``make_facts`` gets the store's time."""
+
+        def apply(tx: Tx) -> ClaimRow | Exception:
+            facts = make_facts(tx.now())
             rows = tx.guarded_write(event, facts)
             if rows:
-                row = rows[0]
-                self._record(tx, event, row, facts, detail)
-            else:
-                current = self._claim_or_raise(tx, target_id)
-                draft = tx.draft_row(current.draft_id)
-                refusal = self._diagnose(event, current.state, current, facts.with_draft(draft))
-                if isinstance(refusal, StaleClaim):
-                    self._record_discard(tx, event, current, facts, refusal)
-        if refusal is not None:
-            raise refusal  # raised after commit, so the discard record is kept
-        return row
+                self._record(tx, event, rows[0], facts, detail)
+                return rows[0]
+            current = self._claim_or_raise(tx, target_id)
+            draft = tx.draft_row(current.draft_id)
+            refusal = self._diagnose(event, current.state, current, facts.with_draft(draft))
+            if isinstance(refusal, StaleClaim):
+                self._record_discard(tx, event, current, facts, refusal)
+            return refusal
+
+        result = self._atomically(apply, durable=event in DURABLE_EVENTS)
+        if isinstance(result, Exception):
+            raise result  # raised after commit, so the discard record is kept
+        return result
 
     def _apply_everywhere(self, tx: Tx, event: str, facts: Facts) -> list[Transitioned]:
         done = []

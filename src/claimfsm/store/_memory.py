@@ -35,9 +35,10 @@ class _State:
 
 
 class _MemoryTx:
-    def __init__(self, data: _State, machine: ClaimMachine) -> None:
+    def __init__(self, data: _State, machine: ClaimMachine, clock: Clock) -> None:
         self.data = data
         self.machine = machine
+        self.now = clock
 
     def claim_row(self, target_id: str) -> ClaimRow | None:
         row = self.data.claims.get(target_id)
@@ -145,13 +146,13 @@ class MemoryStore(Store):
     def _transaction(self, *, durable: bool = False) -> Iterator[_MemoryTx]:
         with self._lock:
             work = self._data.copy()  # all-or-nothing: commit by swapping the copy in
-            yield _MemoryTx(work, self.machine)
+            yield _MemoryTx(work, self.machine, self.clock)
             self._data = work
 
     @contextmanager
     def _snapshot(self) -> Iterator[_MemoryTx]:
         with self._lock:
-            yield _MemoryTx(self._data, self.machine)
+            yield _MemoryTx(self._data, self.machine, self.clock)
 
     def close(self) -> None:
         pass

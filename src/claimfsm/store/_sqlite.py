@@ -120,9 +120,10 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 class _SQLiteTx:
-    def __init__(self, conn: sqlite3.Connection, sql: Compiled) -> None:
+    def __init__(self, conn: sqlite3.Connection, sql: Compiled, clock: Clock) -> None:
         self.conn = conn
         self.sql = sql
+        self.now = clock  # one host: the store's clock is this process's
 
     def claim_row(self, target_id: str) -> ClaimRow | None:
         cur = self.conn.execute(
@@ -308,7 +309,7 @@ class SQLiteStore(Store):
             try:
                 self._retry_busy(lambda: c.execute("BEGIN IMMEDIATE"))
                 try:
-                    yield _SQLiteTx(c, self._sql)
+                    yield _SQLiteTx(c, self._sql, self.clock)
                     c.execute("COMMIT")
                 except BaseException:
                     if c.in_transaction:
@@ -324,7 +325,7 @@ class SQLiteStore(Store):
             c = self._conn
             self._retry_busy(lambda: c.execute("BEGIN DEFERRED"))
             try:
-                yield _SQLiteTx(c, self._sql)
+                yield _SQLiteTx(c, self._sql, self.clock)
             finally:
                 if c.in_transaction:
                     c.execute("COMMIT")
