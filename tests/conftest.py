@@ -1,19 +1,98 @@
 """Fixtures shared by the suite.
 
 ``backend`` runs a test once per store backend: ``sqlite`` (a real file in tmp_path, each
-``backend.open()`` a new connection) and ``memory`` (the reference store run by the
-``transitions`` machine). A test that uses it must hold on both.
+``backend.open()`` a new connection), ``memory`` (the reference store run by the
+``transitions`` machine) and ``postgresql`` (a fresh schema in a database made for this
+test run). A test that uses it must hold on all three.
+
+PostgreSQL is found through ``CLAIMFSM_PG_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``). Without a server the PostgreSQL tests
+are skipped with one reason; with ``CLAIMFSM_REQUIRE_PG=1`` (as in .ci/run) they fail.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from claimfsm.store import MemoryStore, SQLiteStore, Store
+
+PG_URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_PG = os.environ.get("CLAIMFSM_REQUIRE_PG") == "1"
+
+
+def _pg_reachable() -> str | None:
+    """None if the PostgreSQL server answers, else why not."""
+    try:
+        import psycopg
+
+        psycopg.connect(PG_URL, connect_timeout=3).close()
+    except Exception as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    why = _pg_reachable()
+    if why is None:
+        return f"claimfsm: PostgreSQL tests run against {PG_URL}"
+    if REQUIRE_PG:
+        return f"claimfsm: PostgreSQL REQUIRED but not reachable at {PG_URL}: {why}"
+    return f"claimfsm: PostgreSQL tests SKIPPED: not reachable at {PG_URL} (set CLAIMFSM_PG_URL)"
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A database made for this test run (dropped at the end); its URL."""
+    try:
+        import psycopg
+        import psycopg.sql
+
+        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+    except Exception as exc:  # no driver or no server
+        if REQUIRE_PG:
+            pytest.fail(f"PostgreSQL is required (CLAIMFSM_REQUIRE_PG=1) but {exc}")
+        pytest.skip(f"PostgreSQL not reachable at {PG_URL}: set CLAIMFSM_PG_URL to run these")
+    name = f"claimfsm_test_{os.getpid()}_{secrets.token_hex(3)}"
+    admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    try:
+        yield _with_database(PG_URL, name)
+    finally:
+        admin.execute(
+            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                psycopg.sql.Identifier(name)
+            )
+        )
+        admin.close()
+
+
+def pg_schema_url(database_url: str) -> tuple[str, str]:
+    """A new schema name in the test database, and the store URL that uses it."""
+    schema = f"t_{secrets.token_hex(6)}"
+    return schema, f"{database_url}?schema={schema}"
+
+
+def drop_schema(database_url: str, schema: str) -> None:
+    import psycopg
+    import psycopg.sql
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                psycopg.sql.Identifier(schema)
+            )
+        )
 
 
 class FakeClock:
@@ -33,24 +112,37 @@ class FakeClock:
 class Backend:
     name: str
     clock: FakeClock
-    path: Path | None
+    path: Path | None = None
+    pg_database: str | None = None
     opened: list[Store] = field(default_factory=list)
     _memory: MemoryStore | None = None
+    _schema: tuple[str, str] | None = None
 
     def open(self) -> Store:
-        """Another handle on the same database (a new connection for SQLite)."""
+        """Another handle on the same database (a new connection or pool)."""
         if self.name == "memory":
             if self._memory is None:
                 self._memory = MemoryStore(clock=self.clock)
             return self._memory
-        assert self.path is not None
-        store = SQLiteStore(self.path, clock=self.clock)
+        store: Store
+        if self.name == "postgresql":
+            from claimfsm.store._postgres import PostgresStore
+
+            assert self.pg_database is not None
+            if self._schema is None:
+                self._schema = pg_schema_url(self.pg_database)
+            store = PostgresStore(self._schema[1], clock=self.clock, pool_size=2)
+        else:
+            assert self.path is not None
+            store = SQLiteStore(self.path, clock=self.clock)
         self.opened.append(store)
         return store
 
     def close(self) -> None:
         for s in self.opened:
             s.close()
+        if self._schema is not None and self.pg_database is not None:
+            drop_schema(self.pg_database, self._schema[0])
 
 
 @pytest.fixture
@@ -58,11 +150,12 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgresql"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Backend]:
-    b = Backend(
-        request.param, clock, tmp_path / "claims.sqlite" if request.param == "sqlite" else None
-    )
+    if request.param == "postgresql":
+        b = Backend("postgresql", clock, pg_database=request.getfixturevalue("pg_database"))
+    else:
+        b = Backend(request.param, clock, tmp_path / "claims.sqlite")
     yield b
     b.close()
 

@@ -21,14 +21,20 @@ from typing import Any
 import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from claimfsm.errors import ClaimFSMError
 from claimfsm.spec import claim_spec
 from claimfsm.store import Claim, ClaimInfo, Evidence, MemoryStore, SQLiteStore, Store, replay
 from claimfsm.store import claim_fields as fields_of
 
-from .conftest import FakeClock
+from .conftest import FakeClock, drop_schema, pg_schema_url
 
 WORKERS = 3
 TARGETS = ("t1", "t2")
@@ -135,11 +141,9 @@ class ClaimProtocol(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dir = Path(tempfile.mkdtemp(prefix="claimfsm-stateful-"))
         self.clock = FakeClock()
-        path = self.dir / "claims.sqlite"
-        self.admin = SQLiteStore(path, clock=self.clock)
-        self.conns = [SQLiteStore(path, clock=self.clock) for _ in range(WORKERS)]
+        self.admin = self.open_store()
+        self.conns = [self.open_store() for _ in range(WORKERS)]
         self.ref = MemoryStore(clock=self.clock)
         self.remote = ModelRemote(dedup=self.dedup)
         self.workers = [Worker() for _ in range(WORKERS)]
@@ -148,10 +152,17 @@ class ClaimProtocol(RuleBasedStateMachine):
             for n in range(2):
                 self._both(lambda s, t=target, n=n: self._approved(s, t, f"{t} draft {n}"))
 
+    def open_store(self) -> Store:
+        """One more connection to this run's database (SQLite here; see the subclasses)."""
+        if not hasattr(self, "dir"):
+            self.dir = Path(tempfile.mkdtemp(prefix="claimfsm-stateful-"))
+        return SQLiteStore(self.dir / "claims.sqlite", clock=self.clock)
+
     def teardown(self) -> None:
         for s in [self.admin, *self.conns]:
             s.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if hasattr(self, "dir"):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
@@ -405,6 +416,50 @@ class ClaimProtocol(RuleBasedStateMachine):
             assert draft.status in ("dispatched", "approved", "pending")
 
 
+class OnPostgres(ClaimProtocol):
+    """The same program on PostgreSQL: each worker its own pool of one connection."""
+
+    database_url = ""
+
+    def open_store(self) -> Store:
+        from claimfsm.store._postgres import PostgresStore
+
+        if not hasattr(self, "schema"):
+            self.schema, self.url = pg_schema_url(self.database_url)
+        return PostgresStore(self.url, clock=self.clock, pool_size=1)
+
+    def teardown(self) -> None:
+        super().teardown()
+        drop_schema(self.database_url, self.schema)
+
+
+class FencingOnPostgres(OnPostgres):
+    pass
+
+
+class DedupOnPostgres(OnPostgres):
+    dedup = True
+
+
+@pytest.mark.parametrize("machine", [FencingOnPostgres, DedupOnPostgres], ids=["fencing", "dedup"])
+def test_postgresql_agrees_with_the_reference_model(
+    pg_database: str, machine: type[OnPostgres]
+) -> None:
+    machine.database_url = pg_database
+    run_state_machine_as_test(machine, settings=QUICK_PG)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", [FencingOnPostgres, DedupOnPostgres], ids=["fencing", "dedup"])
+def test_postgresql_agrees_with_the_reference_model_long(
+    pg_database: str, machine: type[OnPostgres]
+) -> None:
+    machine.database_url = pg_database
+    run_state_machine_as_test(machine, settings=LONG_PG)
+
+
+QUICK_PG = settings(max_examples=25, stateful_step_count=50, deadline=None)
+LONG_PG = settings(max_examples=150, stateful_step_count=80, deadline=None)
 QUICK = settings(max_examples=60, stateful_step_count=50, deadline=None)
 LONG = settings(max_examples=400, stateful_step_count=80, deadline=None)
 

@@ -20,9 +20,13 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
       (created with the schema if new).
     - ``sqlite://:memory:``: a private in-memory SQLite database (tests).
     - ``memory://``: the reference store, run by the ``transitions`` machine.
+    - ``postgresql://user@host:port/db?schema=name``: PostgreSQL (needs the ``postgres``
+      extra); tables in schema ``name`` (default ``claimfsm``), leases judged by the
+      server's clock.
 
-    ``clock`` returns the store's time in seconds (default ``time.time``); tests pass a
-    controllable one to drive leases.
+    ``clock`` returns the store's time in seconds; tests pass a controllable one to drive
+    leases. Default: ``time.time`` for SQLite and memory, the server's clock for PostgreSQL
+    (where ``clock=`` is for tests only: workers on several hosts must share one clock).
     """
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
@@ -34,8 +38,13 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
         return SQLiteStore(url[len("sqlite:///") :], clock=clock)
     if url == "memory://":
         return MemoryStore(clock=clock)
+    if url.startswith(("postgresql://", "postgres://")):
+        from claimfsm.store._postgres import PostgresStore  # psycopg is an optional extra
+
+        return PostgresStore(url, clock=clock)
     raise InvalidArgument(
-        f"unsupported store url {url!r}; use sqlite:///path.db, sqlite://:memory: or memory://"
+        f"unsupported store url {url!r}; use sqlite:///path.db, sqlite://:memory:, memory://"
+        " or postgresql://user@host/db"
     )
 
 

@@ -1,0 +1,477 @@
+"""The PostgreSQL store: the same protocol for workers on many hosts.
+
+Choices, in one place:
+
+- **One clock: the server's.** Every transaction takes its time from the server's
+  ``clock_timestamp()``; guards, new lease deadlines and history all use it, so a worker
+  whose own clock runs ahead cannot take over a live lease. ``clock=`` replaces the server
+  clock with a callable, for tests only (it makes lease time controllable).
+- **READ COMMITTED**, PostgreSQL's default. Every transition is one guarded ``UPDATE`` (or
+  the acquire upsert) in a short transaction; the row lock it takes serialises writers of a
+  target, and PostgreSQL re-checks the WHERE clause against the newest row version after
+  waiting, so the guard is a true compare-and-set. A refused write is retried once with the
+  row locked (``FOR UPDATE``), so the diagnosis and the discard record see one consistent
+  row.
+- **Retries.** Deadlocks (possible between concurrent sweeps), serialization failures and
+  a connection lost *before* COMMIT roll the transaction back; the store retries it, up to
+  ``retries`` times with jitter, then raises ``StoreError``.
+- **A connection lost during COMMIT** leaves the outcome unknown. The store does not guess:
+  it re-reads, on a fresh connection, the history records the transaction wrote (target,
+  epoch, event and time). Found: the commit happened and the call succeeds. Not found: it
+  did not, and ``StoreError`` says nothing changed. Unreadable: ``StoreError`` says the
+  outcome is unknown and how to find out (``history``/``get_claim``).
+- **Durability**: the server's ``synchronous_commit`` (``on`` by default) makes every
+  commit durable, including the one that enters ``sending``.
+- **Placement**: all tables live in one schema (``claimfsm`` unless ``?schema=name`` is in
+  the URL), so they can share an application's database. The schema version is recorded in
+  its ``meta`` table; another version is refused with ``SchemaVersionError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from claimfsm.errors import ClaimFSMError, InvalidArgument, SchemaVersionError, StoreError
+from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
+from claimfsm.store._core import Clock, HistoryRecord, Store
+from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
+from claimfsm.store._tokens import fingerprint
+from claimfsm.store._types import HistoryEntry
+
+if TYPE_CHECKING:
+    import psycopg
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg import sql as pg_sql
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+SCHEMA_VERSION = 1
+R = TypeVar("R")
+
+DDL = """
+CREATE TABLE {schema}.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE {schema}.drafts (
+    draft_id   bigserial PRIMARY KEY,
+    target_id  text NOT NULL,
+    content    text NOT NULL,
+    version    bigint NOT NULL CHECK (version >= 1),
+    digest     text NOT NULL,
+    status     text NOT NULL CHECK (status IN ('pending', 'approved', 'dispatched')),
+    updated_at double precision NOT NULL
+);
+CREATE INDEX drafts_by_target ON {schema}.drafts (target_id, status);
+CREATE TABLE {schema}.claims (
+    target_id       text PRIMARY KEY,
+    epoch           bigint NOT NULL CHECK (epoch >= 1),
+    state           text NOT NULL,
+    owner           text NOT NULL,
+    token_hash      text NOT NULL,
+    draft_id        bigint NOT NULL REFERENCES {schema}.drafts (draft_id),
+    draft_version   bigint NOT NULL,
+    draft_digest    text NOT NULL,
+    idempotency_key text NOT NULL,
+    lease_deadline  double precision NOT NULL,
+    outcome         text,
+    updated_at      double precision NOT NULL
+);
+CREATE INDEX claims_by_state ON {schema}.claims (state, lease_deadline);
+CREATE TABLE {schema}.history (
+    seq             bigserial PRIMARY KEY,
+    target_id       text NOT NULL,
+    epoch           bigint NOT NULL,
+    event           text NOT NULL,
+    from_state      text NOT NULL,
+    to_state        text NOT NULL,
+    at              double precision NOT NULL,
+    owner           text,
+    token_fp        text NOT NULL,
+    draft_id        bigint,
+    draft_version   bigint,
+    draft_digest    text,
+    idempotency_key text,
+    lease_deadline  double precision,
+    outcome         text,
+    detail          text NOT NULL
+);
+CREATE INDEX history_by_epoch ON {schema}.history (target_id, epoch, seq);
+CREATE FUNCTION {schema}.history_append_only() RETURNS trigger LANGUAGE plpgsql AS
+$$ BEGIN RAISE EXCEPTION 'history is append-only'; END $$;
+CREATE TRIGGER history_no_change BEFORE UPDATE OR DELETE ON {schema}.history
+FOR EACH ROW EXECUTE FUNCTION {schema}.history_append_only();
+INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{version}');
+"""
+
+_SELECT_CLAIMS = "SELECT " + ", ".join(CLAIM_COLUMNS) + " FROM claims"  # noqa: S608
+_SELECT_DRAFTS = "SELECT draft_id, target_id, version, digest, status, content FROM drafts"
+_SELECT_HISTORY = (
+    "SELECT seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
+    " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail FROM history"
+)
+_INSERT_HISTORY = (
+    "INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner, token_fp,"
+    " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+class _Retry(Exception):
+    """Internal: the transaction was rolled back for a reason a retry can fix."""
+
+
+class _PostgresTx:
+    def __init__(self, conn: psycopg.Connection[Any], sql: Compiled, clock: Clock | None):
+        self.conn = conn
+        self.sql = sql
+        self.clock = clock
+        self._now: float | None = None
+        self.appended: list[HistoryRecord] = []
+
+    def now(self) -> float:
+        if self._now is None:  # one time per transaction
+            if self.clock is not None:
+                self._now = self.clock()
+            else:
+                row = self.conn.execute(
+                    "SELECT extract(epoch FROM clock_timestamp())::float8"
+                ).fetchone()
+                assert row is not None
+                self._now = float(row[0])
+        return self._now
+
+    def _one(self, query: str, params: tuple[Any, ...]) -> Any:
+        return self.conn.execute(query, params).fetchone()
+
+    def claim_row(self, target_id: str) -> ClaimRow | None:
+        found = self._one(_SELECT_CLAIMS + " WHERE target_id = %s", (target_id,))
+        return None if found is None else ClaimRow(*found)
+
+    def draft_row(self, draft_id: int) -> DraftRow | None:
+        found = self._one(_SELECT_DRAFTS + " WHERE draft_id = %s", (draft_id,))
+        return None if found is None else DraftRow(*found)
+
+    def draft_rows(self, target_id: str, status: str | None) -> list[DraftRow]:
+        params: tuple[Any, ...]
+        if status is None:
+            query, params = " WHERE target_id = %s", (target_id,)
+        else:
+            query, params = " WHERE target_id = %s AND status = %s", (target_id, status)
+        rows = self.conn.execute(_SELECT_DRAFTS + query + " ORDER BY draft_id", params)
+        return [DraftRow(*r) for r in rows.fetchall()]
+
+    def claim_rows(self, state: str | None) -> list[ClaimRow]:
+        if state is None:
+            rows = self.conn.execute(_SELECT_CLAIMS + " ORDER BY target_id")
+        else:
+            rows = self.conn.execute(
+                _SELECT_CLAIMS + " WHERE state = %s ORDER BY target_id", (state,)
+            )
+        return [ClaimRow(*r) for r in rows.fetchall()]
+
+    def epoch_state(self, target_id: str, epoch: int) -> str | None:
+        found = self._one(
+            "SELECT to_state FROM history WHERE target_id = %s AND epoch = %s"
+            " ORDER BY seq DESC LIMIT 1",
+            (target_id, epoch),
+        )
+        return None if found is None else str(found[0])
+
+    def history_rows(self, target_id: str | None) -> list[HistoryEntry]:
+        if target_id is None:
+            rows = self.conn.execute(_SELECT_HISTORY + " ORDER BY seq")
+        else:
+            rows = self.conn.execute(
+                _SELECT_HISTORY + " WHERE target_id = %s ORDER BY seq", (target_id,)
+            )
+        return [HistoryEntry(*r) for r in rows.fetchall()]
+
+    def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
+        (draft_id,) = self._one(
+            "INSERT INTO drafts (target_id, content, version, digest, status, updated_at)"
+            " VALUES (%s, %s, 1, %s, 'pending', %s) RETURNING draft_id",
+            (target_id, content, digest, now),
+        )
+        return DraftRow(draft_id, target_id, 1, digest, "pending", content)
+
+    def update_draft(self, row: DraftRow, now: float) -> None:
+        self.conn.execute(
+            "UPDATE drafts SET content = %s, version = %s, digest = %s, status = %s,"
+            " updated_at = %s WHERE draft_id = %s",
+            (row.content, row.version, row.digest, row.status, now, row.draft_id),
+        )
+
+    def mark_dispatched(self, draft_id: int, version: int, now: float) -> None:
+        self.conn.execute(
+            "UPDATE drafts SET status = 'dispatched', updated_at = %s"
+            " WHERE draft_id = %s AND version = %s",
+            (now, draft_id, version),
+        )
+
+    def _lock(self, target_id: str, draft_id: int | None = None) -> None:
+        """Lock the target's claim row (and the draft) so a retried write and the diagnosis
+        that may follow it see one row that nobody else can change meanwhile."""
+        self.conn.execute("SELECT 1 FROM claims WHERE target_id = %s FOR UPDATE", (target_id,))
+        if draft_id is not None:
+            self.conn.execute("SELECT 1 FROM drafts WHERE draft_id = %s FOR SHARE", (draft_id,))
+
+    def acquire_write(self, facts: Facts) -> ClaimRow | None:
+        params = facts.sql_params()
+        found = self.conn.execute(self.sql.acquire, params).fetchone()
+        if found is None:
+            assert facts.target_id is not None
+            self._lock(facts.target_id, facts.draft_id)
+            found = self.conn.execute(self.sql.acquire, params).fetchone()
+        return None if found is None else ClaimRow(*found)
+
+    def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]:
+        params = facts.sql_params()
+        if facts.target_id is None:
+            return [ClaimRow(*r) for r in self.conn.execute(self.sql.everywhere[event], params)]
+        rows = self.conn.execute(self.sql.events[event], params).fetchall()
+        if not rows:
+            self._lock(facts.target_id)
+            rows = self.conn.execute(self.sql.events[event], params).fetchall()
+        return [ClaimRow(*r) for r in rows]
+
+    def append_history(self, records: list[HistoryRecord]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(_INSERT_HISTORY, [_history_params(r) for r in records])
+        self.appended.extend(records)
+
+
+def _history_params(rec: HistoryRecord) -> tuple[Any, ...]:
+    r = rec.row
+    return (
+        rec.target_id,
+        rec.epoch,
+        rec.event,
+        rec.from_state,
+        rec.to_state,
+        rec.at,
+        r.owner if r else None,
+        fingerprint(rec.token_hash),
+        r.draft_id if r else None,
+        r.draft_version if r else None,
+        r.draft_digest if r else None,
+        r.idempotency_key if r else None,
+        r.lease_deadline if r else None,
+        r.outcome if r else None,
+        rec.detail,
+    )
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``postgresql://...?schema=name&...`` → (libpq URL without ``schema``, schema name)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = "claimfsm"
+    kept = []
+    for key, value in query:
+        if key == "schema":
+            schema = value
+        else:
+            kept.append((key, value))
+    if not schema.isidentifier() or not schema.isascii() or len(schema) > 63:
+        raise InvalidArgument(
+            f"schema must be a plain identifier of at most 63 ASCII characters, got {schema!r}"
+        )
+    return urlunsplit(parts._replace(query=urlencode(kept))), schema.lower()
+
+
+class PostgresStore(Store):
+    """A store in a PostgreSQL database (``postgresql://user@host:port/db?schema=name``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        machine: ClaimMachine | None = None,
+        pool_size: int = 4,
+        connect_seconds: float = 10.0,
+        retries: int = 5,
+    ) -> None:
+        if psycopg is None:
+            raise StoreError(
+                "PostgreSQL support needs the 'postgres' extra: pip install 'claimfsm[postgres]'"
+            )
+        super().__init__(clock=clock, machine=machine)
+        self.explicit_clock = clock  # None: the server's clock decides
+        self.url, self.schema = split_url(url)
+        self.retries = retries
+        self._sql = compile_writes(self.spec, lambda name: f"%({name})s")
+        search_path = pg_sql.SQL("SET search_path TO {}").format(pg_sql.Identifier(self.schema))
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(search_path)
+            conn.commit()
+
+        self._pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=pool_size,
+            configure=configure,
+            kwargs={"autocommit": False},
+            open=False,
+            name=f"claimfsm-{self.schema}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_seconds)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {_redacted(self.url)} within "
+                f"{connect_seconds:g} s; is the server running and the URL right?"
+            ) from exc
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- schema --------------------------------------------------------------------------------
+    def _ensure_schema(self) -> None:
+        ident = pg_sql.Identifier(self.schema)
+        with self._translate("schema set-up"), self._pool.connection() as conn:
+            # One creator at a time, per schema.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"claimfsm:{self.schema}",))
+            conn.execute(pg_sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+            has_meta = conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.meta",)
+            ).fetchone()
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (self.schema,)
+            ).fetchone()
+            assert has_meta is not None and tables is not None
+            if not has_meta[0] and tables[0] == 0:
+                ddl = DDL.replace("{schema}", ident.as_string(conn)).replace(
+                    "{version}", str(SCHEMA_VERSION)
+                )
+                conn.execute(ddl.encode())
+            elif not has_meta[0]:
+                raise StoreError(
+                    f"schema {self.schema!r} holds tables that are not claimfsm's; "
+                    "give claimfsm a schema of its own (?schema=name)"
+                )
+            else:
+                found = conn.execute(
+                    pg_sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(
+                        ident
+                    )
+                ).fetchone()
+                version = int(found[0]) if found else 0
+                if version != SCHEMA_VERSION:
+                    raise SchemaVersionError(
+                        f"schema {self.schema!r} has claimfsm schema version {version}; this "
+                        f"claimfsm reads version {SCHEMA_VERSION}: use the release that wrote it"
+                    )
+            conn.commit()
+
+    # -- transactions ------------------------------------------------------------------------
+    def _atomically(self, body: Callable[[Any], R], *, durable: bool = False) -> R:
+        for attempt in range(self.retries + 1):
+            try:
+                return super()._atomically(body, durable=durable)
+            except _Retry as exc:
+                if attempt == self.retries:
+                    raise StoreError(
+                        f"PostgreSQL transaction failed {attempt + 1} times: {exc.__cause__}"
+                    ) from exc.__cause__
+                time.sleep(random.uniform(0, 0.002 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _transaction(self, *, durable: bool = False) -> Iterator[_PostgresTx]:
+        with self._translate("write"), self._pool.connection() as conn:
+            tx = _PostgresTx(conn, self._sql, self.explicit_clock)
+            committing = False
+            try:
+                yield tx
+                committing = True
+                conn.commit()
+            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+                _rollback(conn)
+                raise _Retry() from exc
+            except psycopg.OperationalError as exc:
+                _rollback(conn)
+                if not committing:
+                    raise _Retry() from exc  # rolled back by the server: safe to run again
+                self._settle_lost_commit(tx, exc)
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def _settle_lost_commit(self, tx: _PostgresTx, exc: Exception) -> None:
+        """COMMIT was sent and the connection broke: find out whether it happened."""
+        if not tx.appended:
+            raise StoreError(
+                "the connection was lost during COMMIT of a draft operation; its outcome is "
+                "unknown: read the draft (get_draft) to see whether it applied"
+            ) from exc
+        rec = tx.appended[-1]
+        try:
+            with self._pool.connection() as conn:
+                found = conn.execute(
+                    "SELECT count(*) FROM history WHERE target_id = %s AND epoch = %s"
+                    " AND event = %s AND to_state = %s AND at = %s",
+                    (rec.target_id, rec.epoch, rec.event, rec.to_state, rec.at),
+                ).fetchone()
+                conn.rollback()
+        except psycopg.Error as again:
+            raise StoreError(
+                f"the connection was lost during COMMIT of {rec.event} for target "
+                f"{rec.target_id!r} epoch {rec.epoch}, and the store could not re-read it "
+                f"({again}); its outcome is unknown: check history() before acting on it"
+            ) from exc
+        if not found or found[0] == 0:
+            raise StoreError(
+                f"the connection was lost during COMMIT of {rec.event} for target "
+                f"{rec.target_id!r} epoch {rec.epoch}; re-reading shows it did not happen, "
+                "so nothing changed"
+            ) from exc
+        # Found: the commit happened; the call succeeds.
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[_PostgresTx]:
+        with self._translate("read"), self._pool.connection() as conn:
+            try:
+                yield _PostgresTx(conn, self._sql, self.explicit_clock)
+            finally:
+                _rollback(conn)
+
+    @contextmanager
+    def _translate(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (ClaimFSMError, _Retry):
+            raise
+        except PoolTimeout as exc:
+            raise StoreError(f"no PostgreSQL connection available for the {what}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL {what} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    if not conn.closed:
+        with contextlib.suppress(psycopg.Error):  # broken: the pool discards it
+            conn.rollback()
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)

@@ -1,0 +1,226 @@
+"""What only the PostgreSQL store has to prove. Everything else runs on it through the
+``backend`` fixture and the stateful test; these are its multi-host properties."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from claimfsm.errors import InvalidArgument, SchemaVersionError, StoreError, TargetBusy
+from claimfsm.store import open_store
+
+from .conftest import approved_draft, drop_schema, pg_schema_url
+
+psycopg = pytest.importorskip("psycopg")
+sql = psycopg.sql
+
+
+@pytest.fixture
+def pg(pg_database: str) -> Iterator[tuple[str, str]]:
+    """(store URL with a fresh schema, database URL); the schema is dropped afterwards."""
+    schema, url = pg_schema_url(pg_database)
+    yield url, pg_database
+    drop_schema(pg_database, schema)
+
+
+def test_a_worker_whose_clock_runs_ahead_cannot_take_a_live_lease(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = pg
+    honest = open_store(url)  # no clock=: the server's clock judges leases
+    claim = honest.acquire("acct", approved_draft(honest), "honest", lease_seconds=30)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # an hour ahead
+    skewed = open_store(url)
+    with pytest.raises(TargetBusy):
+        skewed.acquire("acct", approved_draft(skewed), "skewed", lease_seconds=30)
+    assert honest.get_claim("acct").epoch == claim.epoch  # type: ignore[union-attr]
+    claim.begin_send()  # the honest owner still holds it
+    honest.close()
+    skewed.close()
+
+
+def test_sqlite_would_let_the_same_skewed_clock_steal_the_lease(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Why the server clock matters: a store judged by each worker's own clock is stolen.
+    path = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    honest = open_store(path)
+    honest.acquire("acct", approved_draft(honest), "honest", lease_seconds=30)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)
+    skewed = open_store(path)
+    assert skewed.acquire("acct", approved_draft(skewed), "skewed", 30).epoch == 2
+    honest.close()
+    skewed.close()
+
+
+def _lose_commit(monkeypatch: pytest.MonkeyPatch, *, after_commit: bool) -> None:
+    real_commit = psycopg.Connection.commit
+    state = {"armed": True}
+
+    def commit(self: Any) -> None:
+        if state["armed"]:
+            state["armed"] = False
+            if after_commit:
+                real_commit(self)  # the server committed; the answer is lost
+            else:
+                self.rollback()  # the server never committed
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        real_commit(self)
+
+    monkeypatch.setattr(psycopg.Connection, "commit", commit)
+
+
+def test_commit_lost_after_the_server_committed_is_found_and_succeeds(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(pg[0])
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _lose_commit(monkeypatch, after_commit=True)
+    claim.begin_send()  # no error: the store re-read history and found its commit
+    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
+    store.close()
+
+
+def test_commit_lost_before_the_server_committed_is_reported_as_not_applied(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(pg[0])
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _lose_commit(monkeypatch, after_commit=False)
+    with pytest.raises(StoreError, match="did not happen, so nothing changed"):
+        claim.begin_send()
+    assert store.get_claim("acct").state == "reserved"  # type: ignore[union-attr]
+    claim.begin_send()  # and it can simply be done again
+    store.close()
+
+
+def test_terminated_backends_are_retried_transparently(pg: tuple[str, str]) -> None:
+    url, database = pg
+    store = open_store(url)
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    with psycopg.connect(database, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+    assert killed >= 1
+    claim.begin_send()  # the pool's connection was dead; the store retried on a new one
+    claim.confirm()
+    assert [e.event for e in store.history("acct")] == ["acquire", "begin_send", "confirm"]
+    store.close()
+
+
+def test_tables_live_in_their_own_schema_and_versions_are_checked(pg: tuple[str, str]) -> None:
+    url, database = pg
+    schema = url.rsplit("schema=", 1)[1]
+    open_store(url).close()
+    with psycopg.connect(database, autocommit=True) as admin:
+        tables = {
+            r[0]
+            for r in admin.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            )
+        }
+        assert tables == {"meta", "drafts", "claims", "history"}
+        admin.execute(
+            sql.SQL("UPDATE {}.meta SET value = '99' WHERE key = 'schema_version'").format(
+                sql.Identifier(schema)
+            )
+        )
+    with pytest.raises(SchemaVersionError, match="version 99"):
+        open_store(url)
+
+
+def test_a_schema_with_other_tables_is_refused(pg_database: str) -> None:
+    schema, url = pg_schema_url(pg_database)
+    with psycopg.connect(pg_database, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        admin.execute(sql.SQL("CREATE TABLE {}.users (id int)").format(sql.Identifier(schema)))
+    try:
+        with pytest.raises(StoreError, match="not claimfsm's"):
+            open_store(url)
+    finally:
+        drop_schema(pg_database, schema)
+
+
+def test_history_is_append_only(pg: tuple[str, str]) -> None:
+    url, database = pg
+    store = open_store(url)
+    store.acquire("acct", approved_draft(store), "w", 30)
+    store.close()
+    schema = url.rsplit("schema=", 1)[1]
+    with (
+        psycopg.connect(database, autocommit=True) as admin,
+        pytest.raises(psycopg.errors.RaiseException, match="append-only"),
+    ):
+        admin.execute(sql.SQL("DELETE FROM {}.history").format(sql.Identifier(schema)))
+
+
+def test_bad_urls_are_clear_errors() -> None:
+    with pytest.raises(InvalidArgument, match="schema must be"):
+        open_store("postgresql://postgres@127.0.0.1/postgres?schema=no;drop")
+    from claimfsm.store._postgres import PostgresStore
+
+    with pytest.raises(StoreError, match="cannot connect"):
+        PostgresStore("postgresql://postgres@127.0.0.1:1/postgres", connect_seconds=0.5)
+
+
+def _worker(url: str, index: int, cycles: int, queue: Any) -> None:
+    try:
+        store = open_store(url)
+        targets = ["shared-a", "shared-b", f"own-{index}"]
+        intervals = []
+        done = 0
+        while done < cycles:
+            target = targets[done % 3]
+            draft = store.create_draft(target, f"w{index}-{done}")
+            store.approve_draft(draft.draft_id)
+            try:
+                claim = store.acquire(target, draft.draft_id, f"w{index}", 30)
+            except TargetBusy:
+                time.sleep(0.001)
+                continue
+            claim.begin_send()
+            start = time.monotonic()  # from here to confirm, this worker believes it sends
+            time.sleep(0.001)
+            end = time.monotonic()
+            claim.confirm()
+            intervals.append((target, claim.epoch, start, end))
+            done += 1
+        store.close()
+        queue.put(intervals)
+    except BaseException as exc:
+        queue.put(repr(exc))
+
+
+def test_processes_on_shared_and_distinct_targets(pg: tuple[str, str]) -> None:
+    url, _ = pg
+    open_store(url).close()
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(url, i, 30, queue)) for i in range(4)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert all(isinstance(r, list) for r in results), results
+    intervals = [iv for r in results for iv in r]
+    store = open_store(url)
+    for target in {iv[0] for iv in intervals}:
+        mine = sorted((iv for iv in intervals if iv[0] == target), key=lambda iv: iv[2])
+        for before, after in itertools.pairwise(mine):
+            assert before[3] <= after[2], f"overlapping sending on {target}: {before} {after}"
+        history = store.history(target)
+        epochs = [e.epoch for e in history if e.event == "acquire"]
+        assert epochs == list(range(1, len(epochs) + 1))  # no duplicate or missing epoch
+        assert sorted(iv[1] for iv in mine) == epochs
+        assert len(history) == 3 * len(epochs)  # acquire, begin_send, confirm: none lost
+    store.close()
