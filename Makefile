@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo test test-all lint bench bench-postgres clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed  ## dispatch drafts with concurrent, crashing workers on a SQLite file
 	$(BIN)/claimfsm demo
 
-test: $(BIN)/.installed  ## the quick suite (a few minutes at most)
+test: $(BIN)/.installed  ## the quick suite; PostgreSQL tests skip (one line) without a server
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test-all: $(BIN)/.installed  ## everything, including the slow suites (what CI runs)
@@ -26,8 +26,11 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(BIN)/.installed
+bench: $(BIN)/.installed  ## SQLite figures
 	$(BIN)/python bench/bench_sqlite.py
+
+bench-postgres: $(BIN)/.installed  ## PostgreSQL figures (server from CLAIMFSM_PG_URL)
+	$(BIN)/python bench/bench_postgres.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -61,7 +61,10 @@ def test_sqlite_would_let_the_same_skewed_clock_steal_the_lease(
 
 
 def _lose_commit(monkeypatch: pytest.MonkeyPatch, *, after_commit: bool) -> None:
-    real_commit = psycopg.Connection.commit
+    """The next COMMIT's answer is lost: after the server committed, or before it did."""
+    from claimfsm.store._postgres import _PostgresTx
+
+    real_commit = _PostgresTx.commit
     state = {"armed": True}
 
     def commit(self: Any) -> None:
@@ -70,11 +73,11 @@ def _lose_commit(monkeypatch: pytest.MonkeyPatch, *, after_commit: bool) -> None
             if after_commit:
                 real_commit(self)  # the server committed; the answer is lost
             else:
-                self.rollback()  # the server never committed
+                self.conn.execute("ROLLBACK")  # the server never committed
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         real_commit(self)
 
-    monkeypatch.setattr(psycopg.Connection, "commit", commit)
+    monkeypatch.setattr(_PostgresTx, "commit", commit)
 
 
 def test_commit_lost_after_the_server_committed_is_found_and_succeeds(

@@ -51,6 +51,7 @@ try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import sql as pg_sql
+    from psycopg.pq import TransactionStatus
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
@@ -128,25 +129,46 @@ class _Retry(Exception):
     """Internal: the transaction was rolled back for a reason a retry can fix."""
 
 
+# One round trip opens the transaction and reads the server's time.
+_BEGIN = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT extract(epoch FROM clock_timestamp())::float8"
+)
+
+
 class _PostgresTx:
-    def __init__(self, conn: psycopg.Connection[Any], sql: Compiled, clock: Clock | None):
+    """One transaction. Writes whose results nothing reads (history rows, marking a draft
+    dispatched) are deferred and sent in one pipeline with COMMIT: one round trip."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        sql: Compiled,
+        clock: Clock | None,
+        server_now: float | None,
+    ) -> None:
         self.conn = conn
         self.sql = sql
         self.clock = clock
-        self._now: float | None = None
+        self._now = server_now
         self.appended: list[HistoryRecord] = []
+        self._deferred: list[tuple[str, list[tuple[Any, ...]]]] = []
 
     def now(self) -> float:
-        if self._now is None:  # one time per transaction
-            if self.clock is not None:
-                self._now = self.clock()
-            else:
-                row = self.conn.execute(
-                    "SELECT extract(epoch FROM clock_timestamp())::float8"
-                ).fetchone()
-                assert row is not None
-                self._now = float(row[0])
+        if self.clock is not None:  # tests only
+            return self.clock()
+        if self._now is None:  # a read outside a write transaction
+            row = self.conn.execute(
+                "SELECT extract(epoch FROM clock_timestamp())::float8"
+            ).fetchone()
+            assert row is not None
+            self._now = float(row[0])
         return self._now
+
+    def commit(self) -> None:
+        with self.conn.pipeline(), self.conn.cursor() as cur:
+            for query, rows in self._deferred:
+                cur.executemany(query, rows)
+            cur.execute("COMMIT")
 
     def _one(self, query: str, params: tuple[Any, ...]) -> Any:
         return self.conn.execute(query, params).fetchone()
@@ -210,10 +232,12 @@ class _PostgresTx:
         )
 
     def mark_dispatched(self, draft_id: int, version: int, now: float) -> None:
-        self.conn.execute(
-            "UPDATE drafts SET status = 'dispatched', updated_at = %s"
-            " WHERE draft_id = %s AND version = %s",
-            (now, draft_id, version),
+        self._deferred.append(
+            (
+                "UPDATE drafts SET status = 'dispatched', updated_at = %s"
+                " WHERE draft_id = %s AND version = %s",
+                [(now, draft_id, version)],
+            )
         )
 
     def _lock(self, target_id: str, draft_id: int | None = None) -> None:
@@ -243,8 +267,8 @@ class _PostgresTx:
         return [ClaimRow(*r) for r in rows]
 
     def append_history(self, records: list[HistoryRecord]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(_INSERT_HISTORY, [_history_params(r) for r in records])
+        # Nothing in a transaction reads history after appending to it: deferred to commit.
+        self._deferred.append((_INSERT_HISTORY, [_history_params(r) for r in records]))
         self.appended.extend(records)
 
 
@@ -313,14 +337,13 @@ class PostgresStore(Store):
 
         def configure(conn: psycopg.Connection[Any]) -> None:
             conn.execute(search_path)
-            conn.commit()
 
         self._pool = ConnectionPool(
             self.url,
             min_size=1,
             max_size=pool_size,
             configure=configure,
-            kwargs={"autocommit": False},
+            kwargs={"autocommit": True},  # transactions are opened explicitly
             open=False,
             name=f"claimfsm-{self.schema}",
         )
@@ -341,7 +364,11 @@ class PostgresStore(Store):
     # -- schema --------------------------------------------------------------------------------
     def _ensure_schema(self) -> None:
         ident = pg_sql.Identifier(self.schema)
-        with self._translate("schema set-up"), self._pool.connection() as conn:
+        with (
+            self._translate("schema set-up"),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
             # One creator at a time, per schema.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"claimfsm:{self.schema}",))
             conn.execute(pg_sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
@@ -374,7 +401,6 @@ class PostgresStore(Store):
                         f"schema {self.schema!r} has claimfsm schema version {version}; this "
                         f"claimfsm reads version {SCHEMA_VERSION}: use the release that wrote it"
                     )
-            conn.commit()
 
     # -- transactions ------------------------------------------------------------------------
     def _atomically(self, body: Callable[[Any], R], *, durable: bool = False) -> R:
@@ -392,12 +418,16 @@ class PostgresStore(Store):
     @contextmanager
     def _transaction(self, *, durable: bool = False) -> Iterator[_PostgresTx]:
         with self._translate("write"), self._pool.connection() as conn:
-            tx = _PostgresTx(conn, self._sql, self.explicit_clock)
             committing = False
             try:
+                cur = conn.execute(_BEGIN)
+                cur.nextset()
+                found = cur.fetchone()
+                assert found is not None
+                tx = _PostgresTx(conn, self._sql, self.explicit_clock, float(found[0]))
                 yield tx
                 committing = True
-                conn.commit()
+                tx.commit()
             except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
                 _rollback(conn)
                 raise _Retry() from exc
@@ -425,7 +455,6 @@ class PostgresStore(Store):
                     " AND event = %s AND to_state = %s AND at = %s",
                     (rec.target_id, rec.epoch, rec.event, rec.to_state, rec.at),
                 ).fetchone()
-                conn.rollback()
         except psycopg.Error as again:
             raise StoreError(
                 f"the connection was lost during COMMIT of {rec.event} for target "
@@ -443,10 +472,7 @@ class PostgresStore(Store):
     @contextmanager
     def _snapshot(self) -> Iterator[_PostgresTx]:
         with self._translate("read"), self._pool.connection() as conn:
-            try:
-                yield _PostgresTx(conn, self._sql, self.explicit_clock)
-            finally:
-                _rollback(conn)
+            yield _PostgresTx(conn, self._sql, self.explicit_clock, None)  # autocommit reads
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
@@ -464,9 +490,10 @@ class PostgresStore(Store):
 
 
 def _rollback(conn: psycopg.Connection[Any]) -> None:
-    if not conn.closed:
+    status = conn.info.transaction_status
+    if not conn.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
         with contextlib.suppress(psycopg.Error):  # broken: the pool discards it
-            conn.rollback()
+            conn.execute("ROLLBACK")
 
 
 def _redacted(url: str) -> str:
