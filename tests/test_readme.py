@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import drop_schema, pg_schema_url
+
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```(sh|python)\n(.*?)```", README, flags=re.S)
@@ -49,8 +51,24 @@ def test_readme_command_runs(command: str) -> None:
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
 
 
-def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (code,) = [body for kind, body in BLOCKS if kind == "python"]
+PYTHON = [body for kind, body in BLOCKS if kind == "python"]
+README_PG_URL = "postgresql://app@db.internal:5432/app?schema=claimfsm"
+
+
+@pytest.mark.parametrize("code", PYTHON, ids=[f"example-{i + 1}" for i in range(len(PYTHON))])
+def test_readme_python_example_runs(
+    code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
-    assert (tmp_path / "claims.sqlite").exists()
+    schema = None
+    if README_PG_URL in code:  # run it against the test database instead of the example host
+        database = request.getfixturevalue("pg_database")
+        schema, url = pg_schema_url(database)
+        code = code.replace(README_PG_URL, url)
+    try:
+        exec(compile(code, "README.md", "exec"), {})
+    finally:
+        if schema is not None:
+            drop_schema(database, schema)
+    if schema is None:
+        assert (tmp_path / "claims.sqlite").exists()
