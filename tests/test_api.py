@@ -122,3 +122,9 @@ def test_tokens_never_appear_in_output_logs_or_errors(
     assert a.token not in everything and b.token not in everything
     assert a.token_fingerprint in repr(a)
     store.close()
+
+
+def test_checker_depends_only_on_the_declaration() -> None:
+    for f in (SRC / "checker").rglob("*.py"):
+        for module in _imports(f):
+            assert module.split(".")[1] in ("spec", "errors", "checker"), f"{f.name}: {module}"

@@ -59,12 +59,6 @@ def test_repository_specs_folder_is_the_packaged_declarations() -> None:
         (lambda r: r["transitions"][0].update(dest="nowhere"), "not a declared state"),
         (lambda r: r["transitions"][0].update(guards=["wishful"]), "not declared under"),
         (lambda r: r["guards"]["lease_live"].update(refusal="Oops"), "unknown refusal"),
-        (
-            lambda r: r["transitions"].append(
-                {"event": "lapse", "source": "uncertain", "dest": "expired"}
-            ),
-            "from both",
-        ),
         (lambda r: r["transitions"].append({"event": "x", "source": "reserved"}), "either 'dest'"),
         (lambda r: r["states"].update({"it's": {"meaning": "a quote"}}), "must be an identifier"),
     ],
@@ -97,3 +91,12 @@ def test_machine_is_built_without_auto_transitions_and_shared() -> None:
     assert m is claim_machine()
     assert not any(name.startswith("to_") for name in m.machine.events)
     assert set(m.machine.events) == set(claim_spec().events)
+
+
+def test_stores_refuse_a_declaration_whose_destination_does_not_name_the_source() -> None:
+    from claimfsm.store._sql import compile_writes
+
+    r = raw()
+    r["transitions"].append({"event": "lapse", "source": "uncertain", "dest": "expired"})
+    with pytest.raises(SpecError, match="from both"):
+        compile_writes(parse_spec(r), lambda name: f":{name}")

@@ -226,3 +226,127 @@ def claims(url: str) -> None:
             c.outcome or "-",
         )
     Console().print(table)
+
+
+@main.command()
+@click.option(
+    "--design",
+    default="claim",
+    show_default=True,
+    help="The declaration to check: claim (correct) or a wrong design (--list).",
+)
+@click.option("--list", "list_designs", is_flag=True, help="List the known-wrong designs.")
+@click.option("--workers", type=click.IntRange(1, 6), default=3, show_default=True)
+@click.option("--targets", type=click.IntRange(1, 6), default=1, show_default=True)
+@click.option(
+    "--drafts", type=click.IntRange(1, 6), default=2, show_default=True, help="Drafts per target."
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(1, 6),
+    default=3,
+    show_default=True,
+    help="Acquisitions per target (the bound that keeps the space finite).",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 6),
+    default=1,
+    show_default=True,
+    help="Same-key retries per epoch (deduping remote).",
+)
+@click.option(
+    "--remote",
+    type=click.Choice(["fencing", "dedup", "plain"]),
+    default="fencing",
+    show_default=True,
+)
+@click.option("--no-crashes", is_flag=True, help="Leave out worker crashes and stale wake-ups.")
+@click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
+@click.option("--max-depth", type=click.IntRange(1), default=None)
+@click.option("--max-states", type=click.IntRange(1), default=None)
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None, help="Seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def check(
+    design: str,
+    list_designs: bool,
+    workers: int,
+    targets: int,
+    drafts: int,
+    epochs: int,
+    retries: int,
+    remote: str,
+    no_crashes: bool,
+    no_symmetry: bool,
+    max_depth: int | None,
+    max_states: int | None,
+    time_limit: float | None,
+    as_json: bool,
+) -> None:
+    """Model-check a declaration: every interleaving, within the bounds given.
+
+    Exit status 0: every property holds and the search was complete. 1: a property is
+    violated (the shortest counterexample is printed) or a deadlock was found. 3: a limit
+    stopped the search before it was complete.
+    """
+    from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+    from claimfsm.spec import claim_spec, designs
+
+    with _library_errors():
+        wrong = designs()
+        if list_designs:
+            for name, s in wrong.items():
+                click.echo(f"{name}  {s.description}")
+            return
+        if design != "claim" and design not in wrong:
+            raise click.UsageError(
+                f"unknown design {design!r}; use claim or one of: {', '.join(wrong)}"
+            )
+        spec = claim_spec() if design == "claim" else wrong[design]
+        config = ClaimModelConfig(
+            workers=workers,
+            targets=targets,
+            drafts=drafts,
+            epochs=epochs,
+            retries=retries,
+            remote=remote,  # type: ignore[arg-type]
+            crashes=not no_crashes,
+        )
+        checker = (
+            Checker(claim_model(spec, config))
+            .symmetry(not no_symmetry)
+            .max_depth(max_depth)
+            .max_states(max_states)
+            .time_limit(time_limit)
+            .stop_on_violation(design != "claim")
+            .progress(
+                lambda unique, depth, secs: click.echo(
+                    f"... {unique:,} states, depth {depth}, {secs:.0f} s", err=True
+                )
+            )
+        )
+        report = checker.run()
+    if as_json:
+        data = report.as_dict()
+        data["design"] = design
+        data["bounds"] = {
+            "workers": workers,
+            "targets": targets,
+            "drafts": drafts,
+            "epochs": epochs,
+            "retries": retries,
+            "remote": remote,
+            "crashes": not no_crashes,
+            "symmetry": not no_symmetry,
+        }
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"design {design}: {spec.description}")
+        click.echo(
+            f"bounds: {workers} workers, {targets} targets, {drafts} drafts per target, "
+            f"{epochs} epochs per target, {remote} remote"
+            + ("" if no_crashes else ", with crashes and stale wake-ups")
+        )
+        click.echo(report.text())
+        click.echo(f"verdict: {report.verdict}")
+    sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))

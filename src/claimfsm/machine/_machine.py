@@ -71,10 +71,8 @@ class ClaimMachine:
             self._stale_guards[event] = tuple(g for g in common if self.spec.guards[g].stale)
 
     def _condition(self, guard: str) -> Callable[[Any], bool]:
-        fn = self.guards[guard]
-
-        def check(event_data: Any) -> bool:
-            return fn(event_data.kwargs["row"], event_data.kwargs["facts"])
+        def check(event_data: Any) -> bool:  # looked up per call: tests may stub a guard
+            return self.guards[guard](event_data.kwargs["row"], event_data.kwargs["facts"])
 
         check.__name__ = guard
         return check

@@ -5,10 +5,19 @@ stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
 """
 
 from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDecl
-from claimfsm.spec._load import available, claim_spec, declarations_dir, load_spec, parse_spec
+from claimfsm.spec._load import (
+    MODEL_OPTIONS,
+    available,
+    claim_spec,
+    declarations_dir,
+    designs,
+    load_spec,
+    parse_spec,
+)
 from claimfsm.spec._vocabulary import Event, State
 
 __all__ = [
+    "MODEL_OPTIONS",
     "Event",
     "GuardDecl",
     "Spec",
@@ -18,6 +27,7 @@ __all__ = [
     "available",
     "claim_spec",
     "declarations_dir",
+    "designs",
     "load_spec",
     "parse_spec",
 ]

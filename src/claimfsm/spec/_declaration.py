@@ -44,6 +44,9 @@ class Spec:
     guards: Mapping[str, GuardDecl]
     transitions: tuple[TransitionDecl, ...]
     path: Path | None = None
+    description: str = ""  # one line; for a variant: how it differs from its base
+    base: str | None = None  # the declaration a variant overlays
+    options: Mapping[str, bool] = field(default_factory=dict)  # model options of a variant
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -14,7 +15,14 @@ from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDec
 _STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
 _GUARD_KEYS = {"meaning", "refusal", "stale"}
 _TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal"}
-_TOP_KEYS = {"name", "initial", "states", "guards", "transitions"}
+_TOP_KEYS = {"name", "initial", "states", "guards", "transitions", "description"}
+_OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "add", "model"}
+#: Options a variant may set for the checker's model of the world around the claim row.
+MODEL_OPTIONS = {
+    "one_live_draft_per_target": "one live draft per target (a partial unique index)",
+    "send_before_intent": "workers call the remote before recording the intent to send",
+    "retry_with_fresh_key": "a retry of an uncertain attempt uses a new idempotency key",
+}
 
 
 def declarations_dir() -> Path:
@@ -34,13 +42,72 @@ def claim_spec() -> Spec:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and validate one declaration; a malformed one raises :class:`SpecError`."""
+    """Read and validate one declaration; a malformed one raises :class:`SpecError`.
+
+    A file with ``base = "other.toml"`` is a variant: the base declaration with the changes
+    it lists (``replace``, ``drop_guard``, ``add``) and checker ``model`` options.
+    """
     path = Path(path)
+    raw = _read(path)
+    if "base" not in raw:
+        return parse_spec(raw, path=path)
+    return _overlay(raw, path)
+
+
+def designs() -> dict[str, Spec]:
+    """The known-wrong designs under ``specs/wrong/``, by name."""
+    found = {}
+    for p in sorted((declarations_dir() / "wrong").glob("*.toml")):
+        spec = load_spec(p)
+        found[spec.name] = spec
+    return found
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpecError(f"{path}: cannot read the declaration: {exc}") from exc
-    return parse_spec(raw, path=path)
+
+
+def _overlay(raw: dict[str, Any], path: Path) -> Spec:
+    def fail(msg: str) -> SpecError:
+        return SpecError(f"{path}: {msg}")
+
+    _only(raw, _OVERLAY_KEYS, "a variant", fail)
+    if not isinstance(raw.get("description"), str) or not raw["description"]:
+        raise fail("a variant needs a one-line 'description' of how it differs")
+    base_path = (path.parent / raw["base"]).resolve()
+    base = _read(base_path)
+    transitions = [dict(t) for t in base["transitions"]]
+    for change in raw.get("replace", []):
+        hits = [
+            t
+            for t in transitions
+            if (t["event"], t["source"]) == (change["event"], change["source"])
+        ]
+        if len(hits) != 1:
+            raise fail(f"replace: no single {change['event']} transition from {change['source']}")
+        hits[0].update({k: v for k, v in change.items() if k in ("dest", "guards")})
+    for change in raw.get("drop_guard", []):
+        hits = [
+            t
+            for t in transitions
+            if t["event"] == change["event"] and change["guard"] in t.get("guards", [])
+        ]
+        if not hits:
+            raise fail(f"drop_guard: no {change['event']} transition has guard {change['guard']}")
+        for t in hits:
+            t["guards"] = [g for g in t["guards"] if g != change["guard"]]
+    transitions += [dict(t) for t in raw.get("add", [])]
+    options = raw.get("model", {})
+    unknown = set(options) - set(MODEL_OPTIONS)
+    if unknown:
+        raise fail(f"unknown model options {sorted(unknown)}; known: {sorted(MODEL_OPTIONS)}")
+    merged = dict(base, transitions=transitions, name=raw.get("name", path.stem))
+    merged["description"] = raw["description"]
+    spec = parse_spec(merged, path=path)
+    return replace(spec, base=str(raw["base"]), options=dict(options))
 
 
 def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
@@ -102,16 +169,6 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
                 raise fail(f"{label}: dest {dest!r} is not a declared state")
             transitions.append(TransitionDecl(event, src, dest, names, internal))
 
-    seen: dict[tuple[str, str], str] = {}
-    for t in transitions:
-        if t.internal:
-            continue
-        prior = seen.setdefault((t.event, t.dest), t.source)
-        if prior != t.source:
-            raise fail(
-                f"event {t.event!r} reaches {t.dest!r} from both {prior!r} and {t.source!r};"
-                " a store could not tell which one it took: use two event names"
-            )
     return Spec(
         name=raw["name"],
         initial=initial,
@@ -119,6 +176,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         guards=guards,
         transitions=tuple(transitions),
         path=path,
+        description=str(raw.get("description", "")),
     )
 
 

@@ -68,6 +68,16 @@ class Compiled:
 
 
 def compile_writes(spec: Spec, p: Param) -> Compiled:
+    seen: dict[tuple[str, str], str] = {}
+    for t in spec.transitions:
+        if t.internal:
+            continue
+        prior = seen.setdefault((t.event, t.dest), t.source)
+        if prior != t.source:
+            raise SpecError(
+                f"{spec.name}: event {t.event!r} reaches {t.dest!r} from both {prior!r} and "
+                f"{t.source!r}; a store could not tell which one it took: use two event names"
+            )
     guards = guard_sql(spec, p)
     missing = sorted(set(spec.guards) - set(guards))
     if missing:

@@ -1,0 +1,33 @@
+"""Exhaustive model checking of declared machines (depends only on ``claimfsm.spec``).
+
+``Checker(model).symmetry().run()`` explores every reachable state breadth-first and
+reports each property as holding or violated, with the shortest counterexample.
+``claim_model(spec, config)`` is the claim protocol as such a model, driven by a table
+compiled from the declaration, so a wrong design (``specs/wrong/``) runs on the same code.
+"""
+
+from claimfsm.checker._claim import (
+    ClaimModelConfig,
+    RemoteMode,
+    World,
+    claim_model,
+    compile_table,
+    fire,
+)
+from claimfsm.checker._engine import Checker, Discovery, Model, Property, Report, Step, replay
+
+__all__ = [
+    "Checker",
+    "ClaimModelConfig",
+    "Discovery",
+    "Model",
+    "Property",
+    "RemoteMode",
+    "Report",
+    "Step",
+    "World",
+    "claim_model",
+    "compile_table",
+    "fire",
+    "replay",
+]

@@ -1,0 +1,580 @@
+"""The claim protocol as a model for the checker, driven by a table compiled from a declaration.
+
+The model supplies the world around the claim row: K workers, T targets with D drafts each,
+and a remote (plain, fencing or deduping by key) that receives requests, lets them land
+later or never, and can be read back and fenced. Faults are actions the search may take at
+any point: lease lapse, worker crash (the worker keeps its saved handle), stale wake-up
+(the saved handle is used again), send timeout, lost acknowledgement (the request lands but
+the worker times out), late landing, sweep, readback, draft edits.
+
+Every change of a claim's state goes through :func:`compile_table`'s table: the model only
+says which guards are true now (its guard semantics), the declaration says where that
+leads. A wrong design is a different declaration (``specs/wrong/``); the model code is the
+same. Lease renewal is not modelled: in an untimed model, renewing is the same as the
+lapse action not being taken.
+
+Epochs are bounded (``epochs``, per target) and so are draft edits (one per draft).
+Invariants 4 (every expired epoch visible in history) and 8 (history replays to the rows)
+are properties of a store's history, not of this abstraction: the stateful tests and the
+model-to-store replay check them on real databases.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from claimfsm.checker._engine import Model, Property
+from claimfsm.errors import InvalidArgument
+from claimfsm.spec import Spec
+
+RemoteMode = Literal["plain", "fencing", "dedup"]
+Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
+
+
+def compile_table(spec: Spec) -> Table:
+    """(event, state) -> the candidate transitions (guards, destination, internal), in order."""
+    table: dict[tuple[str, str], list[tuple[frozenset[str], str, bool]]] = {}
+    for t in spec.transitions:
+        table.setdefault((t.event, t.source), []).append((frozenset(t.guards), t.dest, t.internal))
+    return {k: tuple(v) for k, v in table.items()}
+
+
+def fire(table: Table, event: str, state: str, true_guards: frozenset[str]) -> str | None:
+    """The destination of ``event`` from ``state`` when exactly ``true_guards`` hold."""
+    for guards, dest, _internal in table.get((event, state), ()):
+        if guards <= true_guards:
+            return dest
+    return None
+
+
+class Target(NamedTuple):
+    epoch: int = 0
+    state: str = "unclaimed"
+    token: int = 0  # bumps on acquire and retry: who holds the current claim
+    lease_live: bool = False
+    draft: int = -1  # pinned draft index
+    version: int = 0  # pinned version
+    nonce: int = (
+        0  # idempotency key = (draft, version, nonce); nonce changes only on fresh-key retry
+    )
+    outcome: str = ""  # reconciled: "present" | "absent"
+    retries: int = 0  # retries of this epoch so far (bounded by the config)
+
+
+class Worker(NamedTuple):
+    phase: str = ""  # "" idle, R reserved, S may send, W awaiting reply, A acknowledged,
+    #                  P sent before intent (wrong design), Q acknowledged before intent
+    target: int = -1
+    epoch: int = 0
+    token: int = 0
+    saved: tuple[int, ...] = ()  # a crashed worker's handle: (target, epoch, token), or ()
+
+
+class Request(NamedTuple):
+    epoch: int
+    draft: int
+    version: int
+    nonce: int
+
+
+class Remote(NamedTuple):
+    in_flight: tuple[Request, ...] = ()
+    landed: tuple[Request, ...] = ()  # applied effects (a deduping remote applies a key once)
+    fence: int = 0  # rejects epochs <= fence
+
+
+class Ghosts(NamedTuple):
+    """Sticky facts about the path so far, so that per-step properties become invariants."""
+
+    overlap: bool = False  # a send arrived while another epoch's send was in flight
+    stale_changed: bool = False  # a stale owner's operation changed a claim
+    uncertain_escaped: bool = False  # uncertain left without evidence
+    discarded: bool = False  # a stale owner's operation was refused (recorded)
+
+
+class World(NamedTuple):
+    targets: tuple[Target, ...]
+    drafts: tuple[tuple[tuple[str, int], ...], ...]  # per target, per draft: (status, version)
+    workers: tuple[Worker, ...]
+    remote: tuple[Remote, ...]
+    ghosts: Ghosts
+
+
+@dataclass(frozen=True)
+class ClaimModelConfig:
+    workers: int = 2
+    targets: int = 1
+    drafts: int = 2
+    epochs: int = 3  # acquisitions per target
+    retries: int = 1  # same-key retries per epoch (each bumps the token: unbounded otherwise)
+    remote: RemoteMode = "fencing"
+    crashes: bool = True  # crash and stale wake-up actions
+    edits: bool = True  # draft edits (one per draft)
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "targets", "drafts", "epochs", "retries"):
+            value = getattr(self, name)
+            low = 0 if name == "retries" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 6:
+                raise InvalidArgument(f"{name} must be an int from {low} to 6, got {value!r}")
+        if self.remote not in ("plain", "fencing", "dedup"):
+            raise InvalidArgument("remote must be plain, fencing or dedup")
+
+
+def claim_model(
+    spec: Spec, config: ClaimModelConfig | None = None
+) -> Model[World, tuple[Any, ...]]:
+    """The checker model of ``spec`` (the correct declaration or a wrong-design variant)."""
+    cfg = config or ClaimModelConfig()
+    table = compile_table(spec)
+    frees = frozenset(spec.states_where("frees_target")) | {spec.initial}
+    stale_states = frozenset(spec.states_where("stale"))
+    lease_states = frozenset(spec.states_where("lease"))
+    opts = spec.options
+    one_live = bool(opts.get("one_live_draft_per_target"))
+    send_first = bool(opts.get("send_before_intent"))
+    fresh_key = bool(opts.get("retry_with_fresh_key"))
+    fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+
+    def init() -> list[World]:
+        drafts = tuple(
+            tuple(("-" if one_live and d > 0 else "a", 1) for d in range(cfg.drafts))
+            for _ in range(cfg.targets)
+        )
+        return [
+            World(
+                tuple(Target() for _ in range(cfg.targets)),
+                drafts,
+                tuple(Worker() for _ in range(cfg.workers)),
+                tuple(Remote() for _ in range(cfg.targets)),
+                Ghosts(),
+            )
+        ]
+
+    # -- guard semantics ----------------------------------------------------------------------
+    def owner_truths(w: World, t: int, epoch: int, token: int) -> set[str]:
+        tg = w.targets[t]
+        true = set()
+        if tg.epoch == epoch and tg.token == token and epoch > 0:
+            true.add("owner_matches")
+        if tg.epoch == epoch:
+            true.add("epoch_current")
+        true.add("lease_live" if tg.lease_live else "lease_lapsed")
+        if tg.draft >= 0:
+            status, version = w.drafts[t][tg.draft]
+            if status == "a" and version == tg.version:
+                true.add("draft_unchanged")
+        return true
+
+    def is_stale(w: World, t: int, epoch: int, token: int) -> bool:
+        tg = w.targets[t]
+        return (tg.epoch, tg.token) != (epoch, token) or tg.state in stale_states
+
+    # -- helpers that rebuild the world -------------------------------------------------------
+    def put(tup: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
+        return (*tup[:i], value, *tup[i + 1 :])
+
+    def move(w: World, t: int, event: str, dest: str, **changes: Any) -> World:
+        tg = w.targets[t]
+        ghosts = w.ghosts
+        if tg.state == "uncertain" and dest != "uncertain" and event not in ("reconcile", "retry"):
+            ghosts = ghosts._replace(uncertain_escaped=True)
+        return w._replace(
+            targets=put(w.targets, t, tg._replace(state=dest, **changes)), ghosts=ghosts
+        )
+
+    def set_draft(w: World, t: int, d: int, status: str, version: int) -> World:
+        return w._replace(drafts=put(w.drafts, t, put(w.drafts[t], d, (status, version))))
+
+    def set_worker(w: World, i: int, worker: Worker) -> World:
+        return w._replace(workers=put(w.workers, i, worker))
+
+    def lapse(w: World, t: int) -> World:
+        tg = w.targets[t]
+        dest = fire(table, "lapse", tg.state, frozenset(owner_truths(w, t, -1, -1)))
+        return w if dest is None or dest == tg.state else move(w, t, "lapse", dest)
+
+    def mark_dispatched(w: World, t: int) -> World:
+        tg = w.targets[t]
+        version = w.drafts[t][tg.draft][1]
+        return set_draft(w, t, tg.draft, "d", version) if version == tg.version else w
+
+    def refuse(w: World, i: int, t: int, epoch: int, token: int) -> World:
+        """A worker's operation was refused: it drops the handle; a stale one is recorded."""
+        if is_stale(w, t, epoch, token):
+            w = w._replace(ghosts=w.ghosts._replace(discarded=True))
+        return set_worker(w, i, w.workers[i]._replace(phase="", target=-1, epoch=0, token=0))
+
+    def owner_event(w: World, i: int, event: str, epoch: int, token: int, t: int) -> World | None:
+        """Apply ``event`` with a handle; None when refused (the caller records that)."""
+        tg = w.targets[t]
+        dest = fire(table, event, tg.state, frozenset(owner_truths(w, t, epoch, token)))
+        if dest is None:
+            return None
+        if is_stale(w, t, epoch, token) and dest != tg.state:
+            w = w._replace(ghosts=w.ghosts._replace(stale_changed=True))
+        w = move(w, t, event, dest)
+        if dest == "confirmed":
+            w = mark_dispatched(w, t)
+        return w
+
+    def present(w: World, t: int) -> bool:
+        tg = w.targets[t]
+        key = (tg.draft, tg.version, tg.nonce)
+        return any((r.draft, r.version, r.nonce) == key for r in w.remote[t].landed)
+
+    # -- actions --------------------------------------------------------------------------------
+    def actions(w: World) -> list[tuple[Any, ...]]:
+        acts: list[tuple[Any, ...]] = []
+        for i, wk in enumerate(w.workers):
+            if wk.phase == "":
+                for t in range(cfg.targets):
+                    if w.targets[t].epoch < cfg.epochs:
+                        for d, (status, _) in enumerate(w.drafts[t]):
+                            if status == "a":
+                                acts.append(("acquire", i, t, d))
+                    tg = w.targets[t]
+                    if tg.state == "uncertain" and tg.retries < cfg.retries:
+                        acts.append(("retry", i, t))
+                if wk.saved:
+                    acts.append(("wake", i, "release"))
+                    acts.append(("wake", i, "begin_send"))
+                continue
+            if wk.phase in ("R", "Q"):
+                acts.append(("begin_send", i))
+            if wk.phase == "R":
+                acts.append(("release", i))
+                if send_first:
+                    acts.append(("send", i))
+            if wk.phase == "S":
+                acts.append(("send", i))
+            if wk.phase in ("W", "P"):
+                acts.append(("ack", i))
+            if wk.phase in ("S", "W"):
+                acts.append(("timeout", i))
+            if wk.phase == "A":
+                acts.append(("confirm", i))
+            if cfg.crashes and not wk.saved:
+                acts.append(("crash", i))
+        for t, tg in enumerate(w.targets):
+            if tg.lease_live and tg.state in lease_states:
+                acts.append(("lease_lapses", t))
+            if not tg.lease_live and tg.state in lease_states:
+                acts.append(("sweep", t))
+            for k in range(len(w.remote[t].in_flight)):
+                acts.append(("land", t, k))
+            if tg.state == "uncertain":
+                acts.append(("reconcile", t))
+            for d, (status, version) in enumerate(w.drafts[t]):
+                if cfg.edits and status in ("a", "p") and version < 2:
+                    acts.append(("edit", t, d))
+                if status == "p":
+                    acts.append(("approve", t, d))
+                if status == "-":
+                    acts.append(("create", t, d))
+        return acts
+
+    def step(w: World, a: tuple[Any, ...]) -> World | None:
+        kind = a[0]
+        if kind == "acquire":
+            _, i, t, d = a
+            w = lapse(w, t)  # a lapsed reserved epoch is recorded as expired first
+            tg = w.targets[t]
+            true = set()
+            if tg.state in frees:
+                true.add("target_free")
+            if w.drafts[t][d][0] == "a":
+                true.add("draft_approved")
+            if fire(table, "acquire", "unclaimed", frozenset(true)) is None:
+                return None  # refused: nothing changes (the same world is not a new state)
+            version = w.drafts[t][d][1]
+            epoch, token = tg.epoch + 1, tg.token + 1
+            w = w._replace(
+                targets=put(
+                    w.targets,
+                    t,
+                    Target(epoch, "reserved", token, True, d, version, 0, ""),
+                )
+            )
+            return set_worker(w, i, Worker("R", t, epoch, token, w.workers[i].saved))
+        if kind in ("begin_send", "release", "confirm", "timeout"):
+            i = a[1]
+            wk = w.workers[i]
+            nxt = owner_event(w, i, kind, wk.epoch, wk.token, wk.target)
+            if nxt is None:
+                return refuse(w, i, wk.target, wk.epoch, wk.token)
+            phase = {"begin_send": "S" if wk.phase == "R" else "A"}.get(kind, "")
+            if kind == "begin_send" and wk.phase == "Q":
+                phase = "A"
+            if phase:
+                return set_worker(nxt, i, wk._replace(phase=phase))
+            return set_worker(nxt, i, Worker(saved=wk.saved))
+        if kind == "send":
+            i = a[1]
+            wk = w.workers[i]
+            t = wk.target
+            tg = w.targets[t]
+            req = Request(wk.epoch, tg.draft, tg.version, tg.nonce)
+            rm = w.remote[t]
+            phase = "P" if wk.phase == "R" else "W"
+            w = set_worker(w, i, wk._replace(phase=phase))
+            if fencing and req.epoch <= rm.fence:
+                return w  # rejected on arrival; the worker will time out
+            ghosts = w.ghosts
+            if any(r.epoch != req.epoch for r in rm.in_flight):
+                ghosts = ghosts._replace(overlap=True)
+            fence = max(rm.fence, req.epoch - 1) if fencing else rm.fence
+            rm = Remote(tuple(sorted((*rm.in_flight, req))), rm.landed, fence)
+            return w._replace(remote=put(w.remote, t, rm), ghosts=ghosts)
+        if kind == "land":
+            _, t, k = a
+            rm = w.remote[t]
+            req = rm.in_flight[k]
+            rest = rm.in_flight[:k] + rm.in_flight[k + 1 :]
+            landed = rm.landed
+            key = (req.draft, req.version, req.nonce)  # the idempotency key: not the epoch
+            applied = any((r.draft, r.version, r.nonce) == key for r in landed)
+            if not (fencing and req.epoch <= rm.fence) and not (dedup and applied):
+                landed = tuple(sorted((*landed, req)))
+            return w._replace(remote=put(w.remote, t, Remote(rest, landed, rm.fence)))
+        if kind == "ack":
+            i = a[1]
+            wk = w.workers[i]
+            tg_req = (wk.epoch, wk.target)
+            landed = w.remote[wk.target].landed
+            if not any(r.epoch == tg_req[0] for r in landed):
+                return None  # nothing has landed for this worker's epoch
+            if any(r.epoch == wk.epoch for r in w.remote[wk.target].in_flight):
+                return None  # its request is still in flight
+            return set_worker(w, i, wk._replace(phase="A" if wk.phase == "W" else "Q"))
+        if kind == "crash":
+            i = a[1]
+            wk = w.workers[i]
+            return set_worker(w, i, Worker(saved=(wk.target, wk.epoch, wk.token)))
+        if kind == "wake":
+            _, i, op = a
+            wk = w.workers[i]
+            t, epoch, token = wk.saved
+            w = set_worker(w, i, Worker())
+            nxt = owner_event(w, i, op, epoch, token, t)
+            if nxt is None:
+                return refuse(w, i, t, epoch, token)
+            if op == "begin_send":
+                return set_worker(nxt, i, Worker("S", t, epoch, token))
+            return nxt
+        if kind == "lease_lapses":
+            t = a[1]
+            return w._replace(targets=put(w.targets, t, w.targets[t]._replace(lease_live=False)))
+        if kind == "sweep":
+            nxt = lapse(w, a[1])
+            return None if nxt == w else nxt
+        if kind == "reconcile":
+            t = a[1]
+            tg = w.targets[t]
+            found = present(w, t)
+            if not found and fencing:  # fence first, then read again
+                rm = w.remote[t]
+                kept = tuple(r for r in rm.in_flight if r.epoch > tg.epoch)
+                w = w._replace(
+                    remote=put(w.remote, t, Remote(kept, rm.landed, max(rm.fence, tg.epoch)))
+                )
+                found = present(w, t)
+            true = {"epoch_current", "effect_present" if found else "effect_absent"}
+            if w.remote[t].fence >= tg.epoch:
+                true.add("remote_fenced")
+            dest = fire(table, "reconcile", tg.state, frozenset(true))
+            if dest is None:
+                return None
+            w = move(w, t, "reconcile", dest, outcome="present" if found else "absent")
+            return mark_dispatched(w, t) if found else w
+        if kind == "retry":
+            _, i, t = a
+            tg = w.targets[t]
+            true = {"epoch_current"} | ({"remote_dedups"} if dedup else set())
+            dest = fire(table, "retry", tg.state, frozenset(true))
+            if dest is None:
+                return None
+            token = tg.token + 1
+            w = move(
+                w,
+                t,
+                "retry",
+                dest,
+                token=token,
+                lease_live=True,
+                retries=tg.retries + 1,
+                nonce=tg.nonce + 1 if fresh_key else tg.nonce,
+            )
+            return set_worker(w, i, Worker("S", t, tg.epoch, token, w.workers[i].saved))
+        if kind == "edit":
+            _, t, d = a
+            tg = w.targets[t]
+            if tg.draft == d and tg.state in ("sending", "uncertain"):
+                return None  # the store refuses edits of a draft being dispatched
+            return set_draft(w, t, d, "p", w.drafts[t][d][1] + 1)
+        if kind == "approve":
+            _, t, d = a
+            return set_draft(w, t, d, "a", w.drafts[t][d][1])
+        if kind == "create":
+            _, t, d = a
+            if one_live and any(s in ("p", "a") for s, _ in w.drafts[t]):
+                return None  # the unique index refuses a second live draft
+            return set_draft(w, t, d, "p", 1)
+        raise AssertionError(a)
+
+    # -- properties -------------------------------------------------------------------------------
+    def effects_at_most_once(w: World) -> bool:
+        for rm in w.remote:
+            counts = Counter(r.draft for r in rm.landed)
+            if any(n > 1 for n in counts.values()):
+                return False
+        return True
+
+    props: list[Property[World]] = [
+        Property(
+            "no_overlapping_sends",
+            "always",
+            lambda w: not w.ghosts.overlap,
+            "the remote never has sends of two epochs of one target in flight at once",
+        ),
+        Property(
+            "stale_operations_change_nothing",
+            "always",
+            lambda w: not w.ghosts.stale_changed,
+            "an operation with a superseded epoch or token changes no claim",
+        ),
+        Property(
+            "uncertain_left_only_with_evidence",
+            "always",
+            lambda w: not w.ghosts.uncertain_escaped,
+            "uncertain is left only by readback evidence or a same-key retry",
+        ),
+    ]
+    if cfg.remote != "plain":
+        props.append(
+            Property(
+                "effect_at_most_once",
+                "always",
+                effects_at_most_once,
+                f"against a {cfg.remote} remote, a draft's effect happens at most once",
+            )
+        )
+    if cfg.drafts >= 2:
+        props.append(
+            Property(
+                "parallel_drafts",
+                "sometimes",
+                lambda w: any(sum(s in ("p", "a") for s, _ in ds) >= 2 for ds in w.drafts),
+                "two live (pending or approved) drafts for one target coexist",
+            )
+        )
+    props += [
+        Property(
+            "dispatch_confirmed",
+            "sometimes",
+            lambda w: any(t.state == "confirmed" for t in w.targets),
+            "a dispatch is confirmed",
+        ),
+        Property(
+            "reconciled_present",
+            "sometimes",
+            lambda w: any(t.outcome == "present" for t in w.targets),
+            "an uncertain claim is reconciled with the effect present",
+        ),
+    ]
+    if fencing:
+        props.append(
+            Property(
+                "reconciled_absent",
+                "sometimes",
+                lambda w: any(t.outcome == "absent" for t in w.targets),
+                "an uncertain claim is reconciled absent against a fenced remote",
+            )
+        )
+    if cfg.crashes:
+        props.append(
+            Property(
+                "stale_owner_discarded",
+                "sometimes",
+                lambda w: w.ghosts.discarded,
+                "a stale owner's operation is refused and recorded",
+            )
+        )
+
+    def canonical(w: World) -> Any:
+        return w._replace(workers=tuple(sorted(w.workers)))
+
+    def show_action(a: tuple[Any, ...]) -> str:
+        kind = a[0]
+        if kind == "acquire":
+            return f"worker {a[1]} acquires target {a[2]} for draft {a[3]}"
+        if kind in ("begin_send", "release", "confirm", "timeout", "send", "ack", "crash"):
+            verb = {
+                "begin_send": "records the intent to send (begin_send)",
+                "release": "releases",
+                "confirm": "confirms",
+                "timeout": "times out and marks the claim uncertain",
+                "send": "sends the request",
+                "ack": "receives the acknowledgement",
+                "crash": "crashes (keeps its saved handle)",
+            }[kind]
+            return f"worker {a[1]} {verb}"
+        if kind == "wake":
+            return f"worker {a[1]} wakes up and calls {a[2]} with its saved (stale) handle"
+        if kind == "retry":
+            return f"worker {a[1]} retries uncertain target {a[2]}"
+        if kind == "land":
+            return f"a request in flight for target {a[1]} reaches the remote"
+        if kind == "lease_lapses":
+            return f"the lease on target {a[1]} lapses"
+        if kind == "sweep":
+            return f"sweep applies lease expiry to target {a[1]}"
+        if kind == "reconcile":
+            return f"reconcile target {a[1]} by readback" + (" (fencing first)" if fencing else "")
+        return f"{kind} draft {a[2]} of target {a[1]}"
+
+    def show_state(w: World) -> str:
+        parts = []
+        for t, tg in enumerate(w.targets):
+            rm = w.remote[t]
+            claim = f"epoch {tg.epoch} {tg.state}" + ("" if tg.lease_live else " (lapsed)")
+            if tg.outcome:
+                claim += f" {tg.outcome}"
+            effects = ",".join(f"d{r.draft}@e{r.epoch}" for r in rm.landed) or "-"
+            flight = ",".join(f"e{r.epoch}" for r in rm.in_flight) or "-"
+            parts.append(
+                f"t{t}: {claim}; remote in flight [{flight}] effects [{effects}]"
+                + (f" fence {rm.fence}" if fencing else "")
+            )
+        workers = " ".join(
+            f"w{i}:{wk.phase or 'idle'}"
+            + (f"(t{wk.target} e{wk.epoch})" if wk.phase else "")
+            + ("+saved" if wk.saved else "")
+            for i, wk in enumerate(w.workers)
+        )
+        return "; ".join(parts) + f"; {workers}"
+
+    def may_stop(w: World) -> bool:
+        # Stopping is fine when every target is free or out of epochs, or (an artefact of
+        # bounding retries, not of the protocol) uncertain with its retries used up. A
+        # target left uncertain with nothing to resolve it is reported as a deadlock: with
+        # a plain remote, that is the protocol's honest limit.
+        return all(
+            t.state in frees
+            or t.epoch >= cfg.epochs
+            or (dedup and t.state == "uncertain" and t.retries >= cfg.retries)
+            for t in w.targets
+        )
+
+    return Model(
+        init_states=init,
+        actions=actions,
+        next_state=step,
+        properties=props,
+        canonical=canonical,
+        show_action=show_action,
+        show_state=show_state,
+        may_stop=may_stop,
+    )

@@ -1,0 +1,204 @@
+"""The model checker: exact state counts, the correct design proved, every wrong design caught,
+and the checker's table agreeing with the runtime machine on every guard outcome."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.checker import (
+    Checker,
+    ClaimModelConfig,
+    Model,
+    Property,
+    claim_model,
+    compile_table,
+    fire,
+    replay,
+)
+from claimfsm.cli import main
+from claimfsm.errors import InvalidArgument
+from claimfsm.machine import ClaimMachine, Facts
+from claimfsm.spec import claim_spec, designs
+
+SPEC = claim_spec()
+
+
+# -- the engine on a toy model ------------------------------------------------------------
+def counter(limit: int, *, stop_at: int | None = None) -> Model[int, str]:
+    return Model(
+        init_states=lambda: [0],
+        actions=lambda n: ["inc", "double"],
+        next_state=lambda n, a: (n + 1 if a == "inc" else n * 2) if n < limit else None,
+        properties=[
+            Property("small", "always", lambda n: n < 7, "stays below 7"),
+            Property("reaches_4", "sometimes", lambda n: n == 4, "reaches 4"),
+        ],
+        may_stop=lambda n: stop_at is None or n >= stop_at,
+    )
+
+
+def test_bfs_finds_the_shortest_counterexample_and_it_replays() -> None:
+    report = Checker(counter(20)).run()
+    d = report.discoveries["small"]
+    assert [s.state for s in d.path] == [0, 1, 2, 4, 8]  # 4 steps: nothing shorter reaches >= 7
+    assert [s.state for s in replay(counter(20), d.token)] == [0, 1, 2, 4, 8]
+    assert report.verdict == "violated"
+    with pytest.raises(InvalidArgument):
+        replay(counter(20), "0.9")
+
+
+def test_deadlocks_and_limits_are_reported() -> None:
+    report = Checker(counter(3, stop_at=99)).exhaustive().run()
+    assert report.deadlock is not None and report.deadlock[-1].state == 3
+    limited = Checker(counter(10**6)).exhaustive().max_depth(5).run()
+    assert not limited.complete and limited.stopped_by == "depth"
+    assert limited.verdict in ("violated", "incomplete")
+
+
+def test_sometimes_never_met_in_a_complete_search_is_a_violation() -> None:
+    model = Model(
+        init_states=lambda: [0],
+        actions=lambda n: ["inc"],
+        next_state=lambda n, a: n + 1 if n < 3 else None,
+        properties=[Property("reaches_9", "sometimes", lambda n: n == 9, "reaches 9")],
+        may_stop=lambda n: True,
+    )
+    report = Checker(model).run()
+    assert report.complete and report.outcome(model.properties[0]) == "never happens"
+    assert report.verdict == "violated"
+
+
+# -- the claim model --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("config", "symmetry", "unique", "generated", "depth"),
+    [
+        (ClaimModelConfig(workers=2, drafts=1, epochs=2), False, 2_313, 9_116, 16),
+        (ClaimModelConfig(workers=2, drafts=1, epochs=2), True, 1_273, 4_683, 16),
+        (ClaimModelConfig(workers=2, drafts=2), False, 142_941, 696_987, 26),
+        (ClaimModelConfig(workers=2, drafts=2), True, 73_625, 352_459, 26),
+        (ClaimModelConfig(workers=3, drafts=2), True, 101_269, 574_519, 26),
+    ],
+    ids=["k2d1e2", "k2d1e2-sym", "k2d2", "k2d2-sym", "k3d2-sym"],
+)
+def test_correct_design_holds_with_pinned_state_counts(
+    config: ClaimModelConfig, symmetry: bool, unique: int, generated: int, depth: int
+) -> None:
+    report = Checker(claim_model(SPEC, config)).symmetry(symmetry).exhaustive().run()
+    assert report.verdict == "ok", report.text()
+    assert (report.unique, report.states, report.depth) == (unique, generated, depth)
+
+
+@pytest.mark.slow
+def test_correct_design_holds_for_three_workers_without_symmetry() -> None:
+    report = Checker(claim_model(SPEC, ClaimModelConfig(workers=3))).exhaustive().run()
+    assert report.verdict == "ok" and report.unique == 493_405
+
+
+@pytest.mark.slow
+def test_correct_design_holds_for_two_workers_on_two_targets() -> None:
+    config = ClaimModelConfig(workers=2, targets=2, drafts=1, epochs=2)
+    report = Checker(claim_model(SPEC, config)).symmetry().exhaustive().run()
+    assert report.verdict == "ok", report.text()
+    assert report.unique == 1_419_513
+
+
+WRONG = {
+    # design: (the property it violates, steps in the shortest counterexample)
+    "fresh_key_retry": ("effect_at_most_once", 8),
+    "intent_after_send": ("no_overlapping_sends", 5),
+    "lapse_reclaims_sending": ("no_overlapping_sends", 7),
+    "partial_unique_index": ("parallel_drafts", None),  # a complete search never meets it
+    "release_by_target": ("stale_operations_change_nothing", 4),
+    "update_returning_claim": ("no_overlapping_sends", 6),
+}
+
+
+def test_every_known_wrong_design_has_a_variant() -> None:
+    assert set(designs()) == set(WRONG)
+    for spec in designs().values():
+        assert spec.base and spec.description
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_design_is_caught_with_a_shortest_counterexample(name: str) -> None:
+    prop, steps = WRONG[name]
+    model = claim_model(designs()[name], ClaimModelConfig(workers=2))
+    report = Checker(model).symmetry().stop_on_violation().run()
+    assert report.verdict == "violated"
+    assert [p.name for p in report.violations] == [prop]
+    if steps is None:
+        assert report.complete and prop not in report.discoveries
+        return
+    d = report.discoveries[prop]
+    assert len(d.path) - 1 == steps
+    assert replay(model, d.token) == d.path
+    violated = next(p for p in model.properties if p.name == prop)
+    assert not violated.holds(d.path[-1].state)  # the last state is the violation
+    assert all(violated.holds(s.state) for s in d.path[:-1])  # and no earlier one
+
+
+def test_a_dedup_only_remote_can_overlap_a_late_request_with_the_next_epoch() -> None:
+    # A finding, kept as a regression: without fencing, a same-key retry leaves uncertain
+    # while the original request may still be in flight; the effect stays at most once.
+    model = claim_model(SPEC, ClaimModelConfig(workers=2, remote="dedup"))
+    report = Checker(model).symmetry().stop_on_violation().run()
+    assert [p.name for p in report.violations] == ["no_overlapping_sends"]
+    assert "effect_at_most_once" not in report.discoveries
+
+
+def test_a_plain_remote_can_leave_a_target_uncertain_forever() -> None:
+    model = claim_model(SPEC, ClaimModelConfig(workers=2, remote="plain"))
+    report = Checker(model).run()
+    assert report.violations == [] and report.deadlock is not None
+    assert "uncertain" in model.show_state(report.deadlock[-1].state)
+
+
+# -- one declaration: the checker's table and the runtime machine agree ---------------------------
+class _Stub:
+    def __init__(self, truth: dict[str, bool]) -> None:
+        self.truth = truth
+
+
+def test_checker_table_agrees_with_the_transitions_machine_on_every_guard_outcome() -> None:
+    machine = ClaimMachine(SPEC)
+    table = compile_table(SPEC)
+    truth: dict[str, bool] = {}
+    for g in machine.guards:
+        machine.guards[g] = lambda row, facts, g=g: truth[g]
+    checked = 0
+    for event in SPEC.events:
+        guards = sorted({g for t in SPEC.transitions if t.event == event for g in t.guards})
+        for state in SPEC.states:
+            for values in itertools.product([False, True], repeat=len(guards)):
+                truth.clear()
+                truth.update(dict(zip(guards, values, strict=True)))
+                true = frozenset(g for g, v in truth.items() if v)
+                expected = fire(table, event, state, true)
+                try:
+                    got: str | None = machine.fire(event, state, None, Facts(now=0.0))
+                except Exception:
+                    got = None
+                assert got == expected, (event, state, truth)
+                checked += 1
+    assert checked == 405  # every (event, state, guard outcome) the declaration can meet
+
+
+# -- the command line ----------------------------------------------------------------------------
+def test_check_cli_exit_codes_and_json() -> None:
+    runner = CliRunner()
+    ok = runner.invoke(main, ["check", "--workers", "2", "--json"])
+    assert ok.exit_code == 0
+    data = json.loads(ok.stdout)
+    assert data["verdict"] == "ok" and data["unique"] == 73_625 and data["violations"] == []
+    bad = runner.invoke(main, ["check", "--design", "lapse_reclaims_sending", "--workers", "2"])
+    assert bad.exit_code == 1
+    assert "counterexample for no_overlapping_sends" in bad.stdout and "replay token" in bad.stdout
+    listed = runner.invoke(main, ["check", "--list"]).stdout.splitlines()
+    assert [line.split()[0] for line in listed] == sorted(WRONG)
+    stopped = runner.invoke(main, ["check", "--workers", "2", "--max-states", "100"])
+    assert stopped.exit_code == 3
+    assert runner.invoke(main, ["check", "--design", "nope"]).exit_code == 2
