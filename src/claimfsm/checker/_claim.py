@@ -10,8 +10,8 @@ the worker times out), late landing, sweep, readback, draft edits.
 Every change of a claim's state goes through :func:`compile_table`'s table: the model only
 says which guards are true now (its guard semantics), the declaration says where that
 leads. A wrong design is a different declaration (``specs/wrong/``); the model code is the
-same. Lease renewal is not modelled: in an untimed model, renewing is the same as the
-lapse action not being taken.
+same. Renewal is an action (its guards decide), but a successful renew changes nothing
+the untimed model can see: not lapsing is the lapse action not being taken.
 
 Epochs are bounded (``epochs``, per target) and so are draft edits (one per draft).
 Invariants 4 (every expired epoch visible in history) and 8 (history replays to the rows)
@@ -254,6 +254,8 @@ def claim_model(
                 acts.append(("ack", i))
             if wk.phase in ("S", "W"):
                 acts.append(("timeout", i))
+            if wk.phase in ("R", "S", "W"):
+                acts.append(("renew", i))
             if wk.phase == "A":
                 acts.append(("confirm", i))
             if cfg.crashes and not wk.saved:
@@ -299,12 +301,14 @@ def claim_model(
                 )
             )
             return set_worker(w, i, Worker("R", t, epoch, token, w.workers[i].saved))
-        if kind in ("begin_send", "release", "confirm", "timeout"):
+        if kind in ("begin_send", "release", "confirm", "timeout", "renew"):
             i = a[1]
             wk = w.workers[i]
             nxt = owner_event(w, i, kind, wk.epoch, wk.token, wk.target)
             if nxt is None:
                 return refuse(w, i, wk.target, wk.epoch, wk.token)
+            if kind == "renew":
+                return nxt  # the lease stays live: nothing else changes
             phase = {"begin_send": "S" if wk.phase == "R" else "A"}.get(kind, "")
             if kind == "begin_send" and wk.phase == "Q":
                 phase = "A"
@@ -510,9 +514,10 @@ def claim_model(
         kind = a[0]
         if kind == "acquire":
             return f"worker {a[1]} acquires target {a[2]} for draft {a[3]}"
-        if kind in ("begin_send", "release", "confirm", "timeout", "send", "ack", "crash"):
+        if kind in ("begin_send", "release", "confirm", "timeout", "send", "ack", "crash", "renew"):
             verb = {
                 "begin_send": "records the intent to send (begin_send)",
+                "renew": "renews its lease",
                 "release": "releases",
                 "confirm": "confirms",
                 "timeout": "times out and marks the claim uncertain",

@@ -266,6 +266,11 @@ def claims(url: str) -> None:
 @click.option("--max-depth", type=click.IntRange(1), default=None)
 @click.option("--max-states", type=click.IntRange(1), default=None)
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None, help="Seconds.")
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="Also replay the model's coverage paths on real SQLite files (one target).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
     design: str,
@@ -281,6 +286,7 @@ def check(
     max_depth: int | None,
     max_states: int | None,
     time_limit: float | None,
+    replay: bool,
     as_json: bool,
 ) -> None:
     """Model-check a declaration: every interleaving, within the bounds given.
@@ -326,8 +332,18 @@ def check(
             )
         )
         report = checker.run()
+        coverage = _replay_on_sqlite(spec, config) if replay else None
     if as_json:
         data = report.as_dict()
+        if coverage is not None:
+            data["replay"] = {
+                "paths": coverage.paths,
+                "steps": coverage.steps,
+                "declared_transitions": len(coverage.declared),
+                "transitions_reached": len(coverage.declared & coverage.transitions),
+                "missing": sorted(" ".join(t) for t in coverage.missing),
+                "refusals": sorted(":".join(r) for r in coverage.refusals),
+            }
         data["design"] = design
         data["bounds"] = {
             "workers": workers,
@@ -348,5 +364,27 @@ def check(
             + ("" if no_crashes else ", with crashes and stale wake-ups")
         )
         click.echo(report.text())
+        if coverage is not None:
+            click.echo(coverage.text())
         click.echo(f"verdict: {report.verdict}")
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
+
+
+def _replay_on_sqlite(spec: Any, config: Any) -> Any:
+    """Replay the coverage paths of ``spec``'s model, each on fresh SQLite files."""
+    import tempfile
+
+    from claimfsm.replay import replay_coverage
+    from claimfsm.store import SQLiteStore
+
+    if config.targets != 1:
+        raise click.UsageError("--replay runs one-target models: use --targets 1")
+    with tempfile.TemporaryDirectory(prefix="claimfsm-replay-") as tmp:
+        calls = [0]
+
+        def open_store(clock: Any) -> SQLiteStore:
+            n = calls[0] // (config.workers + 1)  # the environment and each worker
+            calls[0] += 1
+            return SQLiteStore(Path(tmp) / f"path-{n}.sqlite", clock=clock)
+
+        return replay_coverage(spec, config, open_store)

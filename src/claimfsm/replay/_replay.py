@@ -1,0 +1,282 @@
+"""Replay model paths against a real store and measure the coverage they reach.
+
+Each model path becomes a program on a fresh store: worker ``i`` is a store of its own (its
+own connection); lease lapse is a clock jump past the lease; remote steps (send, land,
+acknowledgement) happen in the model only. After every step the store must hold what the
+model predicts: the target's epoch and state, the reconciled outcome, and each draft's
+status and version. Coverage is read back from the store itself: the transitions its
+history recorded and the refusals it raised (by the guard they name), against the
+transitions the declaration has.
+
+One target only: the clock jump that lapses a lease would lapse every target's lease.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from claimfsm.checker import ClaimModelConfig, Model, Step, World, claim_model
+from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
+from claimfsm.spec import Spec
+from claimfsm.store import Claim, Evidence, Store
+
+LEASE = 10.0
+TARGET = "target-0"
+_STATUS = {"a": "approved", "p": "pending", "d": "dispatched"}
+_EVENT = {"sweep": "lapse"}
+
+
+class ReplayMismatch(AssertionError):
+    """The store and the model disagree after a step (a claimfsm bug)."""
+
+
+@dataclass
+class Coverage:
+    declared: set[tuple[str, str, str]]
+    transitions: set[tuple[str, str, str]] = field(default_factory=set)
+    refusals: set[tuple[str, str]] = field(default_factory=set)  # (event, guard or class)
+    paths: int = 0
+    steps: int = 0
+
+    @property
+    def missing(self) -> set[tuple[str, str, str]]:
+        return self.declared - self.transitions
+
+    def text(self) -> str:
+        lines = [
+            f"replayed {self.paths} paths, {self.steps} steps, on the real store",
+            f"declared transitions taken by the store: {len(self.declared & self.transitions)}"
+            f"/{len(self.declared)}",
+            f"refusal kinds raised by the store: {len(self.refusals)} "
+            + ", ".join(f"{e}:{g}" for e, g in sorted(self.refusals)),
+        ]
+        if self.missing:
+            lines.append(
+                "not reached: " + ", ".join(f"{e} {s}->{d}" for e, s, d in sorted(self.missing))
+            )
+        return "\n".join(lines)
+
+
+def coverage_paths(
+    model: Model[World, tuple[Any, ...]], *, deep_samples: int = 20, seed: int = 0
+) -> list[tuple[Step[World, tuple[Any, ...]], ...]]:
+    """The first (shortest) path to each kind of step, plus a sample of the deepest paths.
+
+    A kind of step is (action, the target's state before, after): every transition the
+    model can take and every refusal it can meet.
+    """
+    canon: Callable[[World], Hashable] = model.canonical or (lambda s: s)
+    init = list(model.init_states())
+    seen: dict[Hashable, tuple[Hashable | None, Any, World, int]] = {}
+    queue: deque[Hashable] = deque()
+    firsts: dict[tuple[Any, ...], Hashable] = {}
+    loops: dict[tuple[Any, ...], tuple[Hashable, Any]] = {}  # steps that change no state
+    for s in init:
+        seen[canon(s)] = (None, None, s, 0)
+        queue.append(canon(s))
+    while queue:
+        key = queue.popleft()
+        _, _, state, depth = seen[key]
+        for action in model.actions(state):
+            nxt = model.next_state(state, action)
+            if nxt is None:
+                continue
+            k2 = canon(nxt)
+            kind = (
+                action[0],
+                *(a for a in action[3:] if isinstance(a, str)),
+                state.targets[0].state,
+                nxt.targets[0].state,
+                k2 == key,  # a step that changes nothing (a successful renew) is its own kind
+                _guard_facts(state, action),
+            )
+            if k2 not in seen:
+                seen[k2] = (key, action, nxt, depth + 1)
+                queue.append(k2)
+            if kind not in firsts and seen[k2][0] == key and seen[k2][1] == action:
+                firsts[kind] = k2
+            elif k2 == key and kind not in firsts and kind not in loops:
+                loops[kind] = (key, action)
+
+    def path_to(key: Hashable) -> tuple[Step[World, tuple[Any, ...]], ...]:
+        steps = []
+        k: Hashable | None = key
+        while k is not None:
+            parent, action, state, _ = seen[k]
+            steps.append(Step(action, state))
+            k = parent
+        return tuple(reversed(steps))
+
+    deepest = max(v[3] for v in seen.values())
+    deep = [k for k, v in seen.items() if v[3] >= deepest - 2]
+    rng = random.Random(seed)
+    chosen = list(
+        dict.fromkeys([*firsts.values(), *rng.sample(deep, min(deep_samples, len(deep)))])
+    )
+    paths = [path_to(k) for k in chosen]
+    for kind, (key, action) in loops.items():
+        if kind not in firsts:
+            state = seen[key][2]
+            paths.append((*path_to(key), Step(action, state)))
+    return paths
+
+
+def _guard_facts(state: World, action: tuple[Any, ...]) -> tuple[bool, ...]:
+    """What decides a worker's step: handle current, lease live, pinned draft unchanged.
+
+    Part of a step's kind, so that every guard outcome gets a path of its own."""
+    if action[0] not in ("begin_send", "release", "confirm", "timeout", "renew", "wake"):
+        return ()
+    wk = state.workers[action[1]]
+    epoch, token = (wk.saved[1], wk.saved[2]) if action[0] == "wake" else (wk.epoch, wk.token)
+    tg = state.targets[0]
+    pinned = state.drafts[0][tg.draft] if tg.draft >= 0 else None
+    return (
+        (epoch, token) == (tg.epoch, tg.token),
+        tg.lease_live,
+        pinned == ("a", tg.version),
+    )
+
+
+def replay_path(
+    spec: Spec,
+    config: ClaimModelConfig,
+    path: tuple[Step[World, tuple[Any, ...]], ...],
+    open_store: Callable[[Callable[[], float]], Store],
+    coverage: Coverage,
+) -> None:
+    """Run one model path on fresh stores (one per worker, one for the environment)."""
+    if config.targets != 1:
+        raise InvalidArgument("replay runs one-target models (a clock jump lapses every lease)")
+    now = [1_000_000.0]
+    clock = lambda: now[0]  # noqa: E731 - shared by every connection of this path
+    env = open_store(clock)
+    workers = [open_store(clock) for _ in range(config.workers)]
+    held: list[Claim | None] = [None] * config.workers
+    saved: list[Claim | None] = [None] * config.workers
+    try:
+        drafts = [env.create_draft(TARGET, f"draft {d}") for d in range(config.drafts)]
+        for d, (status, _) in enumerate(path[0].state.drafts[0]):
+            if status == "a":
+                env.approve_draft(drafts[d].draft_id)
+        draft_ids = [d.draft_id for d in drafts]
+        for step in path[1:]:
+            action = step.action
+            assert action is not None
+            _apply(action, step.state, env, workers, held, saved, draft_ids, now, coverage)
+            _compare(step.state, env, draft_ids)
+            coverage.steps += 1
+        for entry in env.history(TARGET):
+            coverage.transitions.add((entry.event, entry.from_state, entry.to_state))
+        coverage.paths += 1
+    finally:
+        for s in [env, *workers]:
+            s.close()
+
+
+def _apply(
+    action: tuple[Any, ...],
+    after: World,
+    env: Store,
+    workers: list[Store],
+    held: list[Claim | None],
+    saved: list[Claim | None],
+    draft_ids: list[int],
+    now: list[float],
+    coverage: Coverage,
+) -> None:
+    kind = action[0]
+
+    def attempt(event: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Refused as exc:
+            coverage.refusals.add((event, exc.guard or type(exc).__name__))
+        except ClaimFSMError as exc:
+            coverage.refusals.add((event, type(exc).__name__))
+        return None
+
+    if kind == "acquire":
+        _, i, _, d = action
+        held[i] = workers[i].acquire(TARGET, draft_ids[d], f"w{i}", LEASE)
+    elif kind in ("begin_send", "release", "confirm", "timeout", "renew"):
+        i = action[1]
+        claim = held[i]
+        assert claim is not None
+        method = {"timeout": "mark_uncertain"}.get(kind, kind)
+        args = (LEASE,) if kind == "renew" else ()
+        if attempt(kind, lambda: getattr(claim, method)(*args)) is None or (
+            after.workers[i].phase == ""
+        ):
+            held[i] = None
+    elif kind == "wake":
+        _, i, op = action
+        claim, saved[i] = saved[i], None
+        assert claim is not None
+        if attempt(op, getattr(claim, op)) is not None and op == "begin_send":
+            held[i] = claim
+    elif kind == "crash":
+        i = action[1]
+        saved[i], held[i] = held[i], None
+    elif kind == "lease_lapses":
+        now[0] += LEASE + 1
+    elif kind == "sweep":
+        env.sweep()
+    elif kind == "reconcile":
+        tg = after.targets[0]
+        evidence = (
+            Evidence.present() if tg.outcome == "present" else Evidence.absent_fenced(tg.epoch)
+        )
+        env.reconcile(TARGET, tg.epoch, evidence)
+    elif kind == "retry":
+        _, i, _ = action
+        tg = after.targets[0]
+        held[i] = workers[i].retry(
+            TARGET, tg.epoch, owner=f"w{i}", lease_seconds=LEASE, remote_dedups=True
+        )
+    elif kind == "edit":
+        _, _, d = action
+        env.edit_draft(draft_ids[d], f"draft {d} edited")
+    elif kind == "approve":
+        _, _, d = action
+        env.approve_draft(draft_ids[d])
+    elif kind in ("send", "land", "ack"):
+        pass  # between the worker and the remote: the store is not involved
+    else:
+        raise InvalidArgument(f"replay cannot map model action {kind!r} to the store")
+
+
+def _compare(expected: World, store: Store, draft_ids: list[int]) -> None:
+    tg = expected.targets[0]
+    info = store.get_claim(TARGET)
+    got = (0, "unclaimed", "") if info is None else (info.epoch, info.state, info.outcome or "")
+    want = (tg.epoch, tg.state, tg.outcome)
+    if got != want:
+        raise ReplayMismatch(f"claim: the store has {got}, the model predicts {want}")
+    for d, (status, version) in enumerate(expected.drafts[0]):
+        draft = store.get_draft(draft_ids[d])
+        if (draft.status, draft.version) != (_STATUS[status], version):
+            raise ReplayMismatch(
+                f"draft {d}: the store has {draft.status} v{draft.version}, "
+                f"the model predicts {_STATUS[status]} v{version}"
+            )
+
+
+def replay_coverage(
+    spec: Spec,
+    config: ClaimModelConfig,
+    open_store: Callable[[Callable[[], float]], Store],
+    *,
+    deep_samples: int = 20,
+) -> Coverage:
+    """Generate the coverage paths of ``spec``'s model and replay each on a fresh store."""
+    model = claim_model(spec, config)
+    declared = {(t.event, t.source, t.dest) for t in spec.transitions if not t.internal}
+    coverage = Coverage(declared=declared)
+    for path in coverage_paths(model, deep_samples=deep_samples):
+        replay_path(spec, config, path, open_store, coverage)
+    return coverage
