@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench bench-postgres clean
+.PHONY: demo test test-all lint bench bench-postgres bench-checker check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,17 @@ lint: $(BIN)/.installed
 
 bench: $(BIN)/.installed  ## SQLite figures
 	$(BIN)/python bench/bench_sqlite.py
+
+bench-checker: $(BIN)/.installed  ## model-checker figures
+	$(BIN)/python bench/bench_checker.py
+
+check: $(BIN)/.installed  ## model-check the claim protocol and every known-wrong design
+	$(BIN)/claimfsm check --replay
+	for design in $$($(BIN)/claimfsm check --list | cut -d' ' -f1); do \
+		$(BIN)/claimfsm check --design $$design --workers 2 > /dev/null; \
+		test $$? -eq 1 || { echo "design $$design was not caught"; exit 1; }; \
+		echo "$$design: violation found, as it must be"; \
+	done
 
 bench-postgres: $(BIN)/.installed  ## PostgreSQL figures (server from CLAIMFSM_PG_URL)
 	$(BIN)/python bench/bench_postgres.py
