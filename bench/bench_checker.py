@@ -18,7 +18,7 @@ from claimfsm.spec import claim_spec
 
 def bare_bfs(limit: int) -> tuple[int, float]:
     start = time.perf_counter()
-    init = (0, 0, 0, 0)
+    init: tuple[int, ...] = (0, 0, 0, 0)
     seen = {init}
     queue = deque([init])
     while queue:
