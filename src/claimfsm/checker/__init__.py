@@ -14,7 +14,16 @@ from claimfsm.checker._claim import (
     compile_table,
     fire,
 )
-from claimfsm.checker._engine import Checker, Discovery, Model, Property, Report, Step, replay
+from claimfsm.checker._engine import (
+    Checker,
+    Discovery,
+    Model,
+    Property,
+    Report,
+    Step,
+    path_from,
+    replay,
+)
 
 __all__ = [
     "Checker",
@@ -29,5 +38,6 @@ __all__ = [
     "claim_model",
     "compile_table",
     "fire",
+    "path_from",
     "replay",
 ]

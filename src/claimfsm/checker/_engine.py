@@ -245,13 +245,7 @@ class Checker(Generic[S, A]):
         next_progress = start + 1.0
 
         def path_to(key: Hashable) -> tuple[Step[S, A], ...]:
-            steps = []
-            k: Hashable | None = key
-            while k is not None:
-                parent, action, state, _ = seen[k]
-                steps.append(Step(action, state))
-                k = parent
-            return tuple(reversed(steps))
+            return path_from(seen, key)
 
         def visit(key: Hashable, state: S) -> None:
             for p in always:
@@ -328,6 +322,19 @@ class Checker(Generic[S, A]):
             indices.append(str(options.index(after.action)))  # type: ignore[arg-type]
         init = [s for s in m.init_states()]
         return ".".join([str(init.index(path[0].state)), *indices])
+
+
+def path_from(
+    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]], key: Hashable
+) -> tuple[Step[Any, Any], ...]:
+    """The path to ``key`` in a search's parent map (key -> parent, action, state, depth)."""
+    steps = []
+    k: Hashable | None = key
+    while k is not None:
+        parent, action, state, _ = seen[k]
+        steps.append(Step(action, state))
+        k = parent
+    return tuple(reversed(steps))
 
 
 def replay(model: Model[S, A], token: str) -> tuple[Step[S, A], ...]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.checker import ClaimModelConfig, Model, Step, World, claim_model
+from claimfsm.checker import ClaimModelConfig, Model, Step, World, claim_model, path_from
 from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
 from claimfsm.spec import Spec
 from claimfsm.store import Claim, Evidence, Store
@@ -103,13 +103,7 @@ def coverage_paths(
                 loops[kind] = (key, action)
 
     def path_to(key: Hashable) -> tuple[Step[World, tuple[Any, ...]], ...]:
-        steps = []
-        k: Hashable | None = key
-        while k is not None:
-            parent, action, state, _ = seen[k]
-            steps.append(Step(action, state))
-            k = parent
-        return tuple(reversed(steps))
+        return path_from(seen, key)
 
     deepest = max(v[3] for v in seen.values())
     deep = [k for k, v in seen.items() if v[3] >= deepest - 2]

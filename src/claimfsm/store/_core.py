@@ -72,6 +72,27 @@ class HistoryRecord:
     detail: str = ""
     row: ClaimRow | None = None  # the claim row after a transition; None for a discard
 
+    def params(self) -> tuple[Any, ...]:
+        """The values of a history row, in the column order both SQL backends insert."""
+        r = self.row
+        return (
+            self.target_id,
+            self.epoch,
+            self.event,
+            self.from_state,
+            self.to_state,
+            self.at,
+            r.owner if r else None,
+            fingerprint(self.token_hash),
+            r.draft_id if r else None,
+            r.draft_version if r else None,
+            r.draft_digest if r else None,
+            r.idempotency_key if r else None,
+            r.lease_deadline if r else None,
+            r.outcome if r else None,
+            self.detail,
+        )
+
 
 class Tx(Protocol):
     """One transaction of a backend. Writes are visible to nobody until it commits."""

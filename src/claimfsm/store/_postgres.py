@@ -41,7 +41,6 @@ from claimfsm.errors import ClaimFSMError, InvalidArgument, SchemaVersionError, 
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
-from claimfsm.store._tokens import fingerprint
 from claimfsm.store._types import HistoryEntry
 
 if TYPE_CHECKING:
@@ -268,29 +267,8 @@ class _PostgresTx:
 
     def append_history(self, records: list[HistoryRecord]) -> None:
         # Nothing in a transaction reads history after appending to it: deferred to commit.
-        self._deferred.append((_INSERT_HISTORY, [_history_params(r) for r in records]))
+        self._deferred.append((_INSERT_HISTORY, [r.params() for r in records]))
         self.appended.extend(records)
-
-
-def _history_params(rec: HistoryRecord) -> tuple[Any, ...]:
-    r = rec.row
-    return (
-        rec.target_id,
-        rec.epoch,
-        rec.event,
-        rec.from_state,
-        rec.to_state,
-        rec.at,
-        r.owner if r else None,
-        fingerprint(rec.token_hash),
-        r.draft_id if r else None,
-        r.draft_version if r else None,
-        r.draft_digest if r else None,
-        r.idempotency_key if r else None,
-        r.lease_deadline if r else None,
-        r.outcome if r else None,
-        rec.detail,
-    )
 
 
 def split_url(url: str) -> tuple[str, str]:

@@ -27,13 +27,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreBusy, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
-from claimfsm.store._tokens import fingerprint
 from claimfsm.store._types import HistoryEntry
 
 SCHEMA_VERSION = 1
@@ -210,29 +209,8 @@ class _SQLiteTx:
             " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
             " lease_deadline, outcome, detail)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [_history_params(r) for r in records],
+            [r.params() for r in records],
         )
-
-
-def _history_params(rec: HistoryRecord) -> tuple[Any, ...]:
-    r = rec.row
-    return (
-        rec.target_id,
-        rec.epoch,
-        rec.event,
-        rec.from_state,
-        rec.to_state,
-        rec.at,
-        r.owner if r else None,
-        fingerprint(rec.token_hash),
-        r.draft_id if r else None,
-        r.draft_version if r else None,
-        r.draft_digest if r else None,
-        r.idempotency_key if r else None,
-        r.lease_deadline if r else None,
-        r.outcome if r else None,
-        rec.detail,
-    )
 
 
 class SQLiteStore(Store):
