@@ -176,20 +176,28 @@ def claim_model(
     def put(tup: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
         return (*tup[:i], value, *tup[i + 1 :])
 
+    # Worlds are rebuilt positionally: NamedTuple._replace costs several times more, and
+    # this is the checker's inner loop.
     def move(w: World, t: int, event: str, dest: str, **changes: Any) -> World:
         tg = w.targets[t]
         ghosts = w.ghosts
         if tg.state == "uncertain" and dest != "uncertain" and event not in ("reconcile", "retry"):
             ghosts = ghosts._replace(uncertain_escaped=True)
-        return w._replace(
-            targets=put(w.targets, t, tg._replace(state=dest, **changes)), ghosts=ghosts
-        )
+        new = tg._replace(state=dest, **changes) if changes else Target(tg[0], dest, *tg[2:])
+        return World(put(w.targets, t, new), w.drafts, w.workers, w.remote, ghosts)
 
     def set_draft(w: World, t: int, d: int, status: str, version: int) -> World:
-        return w._replace(drafts=put(w.drafts, t, put(w.drafts[t], d, (status, version))))
+        drafts = put(w.drafts, t, put(w.drafts[t], d, (status, version)))
+        return World(w.targets, drafts, w.workers, w.remote, w.ghosts)
 
     def set_worker(w: World, i: int, worker: Worker) -> World:
-        return w._replace(workers=put(w.workers, i, worker))
+        return World(w.targets, w.drafts, put(w.workers, i, worker), w.remote, w.ghosts)
+
+    def set_remote(w: World, t: int, remote: Remote, ghosts: Ghosts | None = None) -> World:
+        return World(w.targets, w.drafts, w.workers, put(w.remote, t, remote), ghosts or w.ghosts)
+
+    def with_phase(wk: Worker, phase: str) -> Worker:
+        return Worker(phase, wk[1], wk[2], wk[3], wk[4])
 
     def lapse(w: World, t: int) -> World:
         tg = w.targets[t]
@@ -205,7 +213,7 @@ def claim_model(
         """A worker's operation was refused: it drops the handle; a stale one is recorded."""
         if is_stale(w, t, epoch, token):
             w = w._replace(ghosts=w.ghosts._replace(discarded=True))
-        return set_worker(w, i, w.workers[i]._replace(phase="", target=-1, epoch=0, token=0))
+        return set_worker(w, i, Worker("", -1, 0, 0, w.workers[i].saved))
 
     def owner_event(w: World, i: int, event: str, epoch: int, token: int, t: int) -> World | None:
         """Apply ``event`` with a handle; None when refused (the caller records that)."""
@@ -313,7 +321,7 @@ def claim_model(
             if kind == "begin_send" and wk.phase == "Q":
                 phase = "A"
             if phase:
-                return set_worker(nxt, i, wk._replace(phase=phase))
+                return set_worker(nxt, i, with_phase(wk, phase))
             return set_worker(nxt, i, Worker(saved=wk.saved))
         if kind == "send":
             i = a[1]
@@ -323,7 +331,7 @@ def claim_model(
             req = Request(wk.epoch, tg.draft, tg.version, tg.nonce)
             rm = w.remote[t]
             phase = "P" if wk.phase == "R" else "W"
-            w = set_worker(w, i, wk._replace(phase=phase))
+            w = set_worker(w, i, with_phase(wk, phase))
             if fencing and req.epoch <= rm.fence:
                 return w  # rejected on arrival; the worker will time out
             ghosts = w.ghosts
@@ -331,7 +339,7 @@ def claim_model(
                 ghosts = ghosts._replace(overlap=True)
             fence = max(rm.fence, req.epoch - 1) if fencing else rm.fence
             rm = Remote(tuple(sorted((*rm.in_flight, req))), rm.landed, fence)
-            return w._replace(remote=put(w.remote, t, rm), ghosts=ghosts)
+            return set_remote(w, t, rm, ghosts)
         if kind == "land":
             _, t, k = a
             rm = w.remote[t]
@@ -342,7 +350,7 @@ def claim_model(
             applied = any((r.draft, r.version, r.nonce) == key for r in landed)
             if not (fencing and req.epoch <= rm.fence) and not (dedup and applied):
                 landed = tuple(sorted((*landed, req)))
-            return w._replace(remote=put(w.remote, t, Remote(rest, landed, rm.fence)))
+            return set_remote(w, t, Remote(rest, landed, rm.fence))
         if kind == "ack":
             i = a[1]
             wk = w.workers[i]
@@ -352,7 +360,7 @@ def claim_model(
                 return None  # nothing has landed for this worker's epoch
             if any(r.epoch == wk.epoch for r in w.remote[wk.target].in_flight):
                 return None  # its request is still in flight
-            return set_worker(w, i, wk._replace(phase="A" if wk.phase == "W" else "Q"))
+            return set_worker(w, i, with_phase(wk, "A" if wk.phase == "W" else "Q"))
         if kind == "crash":
             i = a[1]
             wk = w.workers[i]
@@ -508,7 +516,7 @@ def claim_model(
         )
 
     def canonical(w: World) -> Any:
-        return w._replace(workers=tuple(sorted(w.workers)))
+        return World(w.targets, w.drafts, tuple(sorted(w.workers)), w.remote, w.ghosts)
 
     def show_action(a: tuple[Any, ...]) -> str:
         kind = a[0]
