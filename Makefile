@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench bench-postgres bench-checker check clean
+.PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ check: $(BIN)/.installed  ## model-check the claim protocol and every known-wron
 		test $$? -eq 1 || { echo "design $$design was not caught"; exit 1; }; \
 		echo "$$design: violation found, as it must be"; \
 	done
+
+diagrams: $(BIN)/.installed  ## regenerate diagrams/ from the declarations in specs/
+	$(BIN)/claimfsm diagram --out diagrams
 
 bench-postgres: $(BIN)/.installed  ## PostgreSQL figures (server from CLAIMFSM_PG_URL)
 	$(BIN)/python bench/bench_postgres.py

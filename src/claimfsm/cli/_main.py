@@ -388,3 +388,44 @@ def _replay_on_sqlite(spec: Any, config: Any) -> Any:
             return SQLiteStore(Path(tmp) / f"path-{n}.sqlite", clock=clock)
 
         return replay_coverage(spec, config, open_store)
+
+
+@main.command()
+@click.option(
+    "--design",
+    default="all",
+    show_default=True,
+    help="claim, the name of a wrong design (check --list), or all.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("diagrams"),
+    show_default=True,
+    help="Folder to write into.",
+)
+@click.option("--no-images", is_flag=True, help="Write only the DOT and Mermaid text.")
+def diagram(design: str, out: Path, no_images: bool) -> None:
+    """Write state diagrams generated from the declarations: DOT, Mermaid, SVG and PNG.
+
+    SVG and PNG need Graphviz's dot; without it the text formats are still written.
+    """
+    from claimfsm.diagrams import GraphvizMissing, write_diagrams
+    from claimfsm.spec import claim_spec, designs
+
+    with _library_errors():
+        specs = {"claim": claim_spec(), **designs()}
+        if design != "all" and design not in specs:
+            raise click.UsageError(
+                f"unknown design {design!r}; use all or one of: {', '.join(specs)}"
+            )
+        chosen = specs.values() if design == "all" else [specs[design]]
+        images = not no_images
+        for spec in chosen:
+            try:
+                paths = write_diagrams(spec, out, images=images)
+            except GraphvizMissing as exc:
+                click.echo(f"note: {exc}", err=True)
+                images = False
+                paths = write_diagrams(spec, out, images=False)
+            click.echo(" ".join(str(p) for p in paths))

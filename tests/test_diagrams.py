@@ -1,0 +1,92 @@
+"""Diagrams are generated from the declarations and never drift from them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.cli import main
+from claimfsm.diagrams import render, to_dot, to_mermaid
+from claimfsm.spec import claim_spec, designs
+
+ROOT = Path(__file__).parent.parent
+ALL = {"claim": claim_spec(), **designs()}
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_committed_diagrams_match_their_declaration(name: str) -> None:
+    spec = ALL[name]
+    committed = ROOT / "diagrams"
+    assert (committed / f"{name}.dot").read_text() == to_dot(spec), (
+        f"diagrams/{name}.dot drifted from its declaration: run `make diagrams`"
+    )
+    assert (committed / f"{name}.mmd").read_text() == to_mermaid(spec), (
+        f"diagrams/{name}.mmd drifted from its declaration: run `make diagrams`"
+    )
+    assert (committed / f"{name}.svg").exists() and (committed / f"{name}.png").exists()
+
+
+def test_the_readme_shows_the_generated_mermaid() -> None:
+    readme = (ROOT / "README.md").read_text()
+    (block,) = re.findall(r"```mermaid\n(.*?)```", readme, flags=re.S)
+    assert block == to_mermaid(claim_spec())
+
+
+def test_edges_carry_event_and_guards_and_styles_mark_the_states() -> None:
+    spec = claim_spec()
+    dot = to_dot(spec)
+    for t in spec.transitions:
+        if not t.internal:
+            assert f"{t.event}\n[{', '.join(t.guards)}]" in dot or not t.guards
+    assert re.search(r"uncertain \[[^\]]*fillcolor=\"#f6b26b\"", dot)
+    for name in ("reserved", "sending"):  # the lease governs them: dashed
+        assert re.search(rf"\b{name} \[[^\]]*style=\"filled,dashed\"", dot)
+    for name in ("confirmed", "reconciled", "released", "discarded"):
+        assert re.search(rf"\b{name} \[[^\]]*peripheries=2", dot)
+    assert "cluster_legend" in dot
+    mermaid = to_mermaid(spec)
+    assert mermaid.startswith("stateDiagram-v2\n") and "class uncertain uncertain" in mermaid
+
+
+def test_rendered_svg_has_every_state(tmp_path: Path) -> None:
+    svg = render(to_dot(claim_spec()), "svg").decode()
+    for state in claim_spec().states:
+        assert f"<title>{state}</title>" in svg
+
+
+def test_without_graphviz_the_text_is_written_and_the_reason_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no dot on the PATH
+    result = CliRunner().invoke(main, ["diagram", "--design", "claim", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "need Graphviz" in result.stderr and "Traceback" not in result.output
+    assert (tmp_path / "claim.dot").exists() and (tmp_path / "claim.mmd").exists()
+    assert not (tmp_path / "claim.svg").exists()
+
+
+def test_diagram_cli_writes_every_format(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["diagram", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for name in ALL:
+        for suffix in ("dot", "mmd", "svg", "png"):
+            assert (tmp_path / f"{name}.{suffix}").stat().st_size > 0
+    assert CliRunner().invoke(main, ["diagram", "--design", "nope"]).exit_code == 2
+
+
+def test_diagrams_depend_only_on_the_declaration() -> None:
+    import ast
+
+    import claimfsm
+
+    for f in (Path(claimfsm.__file__).parent / "diagrams").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("claimfsm")
+            ):
+                assert node.module.split(".")[1] in ("spec", "errors", "diagrams"), node.module
