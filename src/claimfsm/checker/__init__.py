@@ -8,11 +8,13 @@ compiled from the declaration, so a wrong design (``specs/wrong/``) runs on the 
 
 from claimfsm.checker._claim import (
     ClaimModelConfig,
+    PathStep,
     RemoteMode,
     World,
     claim_model,
     compile_table,
     fire,
+    path_steps,
 )
 from claimfsm.checker._engine import (
     Checker,
@@ -30,6 +32,7 @@ __all__ = [
     "ClaimModelConfig",
     "Discovery",
     "Model",
+    "PathStep",
     "Property",
     "RemoteMode",
     "Report",
@@ -39,5 +42,6 @@ __all__ = [
     "compile_table",
     "fire",
     "path_from",
+    "path_steps",
     "replay",
 ]

@@ -21,6 +21,7 @@ model-to-store replay check them on real databases.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -92,6 +93,18 @@ class Ghosts(NamedTuple):
     stale_changed: bool = False  # a stale owner's operation changed a claim
     uncertain_escaped: bool = False  # uncertain left without evidence
     discarded: bool = False  # a stale owner's operation was refused (recorded)
+
+
+class PathStep(NamedTuple):
+    """One step of a path, in the declaration's terms, for drawings and reports."""
+
+    number: int
+    actor: str  # "worker 0" .. , "store" (sweep, reconcile), "remote", "clock", "author"
+    to: str  # whom the arrow goes to in a sequence chart: "store", "remote" or the actor
+    text: str  # what happened, in words
+    event: str | None  # the declared event, when the claim's state was involved
+    source: str | None  # the claim's state before
+    dest: str | None  # the claim's state after
 
 
 class World(NamedTuple):
@@ -591,3 +604,80 @@ def claim_model(
         show_state=show_state,
         may_stop=may_stop,
     )
+
+
+_EVENTS = {
+    "acquire": "acquire",
+    "begin_send": "begin_send",
+    "release": "release",
+    "confirm": "confirm",
+    "timeout": "timeout",
+    "renew": "renew",
+    "sweep": "lapse",
+    "reconcile": "reconcile",
+    "retry": "retry",
+}
+
+
+def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> list[PathStep]:
+    """A checker path as declaration-level steps: who did what, and which transition.
+
+    An acquire that first lapses the current epoch (as the stores do) gives two steps with
+    the same number: the lapse, then the acquire.
+    """
+    table = compile_table(spec)
+    steps = []
+    for n, (before, after) in enumerate(itertools.pairwise(path), start=1):
+        a = after.action
+        kind = a[0]
+        worker = (
+            a[1]
+            if kind
+            not in ("land", "lease_lapses", "sweep", "reconcile", "edit", "approve", "create")
+            else None
+        )
+        if kind in ("acquire", "retry"):
+            target = a[2]
+        elif worker is not None:
+            wk = before.state.workers[worker]
+            target = wk.saved[0] if kind == "wake" and wk.saved else max(wk.target, 0)
+        else:
+            target = a[1]
+        source = before.state.targets[target].state
+        dest = after.state.targets[target].state
+        event = a[2] if kind == "wake" else _EVENTS.get(kind)
+        if kind == "acquire" and source != "unclaimed":
+            lapsed = fire(table, "lapse", source, frozenset({"lease_lapsed"}))
+            if lapsed is not None and not before.state.targets[target].lease_live:
+                steps.append(
+                    PathStep(
+                        n,
+                        "store",
+                        "store",
+                        f"the store lapses epoch {before.state.targets[target].epoch} first",
+                        "lapse",
+                        source,
+                        lapsed,
+                    )
+                )
+            source = "unclaimed"  # acquire creates the new epoch
+        actor = (
+            f"worker {worker}"
+            if worker is not None
+            else {
+                "land": "remote",
+                "lease_lapses": "clock",
+                "edit": "author",
+                "approve": "author",
+                "create": "author",
+            }.get(kind, "store")
+        )
+        to = {"send": "remote", "ack": actor}.get(kind, "store")
+        if kind == "ack":
+            actor, to = "remote", f"worker {worker}"
+        if event is not None and source == dest and kind not in ("renew",) and kind != "acquire":
+            text = f"{model.show_action(a)} (refused)"
+        else:
+            text = model.show_action(a)
+        steps.append(PathStep(n, actor, to, text, event, source, dest))
+    return steps

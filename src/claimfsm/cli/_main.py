@@ -271,6 +271,13 @@ def claims(url: str) -> None:
     is_flag=True,
     help="Also replay the model's coverage paths on real SQLite files (one target).",
 )
+@click.option(
+    "--diagram",
+    "diagram_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write each counterexample drawn on the state diagram, and as a sequence chart.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
     design: str,
@@ -287,6 +294,7 @@ def check(
     max_states: int | None,
     time_limit: float | None,
     replay: bool,
+    diagram_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Model-check a declaration: every interleaving, within the bounds given.
@@ -333,6 +341,7 @@ def check(
         )
         report = checker.run()
         coverage = _replay_on_sqlite(spec, config) if replay else None
+        drawn = _draw_counterexamples(spec, report, diagram_dir) if diagram_dir else []
     if as_json:
         data = report.as_dict()
         if coverage is not None:
@@ -366,6 +375,8 @@ def check(
         click.echo(report.text())
         if coverage is not None:
             click.echo(coverage.text())
+        for path in drawn:
+            click.echo(f"wrote {path}")
         click.echo(f"verdict: {report.verdict}")
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
 
@@ -429,3 +440,30 @@ def diagram(design: str, out: Path, no_images: bool) -> None:
                 images = False
                 paths = write_diagrams(spec, out, images=False)
             click.echo(" ".join(str(p) for p in paths))
+
+
+def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
+    """Each counterexample on the state diagram (DOT, SVG) and as a sequence chart."""
+    from claimfsm.checker import path_steps
+    from claimfsm.diagrams import GraphvizMissing, render, sequence_mermaid, to_dot
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for prop in report.violations:
+        found = report.discoveries.get(prop.name)
+        if found is None:
+            continue
+        steps = path_steps(spec, report.model, found.path)
+        stem = out / f"{spec.name}-{prop.name}"
+        dot = to_dot(spec, steps)
+        stem.with_suffix(".dot").write_text(dot, encoding="utf-8")
+        sequence = sequence_mermaid(steps, f"{spec.name}: {prop.name}")
+        seq_path = out / f"{spec.name}-{prop.name}-sequence.mmd"
+        seq_path.write_text(sequence, encoding="utf-8")
+        written += [stem.with_suffix(".dot"), seq_path]
+        try:
+            stem.with_suffix(".svg").write_bytes(render(dot, "svg"))
+            written.append(stem.with_suffix(".svg"))
+        except GraphvizMissing as exc:
+            click.echo(f"note: {exc}", err=True)
+    return written

@@ -13,7 +13,9 @@ Styles, explained by the legend drawn with every diagram:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import graphviz
 
@@ -41,8 +43,35 @@ def _node_attrs(spec: Spec, name: str) -> dict[str, str]:
     return attrs
 
 
-def to_dot(spec: Spec) -> str:
-    """The declaration as DOT text: states, guarded transitions, and a legend."""
+class DrawnStep(Protocol):
+    """A step of a path to draw (``claimfsm.checker.PathStep`` is one)."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def to(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def event(self) -> str | None: ...
+    @property
+    def source(self) -> str | None: ...
+    @property
+    def dest(self) -> str | None: ...
+
+
+def to_dot(spec: Spec, path: Sequence[DrawnStep] = ()) -> str:
+    """The declaration as DOT text: states, guarded transitions, and a legend.
+
+    With ``path``, the transitions it takes are drawn red and labelled with their step
+    numbers (a counterexample on the state diagram).
+    """
+    taken: dict[tuple[str, str, str], list[int]] = {}
+    for step in path:
+        if step.event and step.source and step.dest:
+            taken.setdefault((step.event, step.source, step.dest), []).append(step.number)
     g = graphviz.Digraph(name=spec.name, comment=f"generated from {spec.name}; do not edit")
     g.attr(rankdir="LR", fontname=_FONT, label=f"{spec.name}: {spec.description}", labelloc="t")
     g.attr("node", fontname=_FONT, fontsize="11")
@@ -53,7 +82,19 @@ def to_dot(spec: Spec) -> str:
         if t.internal:
             continue
         guards = f"\n[{', '.join(t.guards)}]" if t.guards else ""
-        g.edge(t.source, t.dest, label=f"{t.event}{guards}")
+        numbers = taken.pop((t.event, t.source, t.dest), None)
+        if numbers is None:
+            g.edge(t.source, t.dest, label=f"{t.event}{guards}")
+        else:
+            steps = ",".join(str(n) for n in numbers)
+            g.edge(
+                t.source,
+                t.dest,
+                label=f"({steps}) {t.event}{guards}",
+                color="red",
+                fontcolor="red",
+                penwidth="2.5",
+            )
     with g.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", fontsize="10", style="rounded", color="grey")
         legend.node("legend_terminal", "terminal", shape="box", peripheries="2", fontsize="9")
@@ -80,6 +121,28 @@ def to_dot(spec: Spec) -> str:
         legend.edge("legend_uncertain", "legend_lease", style="invis")
         legend.edge("legend_lease", "legend_stale", style="invis")
     return str(g.source)
+
+
+def sequence_mermaid(steps: Sequence[DrawnStep], title: str) -> str:
+    """A Mermaid sequence chart of a path: workers, the claim store and the remote."""
+    actors = sorted(
+        {s.actor for s in steps if s.actor.startswith("worker")}
+        | {s.to for s in steps if s.to.startswith("worker")}
+    )
+    lines = ["sequenceDiagram", f"    title {title}"]
+    for name in actors:
+        lines.append(f"    participant {name.replace(' ', '')} as {name}")
+    lines += ["    participant store as claim store", "    participant remote as remote"]
+    for s in steps:
+        text = f"{s.number}. {s.text}".replace(";", ",").replace("#", "")
+        if s.event and s.source and s.dest and s.source != s.dest:
+            text += f" ({s.source} to {s.dest})"
+        src, dst = s.actor.replace(" ", ""), s.to.replace(" ", "")
+        if src in ("clock", "author") or (src == dst == "store"):
+            lines.append(f"    Note over store: {text}")
+        else:
+            lines.append(f"    {src}->>{dst}: {text}")
+    return "\n".join(lines) + "\n"
 
 
 def to_mermaid(spec: Spec) -> str:
