@@ -1,0 +1,195 @@
+"""The design-review report: one self-contained HTML page a team can attach to a review.
+
+It holds the declaration as tables, its state diagram inline as SVG, the invariants with
+the checker's verdict and state counts for the bounds used, and every known-wrong design
+with its counterexample: numbered steps, the path drawn on the diagram, and the sequence
+chart (as Mermaid text). No script and no network access: it opens anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from claimfsm.checker import Checker, ClaimModelConfig, Report, claim_model, path_steps
+from claimfsm.diagrams import GraphvizMissing, render, sequence_mermaid, to_dot, to_mermaid
+from claimfsm.spec import Spec
+
+_CSS = """
+body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
+       color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
+th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+.ok { color: #1a7f37; font-weight: bold; } .bad { color: #c62828; font-weight: bold; }
+.diagram { overflow-x: auto; border: 1px solid #eee; padding: .5em; }
+.diagram svg { max-width: 100%; height: auto; }
+pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: .85em; }
+code { font-size: .95em; }
+"""
+
+
+@dataclass(frozen=True)
+class ReviewInputs:
+    spec: Spec
+    wrong: dict[str, Spec]
+    config: ClaimModelConfig
+    version: str
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _svg(dot: str) -> str:
+    """Inline SVG for ``dot`` (prolog and doctype removed), or the reason it is missing."""
+    try:
+        svg = render(dot, "svg").decode("utf-8")
+    except GraphvizMissing as exc:
+        return f'<p class="bad">{_e(exc)}</p>'
+    svg = re.sub(r"^.*?(<svg\b)", r"\1", svg, flags=re.S)
+    return f'<div class="diagram">{svg}</div>'
+
+
+def _declaration(spec: Spec) -> str:
+    rows = []
+    for s in spec.states.values():
+        flags = ", ".join(
+            f for f in ("terminal", "frees_target", "lease", "stale") if getattr(s, f)
+        )
+        rows.append(
+            f"<tr><td><code>{_e(s.name)}</code></td><td>{_e(s.meaning)}</td>"
+            f"<td>{_e(flags)}</td></tr>"
+        )
+    states = (
+        "<table id='states'><tr><th>state</th><th>meaning</th><th>flags</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    rows = [
+        f"<tr><td><code>{_e(g.name)}</code></td><td>{_e(g.meaning)}</td>"
+        f"<td>{_e(g.refusal or '-')}</td></tr>"
+        for g in spec.guards.values()
+    ]
+    guards = (
+        "<table id='guards'><tr><th>guard</th><th>meaning</th><th>refusal</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    rows = [
+        f"<tr><td><code>{_e(t.event)}</code></td><td>{_e(t.source)}</td><td>{_e(t.dest)}</td>"
+        f"<td>{_e(', '.join(t.guards) or '-')}</td></tr>"
+        for t in spec.transitions
+        if not t.internal
+    ]
+    transitions = (
+        "<table id='transitions'><tr><th>event</th><th>from</th><th>to</th>"
+        "<th>guards</th></tr>" + "".join(rows) + "</table>"
+    )
+    return f"<h3>States</h3>{states}<h3>Guards</h3>{guards}<h3>Transitions</h3>{transitions}"
+
+
+def _summary(report: Report[Any, Any]) -> str:
+    return (
+        f"states={report.states:,}, unique={report.unique:,}, depth={report.depth}, "
+        f"seconds={report.seconds:.2f}, states/s={report.states_per_second:,.0f}"
+    )
+
+
+def _properties(report: Report[Any, Any]) -> str:
+    rows = []
+    for p in report.model.properties:
+        outcome = report.outcome(p)
+        good = outcome in ("holds", "found")
+        rows.append(
+            f"<tr><td><code>{_e(p.name)}</code></td><td>{_e(p.kind)}</td>"
+            f"<td>{_e(p.description)}</td>"
+            f"<td class='{'ok' if good else 'bad'}'>{_e(outcome)}</td></tr>"
+        )
+    return (
+        "<table class='properties'><tr><th>property</th><th>kind</th><th>meaning</th>"
+        "<th>verdict</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _wrong_design(name: str, spec: Spec, config: ClaimModelConfig) -> str:
+    report = Checker(claim_model(spec, config)).symmetry().stop_on_violation().run()
+    parts = [
+        f"<section class='design' id='design-{_e(name)}'>",
+        f"<h3>{_e(name)}</h3><p>{_e(spec.description)}</p>",
+        f"<p>Checker: {_e(_summary(report))}; verdict "
+        f"<span class='{'bad' if report.verdict == 'violated' else 'ok'}'>"
+        f"{_e(report.verdict)}</span>.</p>",
+    ]
+    for prop in report.violations:
+        found = report.discoveries.get(prop.name)
+        if found is None:
+            parts.append(
+                f"<p><b>{_e(prop.name)}</b> ({_e(prop.kind)}): never happens in a "
+                f"complete search: {_e(prop.description)}.</p>"
+            )
+            continue
+        steps = path_steps(spec, report.model, found.path)
+        rows = "".join(
+            f"<tr><td>{n}</td><td>{_e(report.model.show_action(s.action) if s.action else '')}</td>"
+            f"<td>{_e(report.model.show_state(s.state))}</td></tr>"
+            for n, s in enumerate(found.path[1:], start=1)
+        )
+        parts += [
+            f"<p>Violates <b>{_e(prop.name)}</b>: {_e(prop.description)}. "
+            f"Shortest counterexample, {len(found.path) - 1} steps "
+            f"(replay token <code>{_e(found.token)}</code>):</p>",
+            "<table class='steps'><tr><th>#</th><th>step</th><th>claim, remote and workers "
+            f"after it</th></tr>{rows}</table>",
+            "<p>The path on the state diagram (red, numbered):</p>",
+            _svg(to_dot(spec, steps)),
+            "<p>Sequence chart (Mermaid):</p>",
+            f"<pre class='sequence'>{_e(sequence_mermaid(steps, f'{name}: {prop.name}'))}</pre>",
+        ]
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def review_html(inputs: ReviewInputs) -> str:
+    """The whole report as one HTML document."""
+    spec, config = inputs.spec, inputs.config
+    proved = Checker(claim_model(spec, config)).symmetry().exhaustive().run()
+    bounds = (
+        f"{config.workers} workers, {config.targets} target(s), {config.drafts} drafts "
+        f"per target, {config.epochs} epochs per target, {config.remote} remote"
+        + (", with crashes and stale wake-ups" if config.crashes else "")
+    )
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    verdict_class = "ok" if proved.verdict == "ok" else "bad"
+    body = [
+        f"<h1>Design review: {_e(spec.name)}</h1>",
+        f"<p>{_e(spec.description)}</p>",
+        f"<p>claimfsm {_e(inputs.version)}, generated {_e(now)} by "
+        "<code>claimfsm report</code>.</p>",
+        "<p><b>The promise:</b> at most one in-flight dispatch attempt per target; exactly-once "
+        "effect only when the remote dedups by a stable idempotency key or rejects stale "
+        "epochs (is fenced).</p>",
+        "<h2 id='declaration'>The declaration</h2>",
+        _declaration(spec),
+        "<h2 id='diagram'>State diagram</h2>",
+        _svg(to_dot(spec)),
+        f"<details><summary>Mermaid text</summary><pre>{_e(to_mermaid(spec))}</pre></details>",
+        "<h2 id='invariants'>Invariants and examples, checked</h2>",
+        f"<p>Bounds: {_e(bounds)}. {_e(_summary(proved))}. Verdict: "
+        f"<span class='{verdict_class}' id='verdict'>{_e(proved.verdict)}</span>"
+        + (" (every reachable state explored)." if proved.complete else ".")
+        + "</p>",
+        _properties(proved),
+        "<h2 id='wrong-designs'>Known-wrong designs, and how each fails</h2>",
+    ]
+    body += [_wrong_design(name, s, config) for name, s in inputs.wrong.items()]
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>Design review: {_e(spec.name)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
