@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,15 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from claimfsm.store import MemoryStore, SQLiteStore, Store
+
+
+def needs_dot() -> None:
+    """Skip (or, with CLAIMFSM_REQUIRE_GRAPHVIZ=1 as in .ci/run, fail) without Graphviz."""
+    if shutil.which("dot") is None:
+        if os.environ.get("CLAIMFSM_REQUIRE_GRAPHVIZ") == "1":
+            pytest.fail("Graphviz's dot is required (CLAIMFSM_REQUIRE_GRAPHVIZ=1) but missing")
+        pytest.skip("Graphviz's dot is not installed (Debian: apt-get install graphviz)")
+
 
 PG_URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CLAIMFSM_REQUIRE_PG") == "1"
@@ -38,13 +48,21 @@ def _pg_reachable() -> str | None:
     return None
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     why = _pg_reachable()
     if why is None:
-        return f"claimfsm: PostgreSQL tests run against {PG_URL}"
-    if REQUIRE_PG:
-        return f"claimfsm: PostgreSQL REQUIRED but not reachable at {PG_URL}: {why}"
-    return f"claimfsm: PostgreSQL tests SKIPPED: not reachable at {PG_URL} (set CLAIMFSM_PG_URL)"
+        pg = f"claimfsm: PostgreSQL tests run against {PG_URL}"
+    elif REQUIRE_PG:
+        pg = f"claimfsm: PostgreSQL REQUIRED but not reachable at {PG_URL}: {why}"
+    else:
+        pg = f"claimfsm: PostgreSQL tests SKIPPED: not reachable at {PG_URL} (set CLAIMFSM_PG_URL)"
+    dot = shutil.which("dot")
+    gv = (
+        "claimfsm: diagram images rendered with Graphviz"
+        if dot
+        else "claimfsm: tests that render diagram images SKIPPED: Graphviz's dot is not installed"
+    )
+    return [pg, gv]
 
 
 def _with_database(url: str, name: str) -> str:

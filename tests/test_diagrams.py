@@ -12,6 +12,8 @@ from claimfsm.cli import main
 from claimfsm.diagrams import render, to_dot, to_mermaid
 from claimfsm.spec import claim_spec, designs
 
+from .conftest import needs_dot
+
 ROOT = Path(__file__).parent.parent
 ALL = {"claim": claim_spec(), **designs()}
 
@@ -52,6 +54,7 @@ def test_edges_carry_event_and_guards_and_styles_mark_the_states() -> None:
 
 
 def test_rendered_svg_has_every_state(tmp_path: Path) -> None:
+    needs_dot()
     svg = render(to_dot(claim_spec()), "svg").decode()
     for state in claim_spec().states:
         assert f"<title>{state}</title>" in svg
@@ -69,6 +72,7 @@ def test_without_graphviz_the_text_is_written_and_the_reason_said(
 
 
 def test_diagram_cli_writes_every_format(tmp_path: Path) -> None:
+    needs_dot()
     result = CliRunner().invoke(main, ["diagram", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     for name in ALL:
@@ -93,6 +97,7 @@ def test_diagrams_depend_only_on_the_declaration() -> None:
 
 
 def test_counterexamples_are_drawn_on_the_diagram_and_as_sequence_charts(tmp_path: Path) -> None:
+    needs_dot()
     from claimfsm.checker import Checker, ClaimModelConfig, claim_model, path_steps
 
     for name, spec in designs().items():

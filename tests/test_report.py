@@ -14,6 +14,8 @@ from click.testing import CliRunner
 from claimfsm.cli import main
 from claimfsm.spec import claim_spec, designs
 
+from .conftest import needs_dot
+
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -28,6 +30,7 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture(scope="module")
 def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    needs_dot()  # the report inlines the rendered diagrams
     out = tmp_path_factory.mktemp("report") / "review.html"
     result = CliRunner().invoke(main, ["report", "--out", str(out), "--workers", "2"])
     assert result.exit_code == 0, result.output
