@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from _plan import dispatch_cycles, prepare
 from claimfsm.store._postgres import PostgresStore
 
 URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -49,30 +50,6 @@ ACQUIRE = (
 
 def store_url(schema: str) -> str:
     return f"{URL}{'&' if '?' in URL else '?'}schema={schema}"
-
-
-def prepare(store: PostgresStore, targets: int, per: int, tag: str) -> list[tuple[str, list[int]]]:
-    plan = []
-    for t in range(targets):
-        target = f"{tag}-{t}"
-        ids = []
-        for n in range(per):
-            d = store.create_draft(target, f"draft {n}")
-            store.approve_draft(d.draft_id)
-            ids.append(d.draft_id)
-        plan.append((target, ids))
-    return plan
-
-
-def claimfsm_rate(store: PostgresStore, plan: list[tuple[str, list[int]]]) -> float:
-    n, start = 0, time.perf_counter()
-    for target, drafts in plan:
-        for d in drafts:
-            c = store.acquire(target, d, "bench", 60)
-            c.begin_send()
-            c.confirm()
-            n += 1
-    return n / (time.perf_counter() - start)
 
 
 def by_hand_rate(schema: str, plan: list[tuple[str, list[int]]], *, history: bool) -> float:
@@ -147,7 +124,8 @@ def throughput(schema: str, cycles: int) -> None:
         for name in rates:
             plan = prepare(store, 10, cycles // 10, f"{rnd}-{name[:8]}")
             if name == "claimfsm":
-                rates[name].append(claimfsm_rate(store, plan))
+                n, seconds = dispatch_cycles(store, plan)
+                rates[name].append(n / seconds)
             else:
                 rates[name].append(by_hand_rate(schema, plan, history="same" in name))
     store.close()

@@ -21,37 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _plan import dispatch_cycles, prepare
 from claimfsm.store import SQLiteStore
-
-
-def prepare(path: Path, targets: int, drafts_per_target: int) -> list[tuple[str, list[int]]]:
-    store = SQLiteStore(path)
-    plan = []
-    for t in range(targets):
-        target = f"target-{t}"
-        ids = []
-        for n in range(drafts_per_target):
-            d = store.create_draft(target, f"draft {n} for {target}")
-            store.approve_draft(d.draft_id)
-            ids.append(d.draft_id)
-        plan.append((target, ids))
-    store.close()
-    return plan
-
-
-def claimfsm_cycles(path: Path, plan: list[tuple[str, list[int]]]) -> tuple[int, float]:
-    store = SQLiteStore(path)
-    start = time.perf_counter()
-    n = 0
-    for target, drafts in plan:
-        for draft in drafts:
-            claim = store.acquire(target, draft, "bench", 60)
-            claim.begin_send()
-            claim.confirm()
-            n += 1
-    elapsed = time.perf_counter() - start
-    store.close()
-    return n, elapsed
 
 
 def raw_cycles(path: Path, plan: list[tuple[str, list[int]]], history: bool) -> tuple[int, float]:
@@ -123,9 +94,13 @@ def throughput(cycles: int, quick: bool) -> None:
         for rnd in range(3):  # interleaved rounds, best of three each
             for name in results:
                 path = Path(tmp) / f"{name}-{rnd}.sqlite"
-                plan = prepare(path, targets, per)
+                store = SQLiteStore(path)
+                plan = prepare(store, targets, per)
+                store.close()
                 if name == "claimfsm":
-                    n, s = claimfsm_cycles(path, plan)
+                    store = SQLiteStore(path)
+                    n, s = dispatch_cycles(store, plan)
+                    store.close()
                 else:
                     n, s = raw_cycles(path, plan, history=name == "raw+history")
                 results[name].append(n / s)

@@ -1,0 +1,35 @@
+"""What every store benchmark does the same way: the drafts to dispatch, and the cycle."""
+
+from __future__ import annotations
+
+import time
+
+from claimfsm.store import Store
+
+Plan = list[tuple[str, list[int]]]  # (target, approved draft ids)
+
+
+def prepare(store: Store, targets: int, per_target: int, tag: str = "target") -> Plan:
+    """``per_target`` approved drafts for each of ``targets`` targets."""
+    plan = []
+    for t in range(targets):
+        target = f"{tag}-{t}"
+        ids = []
+        for n in range(per_target):
+            d = store.create_draft(target, f"draft {n} for {target}")
+            store.approve_draft(d.draft_id)
+            ids.append(d.draft_id)
+        plan.append((target, ids))
+    return plan
+
+
+def dispatch_cycles(store: Store, plan: Plan) -> tuple[int, float]:
+    """Acquire -> begin_send -> confirm for every planned draft: (cycles, seconds)."""
+    n, start = 0, time.perf_counter()
+    for target, drafts in plan:
+        for draft in drafts:
+            claim = store.acquire(target, draft, "bench", 60)
+            claim.begin_send()
+            claim.confirm()
+            n += 1
+    return n, time.perf_counter() - start
