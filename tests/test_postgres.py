@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from claimfsm.errors import InvalidArgument, SchemaVersionError, StoreError, TargetBusy
+from claimfsm.errors import (
+    DraftNotApproved,
+    InvalidArgument,
+    SchemaVersionError,
+    StoreError,
+    TargetBusy,
+)
 from claimfsm.store import open_store
 
 from .conftest import approved_draft, drop_schema, pg_schema_url
@@ -227,3 +233,58 @@ def test_processes_on_shared_and_distinct_targets(pg: tuple[str, str]) -> None:
         assert sorted(iv[1] for iv in mine) == epochs
         assert len(history) == 3 * len(epochs)  # acquire, begin_send, confirm: none lost
     store.close()
+
+
+def _between_read_and_write(monkeypatch: pytest.MonkeyPatch, meanwhile: Any) -> None:
+    """Run ``meanwhile`` (on another connection) once, after an acquire has read its draft
+    and before its write: what READ COMMITTED lets another transaction do. Found by the
+    crash campaign (a DeclarationMismatch when a concurrent confirm dispatched the draft)."""
+    from claimfsm.store import _postgres
+
+    original = _postgres._PostgresTx.acquire_write
+    pending = [meanwhile]
+
+    def acquire_write(self: Any, facts: Any) -> Any:
+        while pending:
+            pending.pop()()
+        return original(self, facts)
+
+    monkeypatch.setattr(_postgres._PostgresTx, "acquire_write", acquire_write)
+
+
+def test_a_draft_dispatched_between_read_and_write_is_refused_as_not_approved(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = pg
+    first, second = open_store(url), open_store(url)
+    draft = approved_draft(first)
+    claim = first.acquire("acct", draft, "w1", 30)
+    claim.begin_send()
+    _between_read_and_write(monkeypatch, claim.confirm)  # the draft becomes dispatched
+    with pytest.raises(DraftNotApproved):
+        second.acquire("acct", draft, "w2", 30)
+    # Nothing written by the refused acquire: only the first owner's three transitions.
+    assert [e.event for e in second.history()] == ["acquire", "begin_send", "confirm"]
+    first.close()
+    second.close()
+
+
+def test_a_draft_edited_and_approved_between_read_and_write_pins_the_new_version(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = pg
+    first, second = open_store(url), open_store(url)
+    draft = approved_draft(first, content="v1")
+
+    def edit_and_approve() -> None:
+        first.edit_draft(draft, "v2")
+        first.approve_draft(draft)
+
+    _between_read_and_write(monkeypatch, edit_and_approve)
+    claim = second.acquire("acct", draft, "w2", 30)
+    info = second.get_claim("acct")
+    assert info is not None and info.draft_version == 2
+    assert info.idempotency_key.startswith(f"cf-{draft}-v2-")  # the key of version 2
+    assert claim.epoch == 1 and [e.event for e in second.history("acct")] == ["acquire"]
+    first.close()
+    second.close()

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from claimfsm.errors import (
     DeclarationMismatch,
+    DraftChanged,
     IllegalTransition,
     InvalidArgument,
     NotFound,
@@ -40,6 +41,14 @@ from claimfsm.store._types import (
 
 Clock = Callable[[], float]
 R = TypeVar("R")
+
+_READ_AGAIN_ATTEMPTS = 3
+
+
+class _ReadAgain(Exception):
+    """Internal: a row read early in the transaction changed before its write (possible
+    under READ COMMITTED); the transaction is rolled back and run again."""
+
 
 #: Columns an event sets besides ``state`` and ``updated_at``: (column, Facts field).
 #: Both backends apply exactly these (SQLite compiles them into its SET clauses).
@@ -142,8 +151,14 @@ class Store(ABC):
         (deadlocks, serialization failures) override this to retry ``body`` a bounded
         number of times; ``body`` must therefore have no effects outside the transaction.
         """
-        with self._transaction(durable=durable) as tx:
-            return body(tx)
+        for attempt in range(_READ_AGAIN_ATTEMPTS):
+            try:
+                with self._transaction(durable=durable) as tx:
+                    return body(tx)
+            except _ReadAgain as again:
+                if attempt == _READ_AGAIN_ATTEMPTS - 1:
+                    raise DraftChanged(f"{again}; it kept changing: try again") from None
+        raise AssertionError("unreachable")
 
     @abstractmethod
     def _snapshot(self) -> AbstractContextManager[Tx]:
@@ -265,8 +280,19 @@ class Store(ABC):
                 # expired (in this transaction, before the new epoch), so try once more.
                 row = tx.acquire_write(facts)
             if row is None:
+                # Diagnose from the rows as the write saw them: under READ COMMITTED
+                # (PostgreSQL) the draft read above may be older than the write's view.
                 previous = tx.claim_row(target_id)
-                raise self._diagnose("acquire", State.UNCLAIMED, previous, facts)
+                now_draft = tx.draft_row(draft_id)
+                raise self._diagnose(
+                    "acquire", State.UNCLAIMED, previous, facts.with_draft(now_draft)
+                )
+            if (row.draft_version, row.draft_digest) != (draft.version, draft.digest):
+                # Edited and approved again between the read and the write: the key above
+                # belongs to the old version. Roll back and read again.
+                raise _ReadAgain(
+                    f"draft {draft_id} changed while target {target_id!r} was acquired"
+                )
             tx.append_history([_record("acquire", State.UNCLAIMED, row, now, row.token_hash)])
             return row
 
