@@ -4,6 +4,7 @@ a library error becomes a one-line message and exit status 1 (2 for bad usage)."
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,9 +17,9 @@ from rich.table import Table
 
 from claimfsm import __version__
 from claimfsm.demo import DemoConfig, DemoSummary, run_demo
-from claimfsm.errors import ClaimFSMError
+from claimfsm.errors import ClaimFSMError, InvalidArgument
 from claimfsm.spec import load_spec
-from claimfsm.store import open_store
+from claimfsm.store import Store, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +30,35 @@ def _library_errors() -> Iterator[None]:
         yield
     except ClaimFSMError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+class Seconds(click.FloatRange):
+    """A finite number of seconds in a range (click's FloatRange lets NaN through)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
+
+
+def _open_existing(url: str) -> Store:
+    """Open a store to read it; a SQLite path that does not exist is an error, not a new file."""
+    if url.startswith("sqlite:///") and url not in ("sqlite:///:memory:",):
+        path = Path(url[len("sqlite:///") :])
+        try:
+            found = path.is_file()
+        except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+            raise InvalidArgument(
+                f"cannot use {str(path)[:200]!r} as a database path: {exc}"
+            ) from None
+        if not found:
+            raise InvalidArgument(
+                f"no database at {str(path)!r}; check the path (claimfsm demo creates one)"
+            )
+    return open_store(url)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -175,7 +205,7 @@ def spec(declaration: Path | None) -> None:
 def history(url: str, target: str | None, as_json: bool) -> None:
     """Print a store's history: every transition and every refused stale operation."""
     with _library_errors():
-        store = open_store(url)
+        store = _open_existing(url)
         try:
             entries = store.history(target)
         finally:
@@ -206,7 +236,7 @@ def history(url: str, target: str | None, as_json: bool) -> None:
 def claims(url: str) -> None:
     """Print every target's current claim."""
     with _library_errors():
-        store = open_store(url)
+        store = _open_existing(url)
         try:
             rows = store.claims()
         finally:
@@ -265,7 +295,7 @@ def claims(url: str) -> None:
 @click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
 @click.option("--max-depth", type=click.IntRange(1), default=None)
 @click.option("--max-states", type=click.IntRange(1), default=None)
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None, help="Seconds.")
+@click.option("--time-limit", type=Seconds(min=0.1, max=24 * 3600.0), default=None, help="Seconds.")
 @click.option(
     "--replay",
     is_flag=True,

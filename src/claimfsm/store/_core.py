@@ -401,7 +401,7 @@ class Store(ABC):
 
     def claims(self, *, state: str | None = None) -> list[ClaimInfo]:
         """Every target's current claim, optionally only those in ``state``."""
-        if state is not None and state not in self.spec.states:
+        if state is not None and (not isinstance(state, str) or state not in self.spec.states):
             raise InvalidArgument(f"unknown state {state!r}; declared: {list(self.spec.states)}")
         with self._snapshot() as tx:
             return [ClaimInfo.from_row(r) for r in tx.claim_rows(state)]
