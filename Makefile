@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams clean
+.PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams campaign campaign-long clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,5 +46,15 @@ diagrams: $(BIN)/.installed  ## regenerate diagrams/ from the declarations in sp
 bench-postgres: $(BIN)/.installed  ## PostgreSQL figures (server from CLAIMFSM_PG_URL)
 	$(BIN)/python bench/bench_postgres.py
 
+campaign: $(BIN)/.installed  ## a short crash and fault campaign: worker processes, SIGKILL, a remote process
+	$(BIN)/claimfsm campaign --seconds 10
+
+campaign-long: $(BIN)/.installed  ## the long campaigns RELIABILITY.md quotes (PostgreSQL: restarts the local server)
+	$(BIN)/claimfsm campaign --backend sqlite --remote fencing --seconds 180 --dir campaign/sqlite-fencing
+	$(BIN)/claimfsm campaign --backend postgresql --remote fencing --seconds 180 --dir campaign/postgresql-fencing
+	$(BIN)/claimfsm campaign --backend sqlite --remote dedup --seconds 60 --dir campaign/sqlite-dedup
+	$(BIN)/claimfsm campaign --backend postgresql --remote dedup --seconds 60 --dir campaign/postgresql-dedup
+	$(BIN)/claimfsm campaign --backend sqlite --remote plain --targets 16 --seconds 60 --dir campaign/sqlite-plain
+
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist campaign .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -83,16 +83,18 @@ def pg_database() -> Iterator[str]:
             pytest.fail(f"PostgreSQL is required (CLAIMFSM_REQUIRE_PG=1) but {exc}")
         pytest.skip(f"PostgreSQL not reachable at {PG_URL}: set CLAIMFSM_PG_URL to run these")
     name = f"claimfsm_test_{os.getpid()}_{secrets.token_hex(3)}"
-    admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    with admin:
+        admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     try:
         yield _with_database(PG_URL, name)
     finally:
-        admin.execute(
-            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                psycopg.sql.Identifier(name)
+        # A new connection: the campaign test restarts the server meanwhile.
+        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=10) as admin:
+            admin.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
             )
-        )
-        admin.close()
 
 
 def pg_schema_url(database_url: str) -> tuple[str, str]:

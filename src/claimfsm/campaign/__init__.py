@@ -1,0 +1,28 @@
+"""The crash and fault campaign: kill workers, break connections, restart the database,
+then prove from the store's history and the remote's own log that nothing was lost.
+
+``run_campaign(CampaignConfig(...))`` or ``claimfsm campaign``. See RELIABILITY.md.
+"""
+
+from claimfsm.campaign._remote import RemoteClient, RemoteFaults, Request
+from claimfsm.campaign._run import (
+    CampaignConfig,
+    CampaignReport,
+    local_restart_command,
+    run_campaign,
+)
+from claimfsm.campaign._verdict import Findings, Verdict, judge, overlaps
+
+__all__ = [
+    "CampaignConfig",
+    "CampaignReport",
+    "Findings",
+    "RemoteClient",
+    "RemoteFaults",
+    "Request",
+    "Verdict",
+    "judge",
+    "local_restart_command",
+    "overlaps",
+    "run_campaign",
+]

@@ -1,0 +1,464 @@
+"""The crash and fault campaign: worker processes, a remote process, SIGKILL, broken
+connections and a database restart; then sweep, reconcile and judge.
+
+The harness (this process) starts the remote process and the worker processes, kills
+workers with SIGKILL (on their request at a chosen moment, and at random moments of its
+own), restarts them, and runs a sweeper that lapses leases, reconciles uncertain claims by
+readback and keeps approved drafts coming. On PostgreSQL it also terminates worker
+backends in the middle of their transactions and restarts the server once. At the end it
+stops the workers, lets every lease lapse, sweeps and reconciles, and judges the store's
+history against the remote's log (``_verdict.judge``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import random
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from claimfsm.campaign._remote import RemoteClient, RemoteFaults, serve
+from claimfsm.campaign._verdict import Findings, judge
+from claimfsm.campaign._worker import KILL_POINTS, WorkerSpec, worker_main
+from claimfsm.errors import InvalidArgument, StoreError
+from claimfsm.service import Dispatcher, RemoteMode, SendAmbiguous, SendRejected
+from claimfsm.spec import State
+from claimfsm.store import Store, open_store
+
+Backend = Literal["sqlite", "postgresql"]
+#: What reading a pipe can raise when its writer was killed mid-message.
+_TORN = (EOFError, OSError, ValueError, TypeError, AttributeError, pickle.UnpicklingError)
+_REMOTE_ERRORS = (ConnectionError, TimeoutError, SendAmbiguous, SendRejected)
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    backend: Backend = "sqlite"
+    remote: RemoteMode = "fencing"
+    run_dir: Path = Path("campaign")
+    postgres_url: str | None = None  # a database; the campaign makes and drops its own schema
+    workers: int = 4
+    targets: int = 4
+    seconds: float = 10.0
+    lease_seconds: float = 1.0
+    send_timeout: float = 0.4  # well under the lease: a late reply is an ambiguous send
+    kill_probability: float = 0.03  # per dispatch, at each of the three chosen moments
+    random_kill_every: float = 1.5  # seconds between SIGKILLs at a random moment
+    resume_probability: float = 0.5  # a restarted worker resumes its last saved handle
+    terminate_every: float = 0.7  # PostgreSQL: seconds between pg_terminate_backend calls
+    restart_command: tuple[str, ...] | None = None  # PostgreSQL: restarts the server once
+    faults: RemoteFaults = field(default_factory=RemoteFaults)
+    seed: int = 1
+    keep: bool = False  # keep the PostgreSQL schema afterwards
+
+    def check(self) -> None:
+        if self.backend not in ("sqlite", "postgresql"):
+            raise InvalidArgument(f"backend must be sqlite or postgresql, not {self.backend!r}")
+        if self.remote not in ("plain", "fencing", "dedup"):
+            raise InvalidArgument(f"remote must be plain, fencing or dedup, not {self.remote!r}")
+        if self.backend == "postgresql" and not self.postgres_url:
+            raise InvalidArgument("a PostgreSQL campaign needs postgres_url (a database URL)")
+        if not 1 <= self.workers <= 32 or not 1 <= self.targets <= 1000:
+            raise InvalidArgument("workers must be 1 to 32 and targets 1 to 1000")
+        if not 0 < self.seconds <= 24 * 3600:
+            raise InvalidArgument("seconds must be above 0 and at most a day")
+        if self.send_timeout >= self.lease_seconds:
+            raise InvalidArgument("send_timeout must be shorter than lease_seconds")
+
+
+@dataclass
+class CampaignReport:
+    config: CampaignConfig
+    seconds: float
+    kills: dict[str, int]  # by moment: after-begin-send, during-call, after-ack, random
+    restarts: int
+    resumes: dict[str, int]  # current, stale, refused, nothing-saved, current-then-refused
+    outcomes: dict[str, int]  # what dispatch_next returned in the workers
+    worker_store_errors: int
+    sweeper_errors: int
+    backends_terminated: int
+    server_restarts: int
+    unexpected_exits: list[str]
+    findings: Findings
+    violations: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "backend": c.backend,
+            "remote": c.remote,
+            "workers": c.workers,
+            "targets": c.targets,
+            "seed": c.seed,
+            "seconds": round(self.seconds, 1),
+            "kills": self.kills,
+            "restarts": self.restarts,
+            "resumes": self.resumes,
+            "outcomes": self.outcomes,
+            "worker_store_errors": self.worker_store_errors,
+            "sweeper_errors": self.sweeper_errors,
+            "backends_terminated": self.backends_terminated,
+            "server_restarts": self.server_restarts,
+            "unexpected_exits": self.unexpected_exits,
+            "findings": self.findings.as_dict(),
+            "violations": self.violations,
+            "ok": self.ok,
+        }
+
+
+@dataclass
+class _Worker:
+    spec: WorkerSpec
+    process: multiprocessing.process.BaseProcess
+    report: Connection
+    killed: bool = False
+
+
+class _Campaign:
+    def __init__(self, config: CampaignConfig) -> None:
+        config.check()
+        self.c = config
+        self.rng = random.Random(config.seed)
+        self.ctx = multiprocessing.get_context("spawn")
+        self.run_id = secrets.token_hex(4)
+        self.targets = [f"target-{i + 1}" for i in range(config.targets)]
+        self.kills: Counter[str] = Counter({p: 0 for p in (*KILL_POINTS, "random")})
+        self.resumes: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()
+        self.restarts = 0
+        self.worker_store_errors = 0
+        self.sweeper_errors = 0
+        self.backends_terminated = 0
+        self.server_restarts = 0
+        self.unexpected: list[str] = []
+        self.stop = threading.Event()
+        self.schema: str | None = None
+
+    # -- set-up ------------------------------------------------------------------------------
+    def store_url(self, role: str) -> str:
+        c = self.c
+        if c.backend == "sqlite":
+            return f"sqlite:///{(c.run_dir / 'campaign.sqlite').resolve()}"
+        assert c.postgres_url is not None and self.schema is not None
+        parts = urlsplit(c.postgres_url)
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("schema",)]
+        query += [("schema", self.schema), ("application_name", f"claimfsm-{self.schema}-{role}")]
+        return urlunsplit(parts._replace(query=urlencode(query)))
+
+    def prepare(self) -> None:
+        c = self.c
+        c.run_dir.mkdir(parents=True, exist_ok=True)
+        for pattern in ("campaign.sqlite*", "worker-*.log", "worker-*.handles", "stop"):
+            for old in c.run_dir.glob(pattern):
+                old.unlink()
+        if c.backend == "postgresql":
+            self.schema = f"campaign_{self.run_id}"
+
+    def start_remote(self) -> None:
+        mine, theirs = self.ctx.Pipe(duplex=False)
+        self.remote_process = self.ctx.Process(
+            target=serve, args=(theirs, self.c.remote, self.c.faults, self.c.seed), daemon=True
+        )
+        self.remote_process.start()
+        theirs.close()
+        if not mine.poll(30):
+            raise StoreError("the campaign's remote process did not start")
+        self.remote_address, self.remote_authkey = mine.recv()
+        mine.close()
+
+    def remote_client(self) -> RemoteClient:
+        return RemoteClient(
+            self.remote_address, self.remote_authkey, self.c.remote, timeout=self.c.send_timeout
+        )
+
+    def top_up(self, store: Store, minimum: int = 4, batch: int = 8) -> None:
+        """Keep approved drafts coming; every third is edited once before approval."""
+        for target in self.targets:
+            if len(store.drafts(target, status="approved")) >= minimum:
+                continue
+            for n in range(batch):
+                draft = store.create_draft(target, f"post {n} for {target}")
+                if n % 3 == 0:
+                    draft = store.edit_draft(draft.draft_id, f"post {n} for {target} (edited)")
+                store.approve_draft(draft.draft_id)
+
+    # -- workers -----------------------------------------------------------------------------
+    def start_worker(self, index: int, incarnation: int) -> _Worker:
+        c = self.c
+        spec = WorkerSpec(
+            index=index,
+            incarnation=incarnation,
+            store_url=self.store_url(f"w{index}"),
+            remote_address=self.remote_address,
+            remote_authkey=self.remote_authkey,
+            remote_mode=c.remote,
+            targets=tuple(self.targets),
+            lease_seconds=c.lease_seconds,
+            send_timeout=c.send_timeout,
+            kill_probability=c.kill_probability,
+            resume_probability=c.resume_probability,
+            run_dir=c.run_dir.resolve(),
+            seed=c.seed,
+        )
+        mine, theirs = self.ctx.Pipe(duplex=False)
+        process = self.ctx.Process(target=worker_main, args=(spec, theirs), name=spec.name)
+        process.start()
+        theirs.close()
+        return _Worker(spec, process, mine)
+
+    def kill(self, worker: _Worker, why: str) -> None:
+        if worker.killed or worker.process.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.process.pid, signal.SIGKILL)
+        worker.killed = True
+        self.kills[why] += 1
+
+    def on_message(self, worker: _Worker, message: Any) -> None:
+        kind = message[0]
+        if kind == "kill":
+            self.kill(worker, message[1])
+        elif kind == "result":
+            self.outcomes[message[1]] += 1
+        elif kind == "resume":
+            self.resumes[message[1]] += 1
+        elif kind == "store-error":
+            self.worker_store_errors += 1
+
+    def run_workers(self) -> None:
+        c = self.c
+        workers = {i: self.start_worker(i, 0) for i in range(1, c.workers + 1)}
+        incarnations = dict.fromkeys(workers, 0)
+        restart_at: dict[int, float] = {}
+        deadline = time.monotonic() + c.seconds
+        next_random_kill = time.monotonic() + self.rng.expovariate(1 / c.random_kill_every)
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if now >= next_random_kill:
+                alive = [w for w in workers.values() if not w.killed and w.process.is_alive()]
+                if alive:
+                    self.kill(self.rng.choice(alive), "random")
+                next_random_kill = now + self.rng.expovariate(1 / c.random_kill_every)
+            for i, at in list(restart_at.items()):
+                if now >= at:
+                    del restart_at[i]
+                    incarnations[i] += 1
+                    self.restarts += 1
+                    workers[i] = self.start_worker(i, incarnations[i])
+            live = [w for i, w in workers.items() if i not in restart_at]
+            ready = wait([w.report for w in live] + [w.process.sentinel for w in live], 0.05)
+            for w in live:
+                if w.report in ready:
+                    with contextlib.suppress(*_TORN):  # a message torn by a kill
+                        self.on_message(w, w.report.recv())
+                if w.process.sentinel in ready and w.spec.index not in restart_at:
+                    w.process.join()
+                    self.drain(w)
+                    self.check_exit(w)
+                    restart_at[w.spec.index] = time.monotonic() + self.rng.uniform(0.1, 0.6)
+        self.stop_workers([w for i, w in workers.items() if i not in restart_at])
+
+    def drain(self, w: _Worker) -> None:
+        with contextlib.suppress(*_TORN):
+            while w.report.poll():
+                self.on_message(w, w.report.recv())
+        w.report.close()
+
+    def check_exit(self, w: _Worker) -> None:
+        code = w.process.exitcode
+        if w.killed or code == 0:
+            return
+        tail = ""
+        with contextlib.suppress(OSError):
+            tail = w.spec.log_file.read_text(encoding="utf-8", errors="replace")[-2000:]
+        self.unexpected.append(f"{w.spec.name}.{w.spec.incarnation} exited with {code}: {tail}")
+
+    def stop_workers(self, workers: list[_Worker]) -> None:
+        (self.c.run_dir / "stop").touch()
+        end = time.monotonic() + 20
+        for w in workers:
+            w.process.join(max(0.0, end - time.monotonic()))
+            if w.process.is_alive():  # stuck: a failure worth reporting
+                self.unexpected.append(f"{w.spec.name} did not stop within 20 s")
+                self.kill(w, "random")
+                self.kills["random"] -= 1
+                w.process.join()
+            else:
+                self.drain(w)
+                self.check_exit(w)
+
+    # -- the sweeper and the database's own faults -------------------------------------------
+    def guarded(self, body: Any) -> None:
+        """Run a harness thread; anything it did not expect fails the campaign."""
+        try:
+            body()
+        except BaseException as exc:
+            self.unexpected.append(f"{threading.current_thread().name}: {exc!r}")
+
+    def sweeper(self) -> None:
+        store = open_store(self.store_url("sweeper"))
+        remote = self.remote_client()
+        dispatcher = Dispatcher(store, remote, owner="sweeper", lease_seconds=self.c.lease_seconds)
+        try:
+            while not self.stop.wait(self.c.lease_seconds / 4):
+                try:
+                    store.sweep()
+                    dispatcher.reconcile_all()
+                    self.top_up(store)
+                except (StoreError, *_REMOTE_ERRORS):
+                    self.sweeper_errors += 1
+                    time.sleep(0.1)
+        finally:
+            remote.close()
+            store.close()
+
+    def database_faults(self) -> None:
+        """PostgreSQL: terminate worker backends mid-transaction; restart the server once."""
+        import psycopg
+
+        assert self.c.postgres_url is not None and self.schema is not None
+        pattern = f"claimfsm-{self.schema}-w%"
+        restart_at = time.monotonic() + self.c.seconds / 2
+        conn: psycopg.Connection[Any] | None = None
+        next_kill = time.monotonic() + self.c.terminate_every
+        while not self.stop.wait(0.002):
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self.c.postgres_url, autocommit=True, connect_timeout=5)
+                if self.c.restart_command and restart_at and time.monotonic() >= restart_at:
+                    restart_at = 0.0
+                    conn.close()
+                    subprocess.run(self.c.restart_command, check=True, capture_output=True)
+                    self.server_restarts += 1
+                    continue
+                if time.monotonic() < next_kill:
+                    continue
+                rows = conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
+                    " AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
+                    (pattern,),
+                ).fetchall()
+                if rows:
+                    pid = self.rng.choice(rows)[0]
+                    if conn.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone():
+                        self.backends_terminated += 1
+                    next_kill = time.monotonic() + self.c.terminate_every
+            except psycopg.Error:
+                conn = None
+                time.sleep(0.2)
+
+    # -- the end -----------------------------------------------------------------------------
+    def close_out(self, store: Store, remote: RemoteClient) -> None:
+        """Let leases lapse and requests finish, then sweep and reconcile until settled."""
+        time.sleep(self.c.lease_seconds + 0.1)
+        remote.quiet(30)
+        closer = Dispatcher(store, remote, owner="closer", lease_seconds=self.c.lease_seconds)
+        for _ in range(20):
+            try:
+                store.sweep()
+                closer.reconcile_all()
+            except (StoreError, *_REMOTE_ERRORS):
+                time.sleep(0.2)
+                continue
+            open_claims = store.claims(state=State.SENDING) + store.claims(state=State.UNCERTAIN)
+            if not open_claims:
+                return
+            if self.c.remote == "plain" and not store.claims(state=State.SENDING):
+                return  # what is left uncertain has no effect to find: it stays uncertain
+            time.sleep(self.c.lease_seconds + 0.1)  # a retry's lease may need to lapse
+
+    def run(self) -> CampaignReport:
+        started = time.monotonic()
+        self.prepare()
+        self.start_remote()
+        admin = open_store(self.store_url("admin"))
+        threads: list[threading.Thread] = []
+        try:
+            self.top_up(admin, minimum=10, batch=10)
+            threads.append(
+                threading.Thread(target=self.guarded, args=(self.sweeper,), name="sweeper")
+            )
+            if self.c.backend == "postgresql":
+                threads.append(
+                    threading.Thread(
+                        target=self.guarded, args=(self.database_faults,), name="db-faults"
+                    )
+                )
+            for t in threads:
+                t.start()
+            try:
+                self.run_workers()
+            finally:
+                self.stop.set()
+                for t in threads:
+                    t.join()
+            remote = self.remote_client()
+            self.close_out(admin, remote)
+            verdict = judge(admin, remote.log(), self.c.remote, self.targets)
+            remote.close()
+        finally:
+            admin.close()
+            self.remote_process.terminate()
+            self.remote_process.join()
+            if self.schema is not None and not self.c.keep:
+                drop_schema(self.c.postgres_url or "", self.schema)
+        violations = list(verdict.violations)
+        violations += [f"a worker failed: {u}" for u in self.unexpected]
+        if self.c.restart_command and self.c.backend == "postgresql" and not self.server_restarts:
+            violations.append("the PostgreSQL server was not restarted during the run")
+        return CampaignReport(
+            config=self.c,
+            seconds=time.monotonic() - started,
+            kills=dict(self.kills),
+            restarts=self.restarts,
+            resumes=dict(self.resumes),
+            outcomes=dict(self.outcomes),
+            worker_store_errors=self.worker_store_errors,
+            sweeper_errors=self.sweeper_errors,
+            backends_terminated=self.backends_terminated,
+            server_restarts=self.server_restarts,
+            unexpected_exits=self.unexpected,
+            findings=verdict.findings,
+            violations=violations,
+        )
+
+
+def drop_schema(database_url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def local_restart_command() -> tuple[str, ...] | None:
+    """The command that restarts this machine's PostgreSQL cluster (Debian), if there is one."""
+    versions = (
+        sorted(Path("/etc/postgresql").glob("*/main")) if Path("/etc/postgresql").is_dir() else []
+    )
+    if not versions or shutil.which("pg_ctlcluster") is None:
+        return None
+    version = versions[-1].parent.name
+    return ("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart")
+
+
+def run_campaign(config: CampaignConfig) -> CampaignReport:
+    """Run one campaign and judge it. Raises ``InvalidArgument`` for a bad configuration."""
+    return _Campaign(config).run()

@@ -1,0 +1,177 @@
+"""After a campaign: what the store and the remote's log say, and which promises held."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from claimfsm.campaign._remote import Request
+from claimfsm.spec import State
+from claimfsm.store import Store, claim_fields, replay
+
+
+@dataclass
+class Findings:
+    """Figures read back from the store's history and the remote's log."""
+
+    # what the remote saw
+    requests: int = 0
+    effects: int = 0
+    fenced: int = 0
+    deduplicated: int = 0
+    lost_requests: int = 0
+    lost_acks: int = 0
+    overlapping_sends: int = 0  # pairs of requests of two epochs of one target in flight at once
+    same_epoch_overlaps: int = 0  # a same-key retry while its epoch's earlier request was in flight
+    duplicate_effects: int = 0  # effects beyond the first for one draft
+    # what the store says
+    drafts: int = 0
+    dispatched: int = 0
+    epochs: int = 0
+    sends_begun: int = 0
+    confirmed: int = 0
+    uncertain: int = 0
+    reconciled_present: int = 0
+    reconciled_absent: int = 0
+    retried: int = 0
+    expired: int = 0
+    released: int = 0
+    discarded: int = 0
+    left_sending: int = 0
+    left_uncertain: int = 0
+    left_uncertain_without_effect: int = 0
+    missing_epochs: int = 0
+    reused_epochs: int = 0
+    history_mismatches: int = 0  # targets whose history does not replay to the current row
+    # the store and the remote against each other
+    confirmed_without_effect: int = 0
+    absent_but_landed: int = 0  # reconciled absent, yet an effect of that epoch exists
+    effects_unaccounted: int = 0  # an effect whose draft is neither dispatched nor uncertain
+    uncertain_that_landed: int = 0  # uncertain attempts whose effect readback found
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Verdict:
+    findings: Findings
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def overlaps(requests: list[Request]) -> tuple[int, int]:
+    """(pairs of different epochs, pairs of one epoch) of one target in flight at once."""
+    by_target: dict[str, list[Request]] = defaultdict(list)
+    for r in requests:
+        if r.admitted and r.ended > r.started:
+            by_target[r.target_id].append(r)
+    cross = same = 0
+    for reqs in by_target.values():
+        reqs.sort(key=lambda r: r.started)
+        for i, a in enumerate(reqs):
+            for b in reqs[i + 1 :]:
+                if b.started >= a.ended:
+                    break  # sorted by start: no later request overlaps a either
+                if a.epoch == b.epoch:
+                    same += 1
+                else:
+                    cross += 1
+    return cross, same
+
+
+def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Verdict:
+    f = Findings()
+    f.requests = len(log)
+    results = Counter(r.result for r in log)
+    f.fenced = results["fenced"]
+    f.deduplicated = results["deduplicated"]
+    f.lost_requests = results["lost-request"]
+    f.lost_acks = results["lost-ack"]
+    landed = [r for r in log if r.took_effect]
+    f.effects = len(landed)
+    f.overlapping_sends, f.same_epoch_overlaps = overlaps(log)
+    per_draft = Counter(r.draft_id for r in landed)
+    f.duplicate_effects = sum(n - 1 for n in per_draft.values() if n > 1)
+    landed_keys = {(r.target_id, r.idempotency_key) for r in landed}
+    landed_epochs = {(r.target_id, r.epoch) for r in landed}
+
+    history = store.history()
+    claims = {c.target_id: c for c in store.claims()}
+    acquired: dict[str, list[int]] = defaultdict(list)
+    for e in history:
+        if e.event == "acquire":
+            acquired[e.target_id].append(e.epoch)
+        elif e.event == "begin_send":
+            f.sends_begun += 1
+        elif e.event == "retry":
+            f.retried += 1
+        elif e.event == "discard":
+            f.discarded += 1
+        if e.event == "discard" or e.from_state == e.to_state:
+            continue
+        if e.to_state == State.CONFIRMED:
+            f.confirmed += 1
+            f.confirmed_without_effect += (e.target_id, e.idempotency_key) not in landed_keys
+        elif e.to_state == State.UNCERTAIN:
+            f.uncertain += 1
+        elif e.to_state == State.EXPIRED:
+            f.expired += 1
+        elif e.to_state == State.RELEASED:
+            f.released += 1
+        elif e.to_state == State.RECONCILED and e.outcome == "present":
+            f.reconciled_present += 1
+        elif e.to_state == State.RECONCILED:
+            f.reconciled_absent += 1
+            f.absent_but_landed += (e.target_id, e.epoch) in landed_epochs
+    f.uncertain_that_landed = f.reconciled_present
+    for epochs in acquired.values():
+        f.epochs += len(epochs)
+        f.reused_epochs += len(epochs) - len(set(epochs))
+        f.missing_epochs += max(epochs) - len(set(epochs))
+    replayed = replay(history)
+    f.history_mismatches = sum(replayed.get(t) != claim_fields(c) for t, c in claims.items()) + len(
+        set(replayed) - set(claims)
+    )
+    f.left_sending = sum(c.state == State.SENDING for c in claims.values())
+    stuck = [c for c in claims.values() if c.state == State.UNCERTAIN]
+    f.left_uncertain = len(stuck)
+    f.left_uncertain_without_effect = sum(
+        (c.target_id, c.idempotency_key) not in landed_keys for c in stuck
+    )
+    pinned_uncertain = {c.draft_id for c in stuck}
+    dispatched: set[int] = set()
+    for t in targets:
+        drafts = store.drafts(t)
+        f.drafts += len(drafts)
+        dispatched |= {d.draft_id for d in drafts if d.status == "dispatched"}
+    f.dispatched = len(dispatched)
+    f.effects_unaccounted = sum(
+        d not in dispatched and d not in pinned_uncertain for d in per_draft
+    )
+
+    v: list[str] = []
+
+    def must_be_zero(name: str, value: int, why: str) -> None:
+        if value:
+            v.append(f"{value} {name}: {why}")
+
+    must_be_zero("overlapping sends", f.overlapping_sends, "two epochs of one target in flight")
+    if mode in ("fencing", "dedup"):
+        must_be_zero("duplicate effects", f.duplicate_effects, f"against a {mode} remote")
+    must_be_zero("claims left in sending", f.left_sending, "after the closing sweep")
+    must_be_zero("missing epochs", f.missing_epochs, "epochs must count up by one")
+    must_be_zero("reused epochs", f.reused_epochs, "an epoch was acquired twice")
+    must_be_zero("targets whose history does not replay", f.history_mismatches, "see history")
+    must_be_zero("confirmed epochs without an effect", f.confirmed_without_effect, "at the remote")
+    must_be_zero("epochs reconciled absent whose effect landed", f.absent_but_landed, "fence")
+    must_be_zero(
+        "effects the store does not account for", f.effects_unaccounted, "draft not dispatched"
+    )
+    if mode != "plain":
+        must_be_zero("claims left uncertain", f.left_uncertain, "readback must resolve them")
+    return Verdict(f, v)

@@ -1,0 +1,178 @@
+"""One campaign worker process: dispatch through ``Dispatcher`` until told to stop or killed.
+
+A worker saves each handle it acquires (target, epoch, token) to its own handle file, as
+a real worker would to resume after a restart. At the moments the campaign targets it asks
+the harness to kill it and waits: the harness sends SIGKILL, so the process dies exactly
+there. A restarted worker may resume its last saved handle, which by then is usually stale.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from claimfsm.campaign._remote import RemoteClient
+from claimfsm.errors import ClaimFSMError, StaleClaim, StoreError
+from claimfsm.service import Dispatcher, RemoteMode, SendRequest
+from claimfsm.spec import State
+from claimfsm.store import Claim, Store, open_store
+
+#: The moments a worker can be killed on purpose, in dispatch order.
+KILL_POINTS = ("after-acquire", "after-begin-send", "during-call", "after-ack")
+_STEP_TO_POINT = {"acquired": "after-acquire", "sending": "after-begin-send", "sent": "after-ack"}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    index: int
+    incarnation: int  # 0 for the first start, +1 per restart
+    store_url: str
+    remote_address: tuple[str, int]
+    remote_authkey: bytes
+    remote_mode: RemoteMode
+    targets: tuple[str, ...]
+    lease_seconds: float
+    send_timeout: float
+    kill_probability: float  # per dispatch, at each of KILL_POINTS
+    resume_probability: float  # on restart: resume the last saved handle
+    run_dir: Path
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"worker-{self.index}"
+
+    @property
+    def handle_file(self) -> Path:
+        return self.run_dir / f"{self.name}.handles"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / f"{self.name}.log"
+
+    @property
+    def stop_file(self) -> Path:
+        return self.run_dir / "stop"
+
+
+def worker_main(spec: WorkerSpec, report: Connection) -> None:
+    """The process entry point (``multiprocessing``, spawn)."""
+    logging.basicConfig(
+        filename=spec.log_file,
+        level=logging.INFO,
+        format=f"%(asctime)s {spec.name}.{spec.incarnation} %(levelname)s %(message)s",
+    )
+    log = logging.getLogger("claimfsm.campaign.worker")
+    rng = random.Random(spec.seed * 7919 + spec.index * 131 + spec.incarnation)
+
+    def kill_me(point: str) -> None:
+        log.info("asking to be killed at %s", point)
+        report.send(("kill", point))
+        time.sleep(60)  # the harness sends SIGKILL now
+        os._exit(3)  # pragma: no cover - the harness is gone
+
+    def during_call(request: SendRequest) -> None:
+        if rng.random() < spec.kill_probability:
+            kill_me("during-call")
+
+    def on_step(step: str, claim: Claim) -> None:
+        if step == "acquired":
+            _save_handle(spec.handle_file, claim)
+            log.info("acquired %r", claim)
+        point = _STEP_TO_POINT.get(step)
+        if point is not None and rng.random() < spec.kill_probability:
+            kill_me(point)
+
+    try:
+        store = open_store(spec.store_url)
+    except StoreError as exc:  # e.g. the PostgreSQL server is restarting: exit, be restarted
+        log.warning("cannot open the store: %s", exc)
+        report.send(("store-error", "open"))
+        return
+    remote = RemoteClient(
+        spec.remote_address,
+        spec.remote_authkey,
+        spec.remote_mode,
+        timeout=spec.send_timeout,
+        during_call=during_call,
+    )
+    dispatcher = Dispatcher(
+        store, remote, owner=spec.name, lease_seconds=spec.lease_seconds, on_step=on_step
+    )
+    if spec.incarnation > 0 and rng.random() < spec.resume_probability:
+        report.send(("resume", _resume(dispatcher, spec.handle_file, log)))
+    try:
+        while not spec.stop_file.exists():
+            target = rng.choice(spec.targets)
+            try:
+                result = dispatcher.dispatch_next(target)
+            except StoreError as exc:  # the database went away mid-dispatch: the lease decides
+                log.warning("store error while dispatching %s: %s", target, exc)
+                report.send(("store-error", "dispatch"))
+                time.sleep(rng.uniform(0.05, 0.2))
+                continue
+            log.info("dispatch %s: %s %r", target, result.outcome, result.claim)
+            report.send(("result", result.outcome))
+            if result.outcome in ("busy", "idle"):
+                time.sleep(rng.uniform(0.005, 0.02))
+    finally:
+        remote.close()
+        store.close()
+
+
+def _save_handle(path: Path, claim: Claim) -> None:
+    """Append the handle a restarted worker needs; the file is private to this worker."""
+    line = json.dumps({"target": claim.target_id, "epoch": claim.epoch, "token": claim.token})
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def _last_handle(path: Path) -> dict[str, object] | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):  # the last line may be torn by the kill
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return None
+
+
+def _resume(dispatcher: Dispatcher, path: Path, log: logging.Logger) -> str:
+    """Carry on with the saved handle, as a restarted worker would. Returns what happened."""
+    saved = _last_handle(path)
+    if saved is None:
+        return "nothing-saved"
+    store: Store = dispatcher.store
+    try:
+        claim = store.resume(str(saved["target"]), int(saved["epoch"]), str(saved["token"]))  # type: ignore[call-overload]
+    except StaleClaim as exc:
+        log.info("saved handle is stale: %s", exc)
+        return "stale (discard recorded)"
+    except ClaimFSMError as exc:
+        log.info("cannot resume: %s", exc)
+        return f"refused ({type(exc).__name__})"
+    log.info("resumed %r", claim)
+    try:
+        if claim.state == State.RESERVED:
+            outcome = dispatcher.send(claim).outcome  # nothing was sent yet: carry on
+            return f"continued ({outcome})"
+        if claim.state == State.SENDING:
+            # We may or may not have sent before dying: only readback can tell.
+            claim.mark_uncertain("worker restarted; the send may have happened")
+            return "marked uncertain"
+    except ClaimFSMError as exc:
+        log.info("resumed claim refused: %s", exc)
+        return f"refused ({type(exc).__name__})"
+    return f"already {claim.state}"
