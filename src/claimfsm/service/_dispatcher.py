@@ -101,13 +101,16 @@ class Dispatcher:
             reason = f"{type(exc).__name__}: {exc}"[:500]
             try:
                 claim.mark_uncertain(reason)
-            except Refused as refused:  # swept to uncertain meanwhile, or superseded
-                return DispatchResult("uncertain", claim, f"{reason}; {refused}")
+            except (Refused, IllegalTransition) as moved_on:
+                # This worker stalled past its lease: the epoch was swept to uncertain, and
+                # perhaps reconciled or superseded since. Readback settles (or settled) it.
+                return DispatchResult("uncertain", claim, f"{reason}; {moved_on}")
             return DispatchResult("uncertain", claim, reason)
         self._step("sent", claim)
         try:
             claim.confirm()
-        except Refused as exc:  # the lease lapsed into uncertain first: readback will settle it
+        except (Refused, IllegalTransition) as exc:
+            # The lease lapsed into uncertain first (and readback may have reconciled it).
             return DispatchResult("uncertain", claim, str(exc))
         return DispatchResult("confirmed", claim)
 
