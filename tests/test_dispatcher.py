@@ -19,7 +19,7 @@ def stall_then(store: Store, clock: FakeClock, remote: SimulatedRemote, resolve:
         if step != resolve.split(":")[0]:
             return
         clock.advance(60)
-        store.sweep()  # sending -> uncertain
+        store.sweep()  # sending -> uncertain, reserved -> expired
         how = resolve.split(":")[1]
         if how == "absent":
             remote.fence(claim.target_id, claim.epoch)
@@ -37,6 +37,7 @@ def stall_then(store: Store, clock: FakeClock, remote: SimulatedRemote, resolve:
         ("sending:none", "uncertain"),  # woke before the call, epoch still uncertain
         ("sent:present", "reconciled"),  # woke before confirm, already reconciled present
         ("sent:none", "uncertain"),  # woke before confirm, epoch uncertain
+        ("acquired:none", "expired"),  # woke before begin_send: the reservation expired
     ],
 )
 def test_a_worker_that_stalled_past_its_lease_gets_a_result_not_an_error(
@@ -53,7 +54,7 @@ def test_a_worker_that_stalled_past_its_lease_gets_a_result_not_an_error(
         on_step=stall_then(store, backend.clock, remote, resolve),
     )
     result = dispatcher.dispatch_next("acct")
-    assert result.outcome == "uncertain", result
+    assert result.outcome == ("lost" if state == "expired" else "uncertain"), result
     info = store.get_claim("acct")
     assert info is not None and info.state == state
     if resolve == "sending:absent":
