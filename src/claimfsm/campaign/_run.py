@@ -57,6 +57,8 @@ class CampaignConfig:
     send_timeout: float = 0.4  # well under the lease: a late reply is an ambiguous send
     kill_probability: float = 0.03  # per dispatch, at each of the three chosen moments
     random_kill_every: float = 1.5  # seconds between SIGKILLs at a random moment
+    pause_probability: float = 0.02  # per dispatch: stall (SIGSTOP) before the call or confirm
+    pause_seconds: tuple[float, float] = (1.5, 3.0)  # in leases: woken after the lease lapsed
     resume_probability: float = 0.5  # a restarted worker resumes its last saved handle
     terminate_every: float = 0.7  # PostgreSQL: seconds between pg_terminate_backend calls
     restart_command: tuple[str, ...] | None = None  # PostgreSQL: restarts the server once
@@ -84,6 +86,7 @@ class CampaignReport:
     config: CampaignConfig
     seconds: float
     kills: dict[str, int]  # by moment: after-begin-send, during-call, after-ack, random
+    pauses: dict[str, int]  # stalls past the lease, by moment: after-begin-send, after-ack
     restarts: int
     resumes: dict[str, int]  # current, stale, refused, nothing-saved, current-then-refused
     outcomes: dict[str, int]  # what dispatch_next returned in the workers
@@ -109,6 +112,7 @@ class CampaignReport:
             "seed": c.seed,
             "seconds": round(self.seconds, 1),
             "kills": self.kills,
+            "pauses": self.pauses,
             "restarts": self.restarts,
             "resumes": self.resumes,
             "outcomes": self.outcomes,
@@ -140,6 +144,9 @@ class _Campaign:
         self.run_id = secrets.token_hex(4)
         self.targets = [f"target-{i + 1}" for i in range(config.targets)]
         self.kills: Counter[str] = Counter({p: 0 for p in (*KILL_POINTS, "random")})
+        self.pauses: Counter[str] = Counter()
+        self.wake_at: dict[int, float] = {}  # pid -> when to send SIGCONT
+        self.forced_pending: set[int] = set()  # workers yet to reach their planned moment
         self.resumes: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
         self.restarts = 0
@@ -213,28 +220,50 @@ class _Campaign:
             lease_seconds=c.lease_seconds,
             send_timeout=c.send_timeout,
             kill_probability=c.kill_probability,
+            pause_probability=c.pause_probability,
+            forced=self.planned(index, incarnation),
             resume_probability=c.resume_probability,
             run_dir=c.run_dir.resolve(),
             seed=c.seed,
         )
+        if spec.forced is not None:
+            self.forced_pending.add(index)
         mine, theirs = self.ctx.Pipe(duplex=False)
         process = self.ctx.Process(target=worker_main, args=(spec, theirs), name=spec.name)
         process.start()
         theirs.close()
         return _Worker(spec, process, mine)
 
+    def planned(self, index: int, incarnation: int) -> tuple[str, str] | None:
+        """Every moment gets at least one kill and a stall whatever the dice say: the first
+        incarnation of worker i is killed at moment i; worker 1 then stalls before a call."""
+        if incarnation == 0 and index <= len(KILL_POINTS):
+            return ("kill", KILL_POINTS[index - 1])
+        if incarnation == 1 and index == 1 and self.c.pause_probability > 0:
+            return ("pause", "after-begin-send")
+        return None
+
     def kill(self, worker: _Worker, why: str) -> None:
         if worker.killed or worker.process.pid is None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.process.pid, signal.SIGKILL)
+        self.wake_at.pop(worker.process.pid, None)
         worker.killed = True
         self.kills[why] += 1
 
     def on_message(self, worker: _Worker, message: Any) -> None:
         kind = message[0]
+        if kind in ("kill", "paused"):
+            self.forced_pending.discard(worker.spec.index)
         if kind == "kill":
             self.kill(worker, message[1])
+        elif kind == "paused" and worker.process.pid is not None:
+            self.pauses[message[1]] += 1
+            lo, hi = self.c.pause_seconds
+            self.wake_at[worker.process.pid] = time.monotonic() + self.c.lease_seconds * (
+                self.rng.uniform(lo, hi)
+            )
         elif kind == "result":
             self.outcomes[message[1]] += 1
         elif kind == "resume":
@@ -252,10 +281,18 @@ class _Campaign:
         while time.monotonic() < deadline:
             now = time.monotonic()
             if now >= next_random_kill:
-                alive = [w for w in workers.values() if not w.killed and w.process.is_alive()]
+                alive = [  # a stalled worker is left to wake up late: that is its test
+                    w
+                    for w in workers.values()
+                    if not w.killed
+                    and w.process.is_alive()
+                    and w.process.pid not in self.wake_at
+                    and w.spec.index not in self.forced_pending
+                ]
                 if alive:
                     self.kill(self.rng.choice(alive), "random")
                 next_random_kill = now + self.rng.expovariate(1 / c.random_kill_every)
+            self.wake_up(now)
             for i, at in list(restart_at.items()):
                 if now >= at:
                     del restart_at[i]
@@ -272,8 +309,16 @@ class _Campaign:
                     w.process.join()
                     self.drain(w)
                     self.check_exit(w)
+                    self.forced_pending.discard(w.spec.index)
                     restart_at[w.spec.index] = time.monotonic() + self.rng.uniform(0.1, 0.6)
         self.stop_workers([w for i, w in workers.items() if i not in restart_at])
+
+    def wake_up(self, now: float) -> None:
+        for pid, at in list(self.wake_at.items()):
+            if now >= at:
+                del self.wake_at[pid]
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def drain(self, w: _Worker) -> None:
         with contextlib.suppress(*_TORN):
@@ -292,15 +337,24 @@ class _Campaign:
 
     def stop_workers(self, workers: list[_Worker]) -> None:
         (self.c.run_dir / "stop").touch()
+        self.wake_at.clear()
         end = time.monotonic() + 20
+        while time.monotonic() < end and any(w.process.is_alive() for w in workers):
+            # Stalled workers wake up late, now. Again and again: one may be between
+            # announcing its stall and stopping itself.
+            for w in workers:
+                if w.process.is_alive() and w.process.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(w.process.pid, signal.SIGCONT)
+            wait([w.process.sentinel for w in workers if w.process.is_alive()], 0.2)
         for w in workers:
-            w.process.join(max(0.0, end - time.monotonic()))
             if w.process.is_alive():  # stuck: a failure worth reporting
                 self.unexpected.append(f"{w.spec.name} did not stop within 20 s")
                 self.kill(w, "random")
                 self.kills["random"] -= 1
                 w.process.join()
             else:
+                w.process.join()
                 self.drain(w)
                 self.check_exit(w)
 
@@ -427,6 +481,7 @@ class _Campaign:
             config=self.c,
             seconds=time.monotonic() - started,
             kills=dict(self.kills),
+            pauses=dict(self.pauses),
             restarts=self.restarts,
             resumes=dict(self.resumes),
             outcomes=dict(self.outcomes),

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -25,6 +26,9 @@ from claimfsm.store import Claim, Store, open_store
 
 #: The moments a worker can be killed on purpose, in dispatch order.
 KILL_POINTS = ("after-acquire", "after-begin-send", "during-call", "after-ack")
+#: Where a worker can stall (SIGSTOP, as in a long GC pause or a swapped-out VM) and wake
+#: up after its lease lapsed: before its remote call, and before its confirm.
+PAUSE_POINTS = ("after-begin-send", "after-ack")
 _STEP_TO_POINT = {"acquired": "after-acquire", "sending": "after-begin-send", "sent": "after-ack"}
 
 
@@ -40,6 +44,8 @@ class WorkerSpec:
     lease_seconds: float
     send_timeout: float
     kill_probability: float  # per dispatch, at each of KILL_POINTS
+    pause_probability: float  # per dispatch, at each of PAUSE_POINTS: stop, woken up late
+    forced: tuple[str, str] | None  # ("kill" or "pause", point): done the first time it is reached
     resume_probability: float  # on restart: resume the last saved handle
     run_dir: Path
     seed: int
@@ -63,6 +69,14 @@ class WorkerSpec:
 
 def worker_main(spec: WorkerSpec, report: Connection) -> None:
     """The process entry point (``multiprocessing``, spawn)."""
+    try:
+        _work(spec, report)
+    except BaseException:
+        logging.getLogger("claimfsm.campaign.worker").exception("worker failed")
+        raise
+
+
+def _work(spec: WorkerSpec, report: Connection) -> None:
     logging.basicConfig(
         filename=spec.log_file,
         level=logging.INFO,
@@ -77,17 +91,35 @@ def worker_main(spec: WorkerSpec, report: Connection) -> None:
         time.sleep(60)  # the harness sends SIGKILL now
         os._exit(3)  # pragma: no cover - the harness is gone
 
+    def pause_me(point: str) -> None:
+        log.info("stalling at %s", point)
+        report.send(("paused", point))
+        os.kill(os.getpid(), signal.SIGSTOP)  # the harness sends SIGCONT after the lease lapsed
+        log.info("woke up at %s; carrying on with the handle", point)
+
     def during_call(request: SendRequest) -> None:
-        if rng.random() < spec.kill_probability:
-            kill_me("during-call")
+        at("during-call")
 
     def on_step(step: str, claim: Claim) -> None:
         if step == "acquired":
             _save_handle(spec.handle_file, claim)
             log.info("acquired %r", claim)
         point = _STEP_TO_POINT.get(step)
-        if point is not None and rng.random() < spec.kill_probability:
+        if point is not None:
+            at(point)
+
+    forced = [spec.forced] if spec.forced else []
+
+    def at(point: str) -> None:
+        """A moment of the dispatch: the planned action, then the random ones."""
+        if forced and forced[0][1] == point:
+            action, _ = forced.pop()
+            (kill_me if action == "kill" else pause_me)(point)
+            return
+        if rng.random() < spec.kill_probability:
             kill_me(point)
+        if point in PAUSE_POINTS and rng.random() < spec.pause_probability:
+            pause_me(point)
 
     try:
         store = open_store(spec.store_url)
