@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams campaign campaign-long clean
+.PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams campaign campaign-long campaign-dedup-stalls clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,9 +52,12 @@ campaign: $(BIN)/.installed  ## a short crash and fault campaign: worker process
 campaign-long: $(BIN)/.installed  ## the long campaigns RELIABILITY.md quotes (PostgreSQL: restarts the local server)
 	$(BIN)/claimfsm campaign --backend sqlite --remote fencing --seconds 180 --dir campaign/sqlite-fencing
 	$(BIN)/claimfsm campaign --backend postgresql --remote fencing --seconds 180 --dir campaign/postgresql-fencing
-	$(BIN)/claimfsm campaign --backend sqlite --remote dedup --seconds 60 --dir campaign/sqlite-dedup
-	$(BIN)/claimfsm campaign --backend postgresql --remote dedup --seconds 60 --dir campaign/postgresql-dedup
+	$(BIN)/claimfsm campaign --backend sqlite --remote dedup --stall-probability 0 --seconds 60 --dir campaign/sqlite-dedup
+	$(BIN)/claimfsm campaign --backend postgresql --remote dedup --stall-probability 0 --seconds 60 --dir campaign/postgresql-dedup
 	$(BIN)/claimfsm campaign --backend sqlite --remote plain --targets 16 --seconds 60 --dir campaign/sqlite-plain
+
+campaign-dedup-stalls: $(BIN)/.installed  ## the finding: with stalled workers a deduping remote sees overlaps (exit 1 expected)
+	-$(BIN)/claimfsm campaign --backend sqlite --remote dedup --seconds 60 --dir campaign/sqlite-dedup-stalls
 
 clean:
 	rm -rf $(VENV) build dist campaign .pytest_cache .mypy_cache .ruff_cache .hypothesis

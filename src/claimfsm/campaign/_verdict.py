@@ -24,6 +24,7 @@ class Findings:
     lost_acks: int = 0
     overlapping_sends: int = 0  # pairs of requests of two epochs of one target in flight at once
     same_epoch_overlaps: int = 0  # a same-key retry while its epoch's earlier request was in flight
+    overlap_examples: list[str] = field(default_factory=list)  # the first few, for the report
     duplicate_effects: int = 0  # effects beyond the first for one draft
     # what the store says
     drafts: int = 0
@@ -64,24 +65,28 @@ class Verdict:
         return not self.violations
 
 
-def overlaps(requests: list[Request]) -> tuple[int, int]:
-    """(pairs of different epochs, pairs of one epoch) of one target in flight at once."""
+def overlapping_pairs(requests: list[Request]) -> list[tuple[Request, Request]]:
+    """Pairs of requests for one target that were in flight at the same time at the remote."""
     by_target: dict[str, list[Request]] = defaultdict(list)
     for r in requests:
         if r.admitted and r.ended > r.started:
             by_target[r.target_id].append(r)
-    cross = same = 0
+    pairs = []
     for reqs in by_target.values():
         reqs.sort(key=lambda r: r.started)
         for i, a in enumerate(reqs):
             for b in reqs[i + 1 :]:
                 if b.started >= a.ended:
                     break  # sorted by start: no later request overlaps a either
-                if a.epoch == b.epoch:
-                    same += 1
-                else:
-                    cross += 1
-    return cross, same
+                pairs.append((a, b))
+    return pairs
+
+
+def overlaps(requests: list[Request]) -> tuple[int, int]:
+    """(pairs of different epochs, pairs of one epoch) of one target in flight at once."""
+    pairs = overlapping_pairs(requests)
+    cross = sum(a.epoch != b.epoch for a, b in pairs)
+    return cross, len(pairs) - cross
 
 
 def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Verdict:
@@ -95,6 +100,12 @@ def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Ve
     landed = [r for r in log if r.took_effect]
     f.effects = len(landed)
     f.overlapping_sends, f.same_epoch_overlaps = overlaps(log)
+    f.overlap_examples = [
+        f"{a.target_id}: epoch {a.epoch} ({a.result}, {1000 * (a.ended - a.started):.0f} ms)"
+        f" overlapped epoch {b.epoch} ({b.result}) by {1000 * (a.ended - b.started):.0f} ms"
+        for a, b in overlapping_pairs(log)
+        if a.epoch != b.epoch
+    ][:5]
     per_draft = Counter(r.draft_id for r in landed)
     f.duplicate_effects = sum(n - 1 for n in per_draft.values() if n > 1)
     landed_keys = {(r.target_id, r.idempotency_key) for r in landed}
@@ -160,7 +171,13 @@ def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Ve
         if value:
             v.append(f"{value} {name}: {why}")
 
-    must_be_zero("overlapping sends", f.overlapping_sends, "two epochs of one target in flight")
+    why = "two epochs of one target in flight"
+    if mode == "dedup":
+        why += (
+            " (a deduping remote does not refuse a stalled worker's late request as a fencing"
+            " one does; see RELIABILITY.md)"
+        )
+    must_be_zero("overlapping sends", f.overlapping_sends, why)
     if mode in ("fencing", "dedup"):
         must_be_zero("duplicate effects", f.duplicate_effects, f"against a {mode} remote")
     must_be_zero("claims left in sending", f.left_sending, "after the closing sweep")

@@ -58,6 +58,14 @@ from claimfsm.cli._main import Seconds, _library_errors, main
     show_default=True,
     help="PostgreSQL: restart the local server once, mid-run (pg_ctlcluster; needs root).",
 )
+@click.option(
+    "--stall-probability",
+    type=click.FloatRange(0, 1),
+    default=0.02,
+    show_default=True,
+    help="Per dispatch: a worker stalls (SIGSTOP) before its call or its confirm and wakes"
+    " after its lease lapsed.",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def campaign(
@@ -69,6 +77,7 @@ def campaign(
     run_dir: Path,
     pg_url: str | None,
     restart_server: bool,
+    stall_probability: float,
     seed: int,
     as_json: bool,
 ) -> None:
@@ -95,6 +104,7 @@ def campaign(
         targets=targets,
         seconds=seconds,
         restart_command=restart,
+        pause_probability=stall_probability,
         seed=seed,
     )
     with _library_errors():
@@ -122,6 +132,12 @@ def print_report(r: CampaignReport) -> None:
         ("epochs / sends begun", f"{f.epochs} / {f.sends_begun}"),
         (f"SIGKILLs ({kills})", sum(r.kills.values())),
         ("restarts", r.restarts),
+        (
+            "stalls past the lease ("
+            + (", ".join(f"{k} {v}" for k, v in sorted(r.pauses.items())) or "none")
+            + ")",
+            sum(r.pauses.values()),
+        ),
         (f"  restarted with the saved handle: {resumes}", sum(r.resumes.values())),
     ]
     if c.backend == "postgresql":
@@ -163,6 +179,8 @@ def print_report(r: CampaignReport) -> None:
             f" readback, not re-sent); {f.left_uncertain} stay uncertain because a plain remote"
             " cannot prove an effect absent."
         )
+    for example in f.overlap_examples:
+        console.print(f"overlap: {example}")
     if r.ok:
         console.print("[green]every promise held[/green]")
     for v in r.violations:
