@@ -4,13 +4,10 @@ then prove from the store's history and the remote's own log that nothing was lo
 ``run_campaign(CampaignConfig(...))`` or ``claimfsm campaign``. See RELIABILITY.md.
 """
 
+from claimfsm.campaign._config import CampaignConfig, CampaignReport
+from claimfsm.campaign._database import local_restart_command
 from claimfsm.campaign._remote import RemoteClient, RemoteFaults, Request
-from claimfsm.campaign._run import (
-    CampaignConfig,
-    CampaignReport,
-    local_restart_command,
-    run_campaign,
-)
+from claimfsm.campaign._run import run_campaign
 from claimfsm.campaign._verdict import Findings, Verdict, judge, overlaps
 
 __all__ = [

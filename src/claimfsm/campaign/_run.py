@@ -18,113 +18,28 @@ import os
 import pickle
 import random
 import secrets
-import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from claimfsm.campaign._remote import RemoteClient, RemoteFaults, serve
-from claimfsm.campaign._verdict import Findings, judge
+from claimfsm.campaign._config import CampaignConfig, CampaignReport
+from claimfsm.campaign._database import DatabaseFaults, drop_schema
+from claimfsm.campaign._remote import RemoteClient, serve
+from claimfsm.campaign._verdict import judge
 from claimfsm.campaign._worker import KILL_POINTS, WorkerSpec, worker_main
-from claimfsm.errors import InvalidArgument, StoreError
-from claimfsm.service import Dispatcher, RemoteMode, SendAmbiguous, SendRejected
+from claimfsm.errors import StoreError
+from claimfsm.service import Dispatcher, SendAmbiguous, SendRejected
 from claimfsm.spec import State
 from claimfsm.store import Store, open_store
 
-Backend = Literal["sqlite", "postgresql"]
 #: What reading a pipe can raise when its writer was killed mid-message.
 _TORN = (EOFError, OSError, ValueError, TypeError, AttributeError, pickle.UnpicklingError)
 _REMOTE_ERRORS = (ConnectionError, TimeoutError, SendAmbiguous, SendRejected)
-
-
-@dataclass(frozen=True)
-class CampaignConfig:
-    backend: Backend = "sqlite"
-    remote: RemoteMode = "fencing"
-    run_dir: Path = Path("campaign")
-    postgres_url: str | None = None  # a database; the campaign makes and drops its own schema
-    workers: int = 4
-    targets: int = 4
-    seconds: float = 10.0
-    lease_seconds: float = 1.0
-    send_timeout: float = 0.4  # well under the lease: a late reply is an ambiguous send
-    kill_probability: float = 0.03  # per dispatch, at each of the three chosen moments
-    random_kill_every: float = 1.5  # seconds between SIGKILLs at a random moment
-    pause_probability: float = 0.02  # per dispatch: stall (SIGSTOP) before the call or confirm
-    pause_seconds: tuple[float, float] = (1.5, 3.0)  # in leases: woken after the lease lapsed
-    resume_probability: float = 0.5  # a restarted worker resumes its last saved handle
-    terminate_every: float = 0.7  # PostgreSQL: seconds between pg_terminate_backend calls
-    restart_command: tuple[str, ...] | None = None  # PostgreSQL: restarts the server once
-    faults: RemoteFaults = field(default_factory=RemoteFaults)
-    seed: int = 1
-    keep: bool = False  # keep the PostgreSQL schema afterwards
-
-    def check(self) -> None:
-        if self.backend not in ("sqlite", "postgresql"):
-            raise InvalidArgument(f"backend must be sqlite or postgresql, not {self.backend!r}")
-        if self.remote not in ("plain", "fencing", "dedup"):
-            raise InvalidArgument(f"remote must be plain, fencing or dedup, not {self.remote!r}")
-        if self.backend == "postgresql" and not self.postgres_url:
-            raise InvalidArgument("a PostgreSQL campaign needs postgres_url (a database URL)")
-        if not 1 <= self.workers <= 32 or not 1 <= self.targets <= 1000:
-            raise InvalidArgument("workers must be 1 to 32 and targets 1 to 1000")
-        if not 0 < self.seconds <= 24 * 3600:
-            raise InvalidArgument("seconds must be above 0 and at most a day")
-        if self.send_timeout >= self.lease_seconds:
-            raise InvalidArgument("send_timeout must be shorter than lease_seconds")
-
-
-@dataclass
-class CampaignReport:
-    config: CampaignConfig
-    seconds: float
-    kills: dict[str, int]  # by moment: after-begin-send, during-call, after-ack, random
-    pauses: dict[str, int]  # stalls past the lease, by moment: after-begin-send, after-ack
-    restarts: int
-    resumes: dict[str, int]  # current, stale, refused, nothing-saved, current-then-refused
-    outcomes: dict[str, int]  # what dispatch_next returned in the workers
-    worker_store_errors: int
-    sweeper_errors: int
-    backends_terminated: int
-    server_restarts: int
-    unexpected_exits: list[str]
-    findings: Findings
-    violations: list[str]
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def as_dict(self) -> dict[str, Any]:
-        c = self.config
-        return {
-            "backend": c.backend,
-            "remote": c.remote,
-            "workers": c.workers,
-            "targets": c.targets,
-            "seed": c.seed,
-            "seconds": round(self.seconds, 1),
-            "kills": self.kills,
-            "pauses": self.pauses,
-            "restarts": self.restarts,
-            "resumes": self.resumes,
-            "outcomes": self.outcomes,
-            "worker_store_errors": self.worker_store_errors,
-            "sweeper_errors": self.sweeper_errors,
-            "backends_terminated": self.backends_terminated,
-            "server_restarts": self.server_restarts,
-            "unexpected_exits": self.unexpected_exits,
-            "findings": self.findings.as_dict(),
-            "violations": self.violations,
-            "ok": self.ok,
-        }
 
 
 @dataclass
@@ -385,38 +300,13 @@ class _Campaign:
 
     def database_faults(self) -> None:
         """PostgreSQL: terminate worker backends mid-transaction; restart the server once."""
-        import psycopg
-
-        assert self.c.postgres_url is not None and self.schema is not None
-        pattern = f"claimfsm-{self.schema}-w%"
-        restart_at = time.monotonic() + self.c.seconds / 2
-        conn: psycopg.Connection[Any] | None = None
-        next_kill = time.monotonic() + self.c.terminate_every
-        while not self.stop.wait(0.002):
-            try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(self.c.postgres_url, autocommit=True, connect_timeout=5)
-                if self.c.restart_command and restart_at and time.monotonic() >= restart_at:
-                    restart_at = 0.0
-                    conn.close()
-                    subprocess.run(self.c.restart_command, check=True, capture_output=True)
-                    self.server_restarts += 1
-                    continue
-                if time.monotonic() < next_kill:
-                    continue
-                rows = conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
-                    " AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
-                    (pattern,),
-                ).fetchall()
-                if rows:
-                    pid = self.rng.choice(rows)[0]
-                    if conn.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone():
-                        self.backends_terminated += 1
-                    next_kill = time.monotonic() + self.c.terminate_every
-            except psycopg.Error:
-                conn = None
-                time.sleep(0.2)
+        assert self.schema is not None
+        faults = DatabaseFaults(self.c, f"claimfsm-{self.schema}-w%", self.rng, self.stop)
+        try:
+            faults.run()
+        finally:
+            self.backends_terminated = faults.terminated
+            self.server_restarts = faults.restarts
 
     # -- the end -----------------------------------------------------------------------------
     def close_out(self, store: Store, remote: RemoteClient) -> None:
@@ -493,25 +383,6 @@ class _Campaign:
             findings=verdict.findings,
             violations=violations,
         )
-
-
-def drop_schema(database_url: str, schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-def local_restart_command() -> tuple[str, ...] | None:
-    """The command that restarts this machine's PostgreSQL cluster (Debian), if there is one."""
-    versions = (
-        sorted(Path("/etc/postgresql").glob("*/main")) if Path("/etc/postgresql").is_dir() else []
-    )
-    if not versions or shutil.which("pg_ctlcluster") is None:
-        return None
-    version = versions[-1].parent.name
-    return ("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart")
 
 
 def run_campaign(config: CampaignConfig) -> CampaignReport:

@@ -1,0 +1,97 @@
+"""What a campaign is asked to do, and what it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from claimfsm.campaign._remote import RemoteFaults
+from claimfsm.campaign._verdict import Findings
+from claimfsm.errors import InvalidArgument
+from claimfsm.service import RemoteMode
+
+Backend = Literal["sqlite", "postgresql"]
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    backend: Backend = "sqlite"
+    remote: RemoteMode = "fencing"
+    run_dir: Path = Path("campaign")
+    postgres_url: str | None = None  # a database; the campaign makes and drops its own schema
+    workers: int = 4
+    targets: int = 4
+    seconds: float = 10.0
+    lease_seconds: float = 1.0
+    send_timeout: float = 0.4  # well under the lease: a late reply is an ambiguous send
+    kill_probability: float = 0.03  # per dispatch, at each of the three chosen moments
+    random_kill_every: float = 1.5  # seconds between SIGKILLs at a random moment
+    pause_probability: float = 0.02  # per dispatch: stall (SIGSTOP) before the call or confirm
+    pause_seconds: tuple[float, float] = (1.5, 3.0)  # in leases: woken after the lease lapsed
+    resume_probability: float = 0.5  # a restarted worker resumes its last saved handle
+    terminate_every: float = 0.7  # PostgreSQL: seconds between pg_terminate_backend calls
+    restart_command: tuple[str, ...] | None = None  # PostgreSQL: restarts the server once
+    faults: RemoteFaults = field(default_factory=RemoteFaults)
+    seed: int = 1
+    keep: bool = False  # keep the PostgreSQL schema afterwards
+
+    def check(self) -> None:
+        if self.backend not in ("sqlite", "postgresql"):
+            raise InvalidArgument(f"backend must be sqlite or postgresql, not {self.backend!r}")
+        if self.remote not in ("plain", "fencing", "dedup"):
+            raise InvalidArgument(f"remote must be plain, fencing or dedup, not {self.remote!r}")
+        if self.backend == "postgresql" and not self.postgres_url:
+            raise InvalidArgument("a PostgreSQL campaign needs postgres_url (a database URL)")
+        if not 1 <= self.workers <= 32 or not 1 <= self.targets <= 1000:
+            raise InvalidArgument("workers must be 1 to 32 and targets 1 to 1000")
+        if not 0 < self.seconds <= 24 * 3600:
+            raise InvalidArgument("seconds must be above 0 and at most a day")
+        if self.send_timeout >= self.lease_seconds:
+            raise InvalidArgument("send_timeout must be shorter than lease_seconds")
+
+
+@dataclass
+class CampaignReport:
+    config: CampaignConfig
+    seconds: float
+    kills: dict[str, int]  # by moment: after-begin-send, during-call, after-ack, random
+    pauses: dict[str, int]  # stalls past the lease, by moment: after-begin-send, after-ack
+    restarts: int
+    resumes: dict[str, int]  # current, stale, refused, nothing-saved, current-then-refused
+    outcomes: dict[str, int]  # what dispatch_next returned in the workers
+    worker_store_errors: int
+    sweeper_errors: int
+    backends_terminated: int
+    server_restarts: int
+    unexpected_exits: list[str]
+    findings: Findings
+    violations: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "backend": c.backend,
+            "remote": c.remote,
+            "workers": c.workers,
+            "targets": c.targets,
+            "seed": c.seed,
+            "seconds": round(self.seconds, 1),
+            "kills": self.kills,
+            "pauses": self.pauses,
+            "restarts": self.restarts,
+            "resumes": self.resumes,
+            "outcomes": self.outcomes,
+            "worker_store_errors": self.worker_store_errors,
+            "sweeper_errors": self.sweeper_errors,
+            "backends_terminated": self.backends_terminated,
+            "server_restarts": self.server_restarts,
+            "unexpected_exits": self.unexpected_exits,
+            "findings": self.findings.as_dict(),
+            "violations": self.violations,
+            "ok": self.ok,
+        }
