@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +219,40 @@ def test_campaign_on_postgresql(pg_database: str, tmp_path: Path, remote: str) -
     assert_promises_held(report)
     assert report.backends_terminated > 0
     assert report.server_restarts == (1 if restart else 0)
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_killed_harness_leaves_no_worker_or_remote_process_behind(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).parent / "claimfsm")
+    harness = subprocess.Popen(
+        [exe, "campaign", "--seconds", "60", "--dir", str(tmp_path / "c")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    children: list[int] = []
+    while time.monotonic() < deadline and len(children) < 5:  # the remote and 4 workers
+        time.sleep(0.2)
+        children = children_of(harness.pid)
+    assert len(children) >= 5, children
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() for c in children):
+        time.sleep(0.2)
+    left = [c for c in children if Path(f"/proc/{c}").exists()]
+    for c in left:  # clean up before failing
+        os.kill(c, signal.SIGKILL)
+    assert left == []

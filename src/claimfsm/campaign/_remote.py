@@ -9,6 +9,7 @@ would, and records when it started and ended. The log is the campaign's ground t
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 import threading
@@ -124,12 +125,21 @@ def serve(listener_ready: Connection, mode: RemoteMode, faults: RemoteFaults, se
     state = _State(mode, faults, seed)
     listener_ready.send((listener.address, authkey))
     listener_ready.close()
+    threading.Thread(target=exit_with_parent, daemon=True).start()
     while True:  # until the harness terminates this process
         try:
             conn = listener.accept()
         except (OSError, EOFError):  # a client that died during the handshake
             continue
         threading.Thread(target=_session, args=(conn, state), daemon=True).start()
+
+
+def exit_with_parent() -> None:
+    """End this process when the harness is gone (killed before it could clean up)."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
 
 
 def _session(conn: Connection, state: _State) -> None:

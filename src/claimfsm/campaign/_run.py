@@ -189,6 +189,17 @@ class _Campaign:
     def run_workers(self) -> None:
         c = self.c
         workers = {i: self.start_worker(i, 0) for i in range(1, c.workers + 1)}
+        try:
+            self._drive(workers)
+        except BaseException:  # interrupted: leave no worker behind
+            for w in workers.values():
+                if w.process.is_alive():
+                    self.kill(w, "random")
+                    w.process.join()
+            raise
+
+    def _drive(self, workers: dict[int, _Worker]) -> None:
+        c = self.c
         incarnations = dict.fromkeys(workers, 0)
         restart_at: dict[int, float] = {}
         deadline = time.monotonic() + c.seconds

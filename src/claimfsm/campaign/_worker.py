@@ -13,12 +13,13 @@ import logging
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from claimfsm.campaign._remote import RemoteClient
+from claimfsm.campaign._remote import RemoteClient, exit_with_parent
 from claimfsm.errors import ClaimFSMError, StaleClaim, StoreError
 from claimfsm.service import Dispatcher, RemoteMode, SendRequest
 from claimfsm.spec import State
@@ -140,6 +141,7 @@ def _work(spec: WorkerSpec, report: Connection) -> None:
     if spec.incarnation > 0 and rng.random() < spec.resume_probability:
         report.send(("resume", _resume(dispatcher, spec.handle_file, log)))
     try:
+        threading.Thread(target=exit_with_parent, daemon=True).start()
         while not spec.stop_file.exists():
             target = rng.choice(spec.targets)
             try:
