@@ -267,3 +267,30 @@ def test_non_utf8_bytes_on_the_command_line_are_one_line_errors(demo_db: Path) -
         assert "Traceback" not in err, (args, err)
         assert len([line for line in err.splitlines() if line.startswith("Error")]) == 1, err
     assert demo_db.read_bytes() == before
+
+
+@settings(max_examples=60, deadline=None)
+@given(owner=HOSTILE, lease=HOSTILE, mode=HOSTILE, epoch=HOSTILE)
+def test_service_constructors_refuse_hostile_values(
+    owner: Any, lease: Any, mode: Any, epoch: Any
+) -> None:
+    """The Dispatcher, the simulated remote and readback evidence check what they are given
+    when they are built, not later in the middle of a dispatch."""
+    from claimfsm.service import Dispatcher, SimulatedRemote
+    from claimfsm.store import Evidence, open_store
+
+    store = open_store("memory://")
+    for build in (
+        lambda: Dispatcher(store, SimulatedRemote(), owner=owner, lease_seconds=30),
+        lambda: Dispatcher(store, SimulatedRemote(), owner="w", lease_seconds=lease),
+        lambda: Dispatcher(store, mode, owner="w"),
+        lambda: Dispatcher(mode, SimulatedRemote(), owner="w"),
+        lambda: SimulatedRemote(mode),
+        lambda: Evidence.absent_fenced(epoch),
+    ):
+        try:
+            build()
+        except ClaimFSMError as exc:
+            assert str(exc)
+        except Exception as exc:
+            pytest.fail(f"{type(exc).__name__}: {exc}")

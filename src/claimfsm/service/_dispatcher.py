@@ -19,6 +19,7 @@ from claimfsm.errors import (
 from claimfsm.service._remote import Remote, SendRequest
 from claimfsm.spec import State
 from claimfsm.store import Claim, Evidence, Store
+from claimfsm.store import _validate as check
 
 #: Called at each step with the step name and the handle: "acquired" (reserved),
 #: "sending" (intent committed, before the remote call) and "sent" (acknowledged, before
@@ -55,8 +56,14 @@ class Dispatcher:
         lease_seconds: float = 30.0,
         on_step: StepHook | None = None,
     ) -> None:
+        if not isinstance(store, Store):
+            raise InvalidArgument("store must be a claimfsm Store (open one with open_store)")
         if not isinstance(remote, Remote):
             raise InvalidArgument("remote must implement claimfsm.Remote (send, readback, fence)")
+        check.text_id(owner, "owner", max_length=100)
+        check.lease(lease_seconds)
+        if on_step is not None and not callable(on_step):
+            raise InvalidArgument("on_step must be None or a callable (step name, claim)")
         self.store = store
         self.remote = remote
         self.owner = owner

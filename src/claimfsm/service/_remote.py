@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from claimfsm.errors import InvalidArgument
+
 RemoteMode = Literal["plain", "fencing", "dedup"]
 
 
@@ -90,8 +92,8 @@ class SimulatedRemote:
     def __init__(
         self, mode: RemoteMode = "fencing", *, faults: Faults | None = None, seed: int = 0
     ):
-        if mode not in ("plain", "fencing", "dedup"):
-            raise ValueError(f"mode must be plain, fencing or dedup, not {mode!r}")
+        if not isinstance(mode, str) or mode not in ("plain", "fencing", "dedup"):
+            raise InvalidArgument(f"mode must be plain, fencing or dedup, not {mode!r}")
         self.mode = mode
         self.fences_epochs = mode == "fencing"
         self.dedups_by_key = mode == "dedup"

@@ -112,7 +112,11 @@ class Evidence:
     @classmethod
     def absent_fenced(cls, fenced_through: int) -> Evidence:
         """Readback found no effect, after fencing the remote through ``fenced_through``."""
-        if isinstance(fenced_through, bool) or not isinstance(fenced_through, int):
+        if (
+            isinstance(fenced_through, bool)
+            or not isinstance(fenced_through, int)
+            or not 0 <= fenced_through < 2**63
+        ):
             raise InvalidArgument("fenced_through must be the int epoch the remote is fenced at")
         return cls("absent", fenced_through)
 
