@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -256,3 +257,44 @@ def test_a_killed_harness_leaves_no_worker_or_remote_process_behind(tmp_path: Pa
     for c in left:  # clean up before failing
         os.kill(c, signal.SIGKILL)
     assert left == []
+
+
+def _asks_to_be_killed(report: Any) -> None:
+    report.send(("kill", "after-ack"))
+    time.sleep(60)
+
+
+def test_a_worker_asking_to_be_killed_while_the_harness_stops_is_killed(
+    tmp_path: Path,
+) -> None:
+    """The race CI hit: a worker reached a kill point just as the run ended, and waited
+    for a SIGKILL that the stopping harness never sent ('did not stop within 20 s')."""
+    from claimfsm.campaign._run import _Campaign, _Worker
+    from claimfsm.campaign._worker import WorkerSpec
+
+    harness = _Campaign(short(tmp_path))
+    harness.prepare()
+    mine, theirs = harness.ctx.Pipe(duplex=False)
+    process = harness.ctx.Process(target=_asks_to_be_killed, args=(theirs,))
+    process.start()
+    theirs.close()
+    spec = WorkerSpec(
+        index=1,
+        incarnation=0,
+        store_url="memory://",
+        remote_address=("127.0.0.1", 1),
+        remote_authkey=b"",
+        remote_mode="fencing",
+        targets=("t",),
+        lease_seconds=1.0,
+        send_timeout=0.4,
+        kill_probability=0.0,
+        pause_probability=0.0,
+        forced=None,
+        resume_probability=0.0,
+        run_dir=tmp_path,
+        seed=1,
+    )
+    harness.stop_workers([_Worker(spec, process, mine)])
+    assert harness.unexpected == []
+    assert harness.kills["after-ack"] == 1 and process.exitcode == -signal.SIGKILL

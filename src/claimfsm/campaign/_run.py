@@ -266,13 +266,19 @@ class _Campaign:
         self.wake_at.clear()
         end = time.monotonic() + 20
         while time.monotonic() < end and any(w.process.is_alive() for w in workers):
+            live = [w for w in workers if w.process.is_alive()]
             # Stalled workers wake up late, now. Again and again: one may be between
             # announcing its stall and stopping itself.
-            for w in workers:
-                if w.process.is_alive() and w.process.pid is not None:
+            for w in live:
+                if w.process.pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(w.process.pid, signal.SIGCONT)
-            wait([w.process.sentinel for w in workers if w.process.is_alive()], 0.2)
+            pipes = [w.report for w in live if not w.report.closed]
+            ready = wait(pipes + [w.process.sentinel for w in live], 0.2)
+            for w in live:  # a worker finishing its dispatch may still ask to be killed
+                if w.report in ready:
+                    with contextlib.suppress(*_TORN):
+                        self.on_message(w, w.report.recv())
         for w in workers:
             if w.process.is_alive():  # stuck: a failure worth reporting
                 self.unexpected.append(f"{w.spec.name} did not stop within 20 s")
