@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from claimfsm.errors import SchemaVersionError, StoreError
+from claimfsm.errors import NotFound, SchemaVersionError, StoreError
 from claimfsm.store import SCHEMA_VERSION, SQLiteStore, open_store
 
 from .conftest import FakeClock, approved_draft
@@ -141,3 +141,14 @@ def test_concurrent_processes_never_see_database_is_locked(tmp_path: Path) -> No
         epochs = [e.epoch for e in store.history(f"t{i}") if e.event == "acquire"]
         assert epochs == list(range(1, 61))
     store.close()
+
+
+def test_open_store_without_create_refuses_a_missing_file_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "typo.sqlite"
+    with pytest.raises(NotFound, match="no database"):
+        open_store(f"sqlite:///{missing}", create=False)
+    assert list(tmp_path.iterdir()) == []
+    SQLiteStore(missing).close()
+    open_store(f"sqlite:///{missing}", create=False).close()  # an existing file opens

@@ -17,9 +17,9 @@ from rich.table import Table
 
 from claimfsm import __version__
 from claimfsm.demo import DemoConfig, DemoSummary, run_demo
-from claimfsm.errors import ClaimFSMError, InvalidArgument
+from claimfsm.errors import ClaimFSMError
 from claimfsm.spec import load_spec
-from claimfsm.store import Store, open_store
+from claimfsm.store import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,23 +42,6 @@ class Seconds(click.FloatRange):
         if not math.isfinite(seconds):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
         return seconds
-
-
-def _open_existing(url: str) -> Store:
-    """Open a store to read it; a SQLite path that does not exist is an error, not a new file."""
-    if url.startswith("sqlite:///") and url not in ("sqlite:///:memory:",):
-        path = Path(url[len("sqlite:///") :])
-        try:
-            found = path.is_file()
-        except (OSError, ValueError) as exc:  # a name too long, a NUL byte
-            raise InvalidArgument(
-                f"cannot use {str(path)[:200]!r} as a database path: {exc}"
-            ) from None
-        if not found:
-            raise InvalidArgument(
-                f"no database at {str(path)!r}; check the path (claimfsm demo creates one)"
-            )
-    return open_store(url)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -205,7 +188,7 @@ def spec(declaration: Path | None) -> None:
 def history(url: str, target: str | None, as_json: bool) -> None:
     """Print a store's history: every transition and every refused stale operation."""
     with _library_errors():
-        store = _open_existing(url)
+        store = open_store(url, create=False)
         try:
             entries = store.history(target)
         finally:
@@ -236,7 +219,7 @@ def history(url: str, target: str | None, as_json: bool) -> None:
 def claims(url: str) -> None:
     """Print every target's current claim."""
     with _library_errors():
-        store = _open_existing(url)
+        store = open_store(url, create=False)
         try:
             rows = store.claims()
         finally:

@@ -6,14 +6,16 @@
 
 from __future__ import annotations
 
-from claimfsm.errors import InvalidArgument
+from pathlib import Path
+
+from claimfsm.errors import InvalidArgument, NotFound
 from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
 from claimfsm.store._memory import MemoryStore
 from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore
 from claimfsm.store._types import Claim, ClaimInfo, Draft, Evidence, HistoryEntry, Transitioned
 
 
-def open_store(url: str, *, clock: Clock | None = None) -> Store:
+def open_store(url: str, *, clock: Clock | None = None, create: bool = True) -> Store:
     """Open a store by URL.
 
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``: a SQLite file
@@ -27,6 +29,8 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
     ``clock`` returns the store's time in seconds; tests pass a controllable one to drive
     leases. Default: ``time.time`` for SQLite and memory, the server's clock for PostgreSQL
     (where ``clock=`` is for tests only: workers on several hosts must share one clock).
+    ``create=False`` opens only an existing SQLite file (to read one, say): a missing path
+    is ``NotFound`` instead of a new, empty database.
     """
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
@@ -35,7 +39,10 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
         return SQLiteStore(":memory:", clock=clock)
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return SQLiteStore(url[len("sqlite:///") :], clock=clock)
+        path = url[len("sqlite:///") :]
+        if not create:
+            _must_exist(Path(path))
+        return SQLiteStore(path, clock=clock)
     if url == "memory://":
         return MemoryStore(clock=clock)
     if url.startswith(("postgresql://", "postgres://")):
@@ -46,6 +53,15 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
         f"unsupported store url {url!r}; use sqlite:///path.db, sqlite://:memory:, memory://"
         " or postgresql://user@host/db"
     )
+
+
+def _must_exist(path: Path) -> None:
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise InvalidArgument(f"cannot use {str(path)[:200]!r} as a database path: {exc}") from None
+    if not found:
+        raise NotFound(f"no database at {str(path)!r}; check the path")
 
 
 __all__ = [
