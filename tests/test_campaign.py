@@ -124,7 +124,7 @@ def short(tmp_path: Path, **kw: object) -> CampaignConfig:
         "seconds": 8.0,
         "kill_probability": 0.06,
         "random_kill_every": 0.8,
-        "pause_probability": 0.08,
+        "pause_probability": 0.04,  # plus the planned stall of worker 1
     }
     defaults.update(kw)
     return CampaignConfig(**defaults)  # type: ignore[arg-type]
@@ -196,7 +196,7 @@ def test_campaign_on_sqlite_with_other_remotes(tmp_path: Path, remote: str) -> N
     else:
         # What the promise does not cover, shown honestly: uncertain attempts that landed
         # were found by readback (not re-sent); the rest stay uncertain.
-        assert report.findings.uncertain_that_landed > 0
+        assert report.findings.reconciled_present > 0
         assert report.findings.left_uncertain == report.findings.left_uncertain_without_effect
 
 

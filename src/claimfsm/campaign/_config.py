@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,25 +73,10 @@ class CampaignReport:
         return not self.violations
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data: the run's shape, then every field, then ``ok``."""
         c = self.config
-        return {
-            "backend": c.backend,
-            "remote": c.remote,
-            "workers": c.workers,
-            "targets": c.targets,
-            "seed": c.seed,
-            "seconds": round(self.seconds, 1),
-            "kills": self.kills,
-            "pauses": self.pauses,
-            "restarts": self.restarts,
-            "resumes": self.resumes,
-            "outcomes": self.outcomes,
-            "worker_store_errors": self.worker_store_errors,
-            "sweeper_errors": self.sweeper_errors,
-            "backends_terminated": self.backends_terminated,
-            "server_restarts": self.server_restarts,
-            "unexpected_exits": self.unexpected_exits,
-            "findings": self.findings.as_dict(),
-            "violations": self.violations,
-            "ok": self.ok,
-        }
+        shape = {k: getattr(c, k) for k in ("backend", "remote", "workers", "targets", "seed")}
+        report = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "config"}
+        report["seconds"] = round(self.seconds, 1)
+        report["findings"] = self.findings.as_dict()
+        return {**shape, **report, "ok": self.ok}

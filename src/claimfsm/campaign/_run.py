@@ -158,14 +158,16 @@ class _Campaign:
             return ("pause", "after-begin-send")
         return None
 
-    def kill(self, worker: _Worker, why: str) -> None:
+    def kill(self, worker: _Worker, why: str | None) -> None:
+        """SIGKILL ``worker``; ``why`` is the moment counted, None for clean-up kills."""
         if worker.killed or worker.process.pid is None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.process.pid, signal.SIGKILL)
         self.wake_at.pop(worker.process.pid, None)
         worker.killed = True
-        self.kills[why] += 1
+        if why is not None:
+            self.kills[why] += 1
 
     def on_message(self, worker: _Worker, message: Any) -> None:
         kind = message[0]
@@ -194,7 +196,7 @@ class _Campaign:
         except BaseException:  # interrupted: leave no worker behind
             for w in workers.values():
                 if w.process.is_alive():
-                    self.kill(w, "random")
+                    self.kill(w, None)
                     w.process.join()
             raise
 
@@ -282,8 +284,7 @@ class _Campaign:
         for w in workers:
             if w.process.is_alive():  # stuck: a failure worth reporting
                 self.unexpected.append(f"{w.spec.name} did not stop within 20 s")
-                self.kill(w, "random")
-                self.kills["random"] -= 1
+                self.kill(w, None)
                 w.process.join()
             else:
                 w.process.join()

@@ -49,7 +49,6 @@ class Findings:
     confirmed_without_effect: int = 0
     absent_but_landed: int = 0  # reconciled absent, yet an effect of that epoch exists
     effects_unaccounted: int = 0  # an effect whose draft is neither dispatched nor uncertain
-    uncertain_that_landed: int = 0  # uncertain attempts whose effect readback found
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,13 +98,14 @@ def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Ve
     f.lost_acks = results["lost-ack"]
     landed = [r for r in log if r.took_effect]
     f.effects = len(landed)
-    f.overlapping_sends, f.same_epoch_overlaps = overlaps(log)
+    pairs = overlapping_pairs(log)
+    across = [(a, b) for a, b in pairs if a.epoch != b.epoch]
+    f.overlapping_sends, f.same_epoch_overlaps = len(across), len(pairs) - len(across)
     f.overlap_examples = [
         f"{a.target_id}: epoch {a.epoch} ({a.result}, {1000 * (a.ended - a.started):.0f} ms)"
         f" overlapped epoch {b.epoch} ({b.result}) by {1000 * (a.ended - b.started):.0f} ms"
-        for a, b in overlapping_pairs(log)
-        if a.epoch != b.epoch
-    ][:5]
+        for a, b in across[:5]
+    ]
     per_draft = Counter(r.draft_id for r in landed)
     f.duplicate_effects = sum(n - 1 for n in per_draft.values() if n > 1)
     landed_keys = {(r.target_id, r.idempotency_key) for r in landed}
@@ -139,7 +139,6 @@ def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Ve
         elif e.to_state == State.RECONCILED:
             f.reconciled_absent += 1
             f.absent_but_landed += (e.target_id, e.epoch) in landed_epochs
-    f.uncertain_that_landed = f.reconciled_present
     for epochs in acquired.values():
         f.epochs += len(epochs)
         f.reused_epochs += len(epochs) - len(set(epochs))

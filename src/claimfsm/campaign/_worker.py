@@ -168,18 +168,20 @@ def _save_handle(path: Path, claim: Claim) -> None:
         f.write(line + "\n")
 
 
-def _last_handle(path: Path) -> dict[str, object] | None:
+def _last_handle(path: Path) -> tuple[str, int, str] | None:
+    """(target, epoch, token) from the last whole line: the kill may have torn the last."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return None
-    for line in reversed(lines):  # the last line may be torn by the kill
+    for line in reversed(lines):
         try:
             found = json.loads(line)
-        except ValueError:
+            target, epoch, token = found["target"], found["epoch"], found["token"]
+        except (ValueError, TypeError, KeyError):
             continue
-        if isinstance(found, dict):
-            return found
+        if isinstance(target, str) and isinstance(epoch, int) and isinstance(token, str):
+            return target, epoch, token
     return None
 
 
@@ -190,7 +192,7 @@ def _resume(dispatcher: Dispatcher, path: Path, log: logging.Logger) -> str:
         return "nothing-saved"
     store: Store = dispatcher.store
     try:
-        claim = store.resume(str(saved["target"]), int(saved["epoch"]), str(saved["token"]))  # type: ignore[call-overload]
+        claim = store.resume(*saved)
     except StaleClaim as exc:
         log.info("saved handle is stale: %s", exc)
         return "stale (discard recorded)"
