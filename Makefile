@@ -1,15 +1,18 @@
 # The two commands a new user needs: `make demo` and `make test`. Each creates the
 # virtual environment on first use and installs what it needs.
+# It also works from another directory (make -f PATH/Makefile demo): the virtual
+# environment stays in the checkout, and what a command writes lands in the current one.
+ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 PYTHON ?= python3
-VENV ?= .venv
+VENV ?= $(ROOT)/.venv
 BIN := $(VENV)/bin
 
 .PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams campaign campaign-long campaign-dedup-stalls clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: $(ROOT)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev]'
 	touch $@
 
 demo: $(BIN)/.installed  ## dispatch drafts with concurrent, crashing workers on a SQLite file
@@ -27,10 +30,10 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 bench: $(BIN)/.installed  ## SQLite figures
-	$(BIN)/python bench/bench_sqlite.py
+	$(BIN)/python $(ROOT)/bench/bench_sqlite.py
 
 bench-checker: $(BIN)/.installed  ## model-checker figures
-	$(BIN)/python bench/bench_checker.py
+	$(BIN)/python $(ROOT)/bench/bench_checker.py
 
 check: $(BIN)/.installed  ## model-check the claim protocol and every known-wrong design
 	$(BIN)/claimfsm check --replay
@@ -44,10 +47,10 @@ diagrams: $(BIN)/.installed  ## regenerate diagrams/ from the declarations in sp
 	$(BIN)/claimfsm diagram --out diagrams
 
 bench-postgres: $(BIN)/.installed  ## PostgreSQL figures (server from CLAIMFSM_PG_URL)
-	$(BIN)/python bench/bench_postgres.py
+	$(BIN)/python $(ROOT)/bench/bench_postgres.py
 
 campaign: $(BIN)/.installed  ## a short crash and fault campaign: worker processes, SIGKILL, a remote process
-	$(BIN)/claimfsm campaign --seconds 10
+	$(BIN)/claimfsm campaign --dispatches 30 --seconds 300
 
 campaign-long: $(BIN)/.installed  ## the long campaigns RELIABILITY.md quotes (PostgreSQL: restarts the local server)
 	$(BIN)/claimfsm campaign --backend sqlite --remote fencing --seconds 180 --dir campaign/sqlite-fencing

@@ -48,21 +48,95 @@ def _pg_reachable() -> str | None:
     return None
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+def chromium() -> str | None:
+    """The Chromium executable, or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def environment_lines() -> list[str]:
+    """One line per optional component: what runs, or what is skipped and why."""
     why = _pg_reachable()
     if why is None:
         pg = f"claimfsm: PostgreSQL tests run against {PG_URL}"
     elif REQUIRE_PG:
         pg = f"claimfsm: PostgreSQL REQUIRED but not reachable at {PG_URL}: {why}"
     else:
-        pg = f"claimfsm: PostgreSQL tests SKIPPED: not reachable at {PG_URL} (set CLAIMFSM_PG_URL)"
-    dot = shutil.which("dot")
+        pg = (
+            f"claimfsm: PostgreSQL tests SKIPPED: not reachable at {PG_URL} ({why}); "
+            "start a server or set CLAIMFSM_PG_URL"
+        )
     gv = (
         "claimfsm: diagram images rendered with Graphviz"
-        if dot
-        else "claimfsm: tests that render diagram images SKIPPED: Graphviz's dot is not installed"
+        if shutil.which("dot")
+        else "claimfsm: tests that render diagram images SKIPPED: Graphviz's dot is not "
+        "installed (Debian: apt-get install graphviz)"
     )
-    return [pg, gv]
+    ch = (
+        "claimfsm: the report's browser test runs in Chromium"
+        if chromium()
+        else "claimfsm: the report's browser test SKIPPED: Chromium is not installed "
+        "(Debian: apt-get install chromium)"
+    )
+    return [pg, gv, ch]
+
+
+#: Paths that a test run may create or change: caches, never the project's files.
+_CACHES = {".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache"}
+
+
+def _tree_state() -> list[str] | None:
+    """``git status`` of the checkout (ignored files included, caches left out), or None
+    outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return sorted(
+        line
+        for line in out.stdout.splitlines()
+        if not _CACHES & set(Path(line[3:].strip('"')).parts)
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Written at once, so that `pytest -q` (which hides the report header) shows them too.
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        for line in environment_lines():
+            reporter.write_line(line)
+    session.config.stash[_TREE] = _tree_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite leaves the working tree as it found it: a test that writes into the
+    checkout fails the run, naming what it left."""
+    before = session.config.stash.get(_TREE, None)
+    if before is None:
+        return
+    after = _tree_state()
+    if after is not None and after != before:
+        changed = sorted(set(after) ^ set(before))
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                "claimfsm: FAILED: the test run changed the working tree: " + "; ".join(changed),
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_TREE = pytest.StashKey[list[str] | None]()
 
 
 def _with_database(url: str, name: str) -> str:

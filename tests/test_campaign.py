@@ -106,9 +106,9 @@ def assert_promises_held(report: CampaignReport) -> None:
     if report.config.pause_probability:
         assert sum(report.pauses.values()) > 0, report.pauses
     assert report.restarts > 0 and sum(report.resumes.values()) > 0
-    # A plain remote strands a target whenever an attempt never landed: fewer dispatches.
-    enough = 5 if report.config.remote == "plain" else 20
-    assert f.sends_begun > enough and f.dispatched > enough and f.uncertain > 0
+    # Driven by counts, not seconds: it stopped because it had done what it was asked.
+    assert report.config.dispatches is not None and report.stopped_by == "counts"
+    assert f.sends_begun >= report.config.dispatches and f.uncertain > 0
     # The promises, read from the remote's own log and the store's history.
     assert f.overlapping_sends == 0 and f.left_sending == 0
     assert f.missing_epochs == 0 and f.reused_epochs == 0 and f.history_mismatches == 0
@@ -121,7 +121,8 @@ def assert_promises_held(report: CampaignReport) -> None:
 def short(tmp_path: Path, **kw: object) -> CampaignConfig:
     defaults: dict[str, object] = {
         "run_dir": tmp_path / "campaign",
-        "seconds": 8.0,
+        "dispatches": 20,
+        "seconds": 300.0,  # only a limit: a loaded machine takes longer, the test does not fail
         "kill_probability": 0.06,
         "random_kill_every": 0.8,
         "pause_probability": 0.04,  # plus the planned stall of worker 1
@@ -152,7 +153,7 @@ def audit_tokens(report: CampaignReport, capfd: pytest.CaptureFixture[str]) -> N
         for line in f.read_text().splitlines()
         if line.startswith("{") and line.endswith("}")
     }
-    assert len(tokens) > 20
+    assert len(tokens) >= 20  # at least one per send begun
     assert all(len(t) == 43 for t in tokens)  # 32 random bytes (256 bits), base64url
     for f in run_dir.glob("worker-*.handles"):
         assert f.stat().st_mode & 0o077 == 0  # private to the worker
@@ -188,7 +189,13 @@ def test_campaign_on_sqlite_with_other_remotes(tmp_path: Path, remote: str) -> N
     # overlap the next epoch's send, which only fencing prevents (RELIABILITY.md).
     pauses = 0.0 if remote == "dedup" else 0.08
     report = run_campaign(
-        short(tmp_path, remote=remote, seconds=15.0, targets=16, pause_probability=pauses)
+        short(
+            tmp_path,
+            remote=remote,
+            dispatches=40 if remote == "dedup" else 8,  # plain strands targets: fewer sends
+            targets=16,
+            pause_probability=pauses,
+        )
     )
     assert_promises_held(report)
     if remote == "dedup":
@@ -211,7 +218,7 @@ def test_campaign_on_postgresql(pg_database: str, tmp_path: Path, remote: str) -
         backend="postgresql",
         remote=remote,
         postgres_url=pg_database,
-        seconds=15.0,
+        dispatches=8 if remote == "plain" else 40,
         targets=16 if remote == "plain" else 4,
         restart_command=restart,
         pause_probability=0.0 if remote == "dedup" else 0.08,  # see the SQLite test above

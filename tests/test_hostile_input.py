@@ -5,7 +5,7 @@ negative and NaN leases, tokens of the wrong length and another claim's token.
 A refused call raises a ClaimFSMError subclass and leaves the database byte-for-byte as it
 was (SQLite: the database and WAL files' bytes; the other backends: everything the public
 reads return). The one documented exception is a stale owner's call (another claim's
-token): PROTOCOL.md requires it to append a ``discard`` record, and it changes nothing else.
+token): docs/design.md requires it to append a ``discard`` record, and it changes nothing else.
 A command-line error is one line (``Error: ...``) with a non-zero exit, never a traceback.
 """
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from claimfsm.cli import main
 from claimfsm.spec import claim_spec, designs
 
-from .conftest import needs_dot
+from .conftest import chromium, needs_dot
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -58,16 +57,19 @@ def test_report_holds_every_part_and_needs_no_network(report_file: Path) -> None
 
 
 def _chromium() -> str | None:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    found = chromium()
     if found is None and os.environ.get("CLAIMFSM_REQUIRE_CHROMIUM") == "1":
         pytest.fail("Chromium is required (CLAIMFSM_REQUIRE_CHROMIUM=1) but not installed")
     return found
 
 
-def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) -> None:
-    chromium = _chromium()
+def test_report_renders_in_headless_chromium(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    chromium = _chromium()  # before the report: a missing browser is named as such
     if chromium is None:
-        pytest.skip("Chromium not installed (Debian: apt-get install chromium)")
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    report_file: Path = request.getfixturevalue("report_file")
     base = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
     url = report_file.as_uri()
     dom = subprocess.run(

@@ -1,4 +1,4 @@
-"""The design review's scenarios (PROTOCOL.md), exactly as written, on every backend."""
+"""The design review's scenarios (docs/design.md), exactly as written, on every backend."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ stale wake-up (use an old handle), clock jumps, sweep, reconcile by readback (fe
 remote first), same-key retry (deduping remote) and draft edits. Every call is made on
 the SQLite store and on the reference store (``MemoryStore``, run by the ``transitions``
 machine from the same declaration): outcomes must agree, and after every step the
-PROTOCOL.md invariants are checked against the database and the remote.
+docs/design.md invariants are checked against the database and the remote.
 """
 
 from __future__ import annotations

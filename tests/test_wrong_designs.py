@@ -1,4 +1,4 @@
-"""The known-wrong SQL designs of PROTOCOL.md, reproduced on real SQLite so they fail visibly,
+"""The known-wrong SQL designs of docs/design.md, reproduced on real SQLite so they fail visibly,
 next to claimfsm's schema and claim doing the right thing in the same situation."""
 
 from __future__ import annotations

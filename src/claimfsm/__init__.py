@@ -7,9 +7,15 @@ Layout, and the one direction dependencies run (each layer imports only those be
 
     spec      the declaration: states, events, guards, transitions (stdlib only)
     machine   the ``transitions`` machine built from it; the guards' meaning in Python
-    store     drafts, claims, history; one guarded write per transition (SQLite, memory)
+    store     drafts, claims, history; one guarded write per transition (SQLite,
+              PostgreSQL, memory)
+    checker   the model checker and the claim model (imports spec alone)
+    diagrams  state diagrams and sequence charts drawn from a declaration (spec alone)
+    review    the design-review report (checker, diagrams)
+    replay    model paths replayed on a real store, with coverage
     service   Dispatcher and the Remote protocol an adapter implements
     demo      the demonstration run by ``claimfsm demo``
+    campaign  the crash and fault campaign run by ``claimfsm campaign``
     cli       the ``claimfsm`` command; nothing imports it
 
 ``errors`` holds every exception (one tree, drawn in its docstring) and imports nothing.

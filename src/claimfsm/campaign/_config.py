@@ -22,7 +22,12 @@ class CampaignConfig:
     postgres_url: str | None = None  # a database; the campaign makes and drops its own schema
     workers: int = 4
     targets: int = 4
-    seconds: float = 10.0
+    seconds: float = 10.0  # how long the workers run; with ``dispatches``, the limit
+    # Drive by counts instead of time: stop once the workers began this many sends AND
+    # every fault was hit at least once (each kill moment, a stall, a resumed handle; on
+    # PostgreSQL a terminated backend and the restart). ``seconds`` then only bounds the
+    # run; reaching it first is reported as a violation (the campaign did too little).
+    dispatches: int | None = None
     lease_seconds: float = 1.0
     send_timeout: float = 0.4  # well under the lease: a late reply is an ambiguous send
     kill_probability: float = 0.03  # per dispatch, at each of the three chosen moments
@@ -47,6 +52,8 @@ class CampaignConfig:
             raise InvalidArgument("workers must be 1 to 32 and targets 1 to 1000")
         if not 0 < self.seconds <= 24 * 3600:
             raise InvalidArgument("seconds must be above 0 and at most a day")
+        if self.dispatches is not None and not 1 <= self.dispatches <= 1_000_000:
+            raise InvalidArgument("dispatches must be 1 to 1,000,000 (or None: run for seconds)")
         if self.send_timeout >= self.lease_seconds:
             raise InvalidArgument("send_timeout must be shorter than lease_seconds")
 
@@ -55,6 +62,7 @@ class CampaignConfig:
 class CampaignReport:
     config: CampaignConfig
     seconds: float
+    stopped_by: str  # "counts" (every goal of ``dispatches`` met) or "time"
     kills: dict[str, int]  # by moment: after-begin-send, during-call, after-ack, random
     pauses: dict[str, int]  # stalls past the lease, by moment: after-begin-send, after-ack
     restarts: int

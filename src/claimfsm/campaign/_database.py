@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,15 @@ class DatabaseFaults:
     """Run in a harness thread until ``stop`` is set; counts what it did."""
 
     def __init__(
-        self, config: CampaignConfig, pattern: str, rng: random.Random, stop: threading.Event
+        self,
+        config: CampaignConfig,
+        pattern: str,
+        rng: random.Random,
+        stop: threading.Event,
+        restart_due: Callable[[], bool],
     ) -> None:
         self.config = config
+        self.restart_due = restart_due  # the harness says when the run is halfway
         self.pattern = pattern  # application_name of the worker connections (LIKE pattern)
         self.rng = rng
         self.stop = stop
@@ -33,7 +40,7 @@ class DatabaseFaults:
 
         assert self.config.postgres_url is not None
         pattern = self.pattern
-        restart_at = time.monotonic() + self.config.seconds / 2
+        restart_pending = bool(self.config.restart_command)
         conn: psycopg.Connection[Any] | None = None
         next_kill = time.monotonic() + self.config.terminate_every
         while not self.stop.wait(0.002):
@@ -42,9 +49,10 @@ class DatabaseFaults:
                     conn = psycopg.connect(
                         self.config.postgres_url, autocommit=True, connect_timeout=5
                     )
-                if self.config.restart_command and restart_at and time.monotonic() >= restart_at:
-                    restart_at = 0.0
+                if restart_pending and self.restart_due():
+                    restart_pending = False
                     conn.close()
+                    assert self.config.restart_command is not None
                     subprocess.run(self.config.restart_command, check=True, capture_output=True)
                     self.restarts += 1
                     continue

@@ -72,6 +72,33 @@ class _Campaign:
         self.unexpected: list[str] = []
         self.stop = threading.Event()
         self.schema: str | None = None
+        self.faults: DatabaseFaults | None = None
+        self.stopped_by = "time"
+        self.started = time.monotonic()
+
+    # -- what the run must have done ----------------------------------------------------------
+    def sends(self) -> int:
+        """Sends the workers reported as begun (confirmed or left uncertain)."""
+        return self.outcomes["confirmed"] + self.outcomes["uncertain"]
+
+    def goals_met(self) -> bool:
+        """With ``dispatches``: enough sends, and every fault hit at least once."""
+        c = self.c
+        assert c.dispatches is not None
+        met = self.sends() >= c.dispatches and all(n > 0 for n in self.kills.values())
+        met = met and sum(self.resumes.values()) > 0
+        if c.pause_probability:
+            met = met and sum(self.pauses.values()) > 0
+        if self.faults is not None:
+            met = met and self.faults.terminated > 0
+            met = met and (self.faults.restarts > 0 or not c.restart_command)
+        return met
+
+    def restart_due(self) -> bool:
+        """Restart the server halfway: by sends when driven by counts, else by time."""
+        if self.c.dispatches is not None:
+            return self.sends() >= self.c.dispatches // 2
+        return time.monotonic() >= self.started + self.c.seconds / 2
 
     # -- set-up ------------------------------------------------------------------------------
     def store_url(self, role: str) -> str:
@@ -206,8 +233,13 @@ class _Campaign:
         restart_at: dict[int, float] = {}
         deadline = time.monotonic() + c.seconds
         next_random_kill = time.monotonic() + self.rng.expovariate(1 / c.random_kill_every)
-        while time.monotonic() < deadline:
+        while True:
             now = time.monotonic()
+            if c.dispatches is not None and self.goals_met():
+                self.stopped_by = "counts"
+                break
+            if now >= deadline:
+                break
             if now >= next_random_kill:
                 alive = [  # a stalled worker is left to wake up late: that is its test
                     w
@@ -318,13 +350,12 @@ class _Campaign:
 
     def database_faults(self) -> None:
         """PostgreSQL: terminate worker backends mid-transaction; restart the server once."""
-        assert self.schema is not None
-        faults = DatabaseFaults(self.c, f"claimfsm-{self.schema}-w%", self.rng, self.stop)
+        assert self.faults is not None
         try:
-            faults.run()
+            self.faults.run()
         finally:
-            self.backends_terminated = faults.terminated
-            self.server_restarts = faults.restarts
+            self.backends_terminated = self.faults.terminated
+            self.server_restarts = self.faults.restarts
 
     # -- the end -----------------------------------------------------------------------------
     def close_out(self, store: Store, remote: RemoteClient) -> None:
@@ -347,7 +378,7 @@ class _Campaign:
             time.sleep(self.c.lease_seconds + 0.1)  # a retry's lease may need to lapse
 
     def run(self) -> CampaignReport:
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         self.prepare()
         self.start_remote()
         admin = open_store(self.store_url("admin"))
@@ -358,6 +389,10 @@ class _Campaign:
                 threading.Thread(target=self.guarded, args=(self.sweeper,), name="sweeper")
             )
             if self.c.backend == "postgresql":
+                assert self.schema is not None
+                self.faults = DatabaseFaults(
+                    self.c, f"claimfsm-{self.schema}-w%", self.rng, self.stop, self.restart_due
+                )
                 threads.append(
                     threading.Thread(
                         target=self.guarded, args=(self.database_faults,), name="db-faults"
@@ -385,9 +420,16 @@ class _Campaign:
         violations += [f"a worker failed: {u}" for u in self.unexpected]
         if self.c.restart_command and self.c.backend == "postgresql" and not self.server_restarts:
             violations.append("the PostgreSQL server was not restarted during the run")
+        if self.c.dispatches is not None and self.stopped_by != "counts":
+            violations.append(
+                f"stopped by the {self.c.seconds:g} s limit after {self.sends()} of "
+                f"{self.c.dispatches} sends, or before every fault was hit: the run did too "
+                "little to judge (raise --seconds)"
+            )
         return CampaignReport(
             config=self.c,
             seconds=time.monotonic() - started,
+            stopped_by=self.stopped_by,
             kills=dict(self.kills),
             pauses=dict(self.pauses),
             restarts=self.restarts,

@@ -34,7 +34,16 @@ from claimfsm.cli._main import Seconds, _library_errors, main
     type=Seconds(0.5, 24 * 3600.0),
     default=10.0,
     show_default=True,
-    help="How long the workers run (then sweep, reconcile and judge).",
+    help="How long the workers run (then sweep, reconcile and judge); with --dispatches,"
+    " only a limit.",
+)
+@click.option(
+    "--dispatches",
+    type=click.IntRange(1, 1_000_000),
+    default=None,
+    help="Run until the workers began this many sends and every fault was hit at least once"
+    " (each kill moment, a stall, a resumed handle; PostgreSQL: a terminated backend, the"
+    " restart), instead of for --seconds. Reaching --seconds first is a failure.",
 )
 @click.option("--workers", type=click.IntRange(1, 32), default=4, show_default=True)
 @click.option("--targets", type=click.IntRange(1, 1000), default=4, show_default=True)
@@ -72,6 +81,7 @@ def campaign(
     backend: str,
     remote: str,
     seconds: float,
+    dispatches: int | None,
     workers: int,
     targets: int,
     run_dir: Path,
@@ -103,6 +113,7 @@ def campaign(
         workers=workers,
         targets=targets,
         seconds=seconds,
+        dispatches=dispatches,
         restart_command=restart,
         pause_probability=stall_probability,
         seed=seed,
@@ -122,6 +133,7 @@ def print_report(r: CampaignReport) -> None:
     table = Table(
         title=f"claimfsm campaign: {c.backend}, {c.remote} remote, {c.workers} worker processes,"
         f" {c.targets} targets, {r.seconds:.0f} s"
+        + (f", stopped by {r.stopped_by}" if c.dispatches is not None else "")
     )
     table.add_column("what")
     table.add_column("count", justify="right")

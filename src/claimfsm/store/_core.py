@@ -3,7 +3,7 @@
 A backend supplies transactions (:class:`Tx`): a few primitive reads and the guarded
 writes, each of which must enforce the declared guards atomically. Everything else
 (validation, tokens, history records, refusal diagnosis, discard records, draft side
-effects) lives here once, so the SQLite and memory stores (and later PostgreSQL) cannot
+effects) lives here once, so the SQLite, PostgreSQL and memory stores cannot
 drift apart on anything but the guarded write itself.
 """
 

@@ -1,0 +1,66 @@
+"""The project as a newcomer meets it: the layout comment and the README's layout block name
+exactly the packages there are, and ``make test -q`` says what it skips and why."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import claimfsm
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = Path(claimfsm.__file__).parent
+PACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+
+
+def test_the_layout_comment_in_init_names_every_package() -> None:
+    doc = claimfsm.__doc__ or ""
+    block = doc.split("::", 1)[1].split("\n\n", 2)[1]
+    named = [line.split()[0] for line in block.splitlines() if line[:5].strip()]
+    assert sorted(named) == PACKAGES
+
+
+def test_the_readme_layout_block_names_every_package() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    named = re.findall(r"^  (\w+)/", block, flags=re.M)
+    assert sorted(named) == PACKAGES
+    for top in re.findall(r"^([\w.]+[/\w.]*)\s", block, flags=re.M):
+        assert (ROOT / top.rstrip("/")).exists(), top
+
+
+def test_quiet_runs_say_what_they_skip_one_line_per_missing_component(tmp_path: Path) -> None:
+    """Without PostgreSQL, Graphviz and Chromium, ``pytest -q`` (as ``make test`` runs it)
+    prints one line for each, before any test runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMFSM_")}
+    env["PATH"] = str(Path(sys.executable).parent)  # no dot, no chromium on it
+    env["CLAIMFSM_PG_URL"] = "postgresql://nobody@127.0.0.1:1/none"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co",
+         "tests/test_spec.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = [line for line in result.stdout.splitlines() if line.startswith("claimfsm:")]
+    assert len(lines) == 3, result.stdout
+    assert "PostgreSQL tests SKIPPED" in lines[0] and "CLAIMFSM_PG_URL" in lines[0]
+    assert "Graphviz" in lines[1] and "SKIPPED" in lines[1]
+    assert "Chromium" in lines[2] and "SKIPPED" in lines[2]
+
+
+def test_a_test_that_writes_into_the_checkout_fails_the_run(tmp_path: Path) -> None:
+    stray = ROOT / f"stray-{os.getpid()}.txt"
+    test = tmp_path / "test_stray.py"
+    test.write_text(f"def test_writes():\n    open({str(stray)!r}, 'w').close()\n")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "-p", "tests.conftest", str(test)],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        stray.unlink(missing_ok=True)
+    assert result.returncode == 1, result.stdout
+    assert "changed the working tree" in result.stdout and stray.name in result.stdout
