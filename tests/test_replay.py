@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,6 +42,18 @@ def test_every_declared_transition_and_guard_refusal_is_reached_on_the_store(
     assert fencing.paths > 50 and fencing.steps > 500
     assert fencing.missing == {("retry", "uncertain", "sending")}  # needs a deduping remote
     assert dedup.missing == set()
+    # The README quotes exactly these runs' numbers.
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    quoted = re.search(
+        r"takes (\d+) of the (\d+) declared transitions on the store and raises (\d+) kinds "
+        r"of refusal; .*? it takes all (\d+)\.",
+        readme,
+    )
+    assert quoted, "the README's replay coverage sentence is missing"
+    taken, declared, kinds, all_taken = map(int, quoted.groups())
+    assert taken == len(fencing.declared & fencing.transitions)
+    assert declared == all_taken == len(fencing.declared) == len(dedup.declared & dedup.transitions)
+    assert kinds == len(fencing.refusals)
     refusals = fencing.refusals | dedup.refusals
     for expected in [
         ("begin_send", "owner_matches"),

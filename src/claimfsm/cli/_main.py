@@ -3,10 +3,13 @@ a library error becomes a one-line message and exit status 1 (2 for bad usage)."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import shutil
 import sys
-from collections.abc import Callable, Iterator
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -145,33 +148,93 @@ def _print_summary(s: DemoSummary, path: Path) -> None:
     for what, count in rows:
         table.add_row(what, str(count))
     console.print(table)
+    console.print(_promise_line(s))
     for v in s.violations:
         console.print(f"[bold red]violation:[/] {v}")
     if s.ok:
-        console.print(f"[green]all invariants held[/]; the database is {path}")
+        console.print(f"[green]every promise this remote allows held[/]; the database is {path}")
+
+
+def _promise_line(s: DemoSummary) -> str:
+    """What the promise is against this remote, and how to read the counts above
+    (the three tiers of invariant 1, docs/design.md)."""
+    if s.remote == "fencing":
+        return (
+            "fencing remote: the full promise. One attempt in flight per target, each effect at"
+            " most once: overlapping sends and duplicate effects must both be 0."
+        )
+    if s.remote == "dedup":
+        return (
+            "deduping remote: each effect at most once (duplicate effects must be 0). Attempts"
+            f" of two epochs may overlap at the remote ({s.overlapping_sends} here): a same-key"
+            " retry leaves uncertain while an earlier request may still be in flight, and only"
+            " a fencing remote can refuse it. That is allowed, not a violation."
+        )
+    return (
+        "plain remote: only the store's promise (one epoch of a target sending at a time)."
+        f" {s.left_uncertain} claims stay uncertain: a plain remote cannot prove an effect"
+        " absent, so readback resolves only the attempts that landed."
+    )
 
 
 @main.command()
 @click.argument(
     "declaration", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False
 )
-def spec(declaration: Path | None) -> None:
-    """Print a declaration's states and transitions (default: the claim protocol)."""
+@click.option("--json", "as_json", is_flag=True, help="Print the declaration as one JSON object.")
+def spec(declaration: Path | None, as_json: bool) -> None:
+    """Print a declaration's states, guards and transitions (default: the claim protocol)."""
     with _library_errors():
         from claimfsm.spec import claim_spec
 
         s = load_spec(declaration) if declaration else claim_spec()
+    flags = ("terminal", "frees_target", "lease", "stale")
+    if as_json:
+        data = {
+            "name": s.name,
+            "description": s.description,
+            "initial": s.initial,
+            "states": [
+                {"name": st.name, "meaning": st.meaning, **{f: getattr(st, f) for f in flags}}
+                for st in s.states.values()
+            ],
+            "guards": [
+                {"name": g.name, "meaning": g.meaning, "refusal": g.refusal, "stale": g.stale}
+                for g in s.guards.values()
+            ],
+            "transitions": [
+                {
+                    "event": t.event,
+                    "source": t.source,
+                    "dest": t.dest,
+                    "guards": list(t.guards),
+                    "internal": t.internal,
+                }
+                for t in s.transitions
+            ],
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
     console = Console()
     states = Table(title=f"{s.name}: states")
-    states.add_column("state")
-    states.add_column("meaning")
+    states.add_column("state", no_wrap=True)
+    states.add_column("meaning", overflow="fold")
     for st in s.states.values():
-        flags = [f for f in ("terminal", "frees_target", "lease", "stale") if getattr(st, f)]
-        states.add_row(st.name + (f" [{', '.join(flags)}]" if flags else ""), st.meaning)
+        marks = [f for f in flags if getattr(st, f)]
+        states.add_row(st.name + (f" [{', '.join(marks)}]" if marks else ""), st.meaning)
     console.print(states)
+    guards = Table(title=f"{s.name}: guards")
+    guards.add_column("guard", no_wrap=True)
+    guards.add_column("meaning", overflow="fold")
+    guards.add_column("refusal (exception)", no_wrap=True)
+    for g in s.guards.values():
+        refusal = (g.refusal or "-") + (" (stale owner)" if g.stale else "")
+        guards.add_row(g.name, g.meaning, refusal)
+    console.print(guards)
     trans = Table(title=f"{s.name}: transitions")
-    for col in ("event", "source", "dest", "guards"):
-        trans.add_column(col)
+    for col in ("event", "source", "dest"):
+        trans.add_column(col, no_wrap=True)
+    trans.add_column("guards", overflow="fold")
     for t in s.transitions:
         if t.internal and t.source != s.initial:
             continue
@@ -181,12 +244,30 @@ def spec(declaration: Path | None) -> None:
     console.print(trans)
 
 
+def _width() -> int:
+    """The terminal's width (COLUMNS when set; 80 in a pipe)."""
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def _listing(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """Columns aligned to their widest cell. Nothing is ever cut: an identifier is shown
+    whole even when the line is wider than the terminal."""
+    widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+
+
 @main.command()
 @click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///demo.sqlite")
 @click.option("--target", default=None, help="Only this target.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per entry.")
 def history(url: str, target: str | None, as_json: bool) -> None:
-    """Print a store's history: every transition and every refused stale operation."""
+    """Print a store's history: every transition and every refused stale operation.
+
+    One line per entry (nothing cut), its detail wrapped beneath it to the terminal's width.
+    """
     with _library_errors():
         store = open_store(url, create=False)
         try:
@@ -197,38 +278,56 @@ def history(url: str, target: str | None, as_json: bool) -> None:
         for e in entries:
             click.echo(json.dumps({k: getattr(e, k) for k in e.__slots__}))
         return
-    table = Table(title=f"history of {url}")
-    for col in ("seq", "target", "epoch", "event", "from → to", "owner", "token", "detail"):
-        table.add_column(col)
-    for e in entries:
-        table.add_row(
+    header = ("seq", "target", "epoch", "event", "from → to", "owner", "token")
+    rows = [
+        (
             str(e.seq),
             e.target_id,
             str(e.epoch),
             e.event,
             f"{e.from_state} → {e.to_state}",
             e.owner or "-",
-            e.token_fingerprint,
-            e.detail[:80],
+            e.token_fingerprint or "-",
         )
-    Console().print(table)
+        for e in entries
+    ]
+    lines = _listing(header, rows)
+    click.echo(f"history of {url}: {len(entries)} entries")
+    click.echo(lines[0])
+    width = _width()
+    for line, e in zip(lines[1:], entries, strict=True):
+        click.echo(line)
+        if e.detail:
+            click.echo(
+                textwrap.fill(
+                    e.detail,
+                    width=width,
+                    initial_indent="    ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
 
 
 @main.command()
 @click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///demo.sqlite")
-def claims(url: str) -> None:
-    """Print every target's current claim."""
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per claim.")
+def claims(url: str, as_json: bool) -> None:
+    """Print every target's current claim, one line each (nothing cut)."""
     with _library_errors():
         store = open_store(url, create=False)
         try:
             rows = store.claims()
         finally:
             store.close()
-    table = Table(title=f"claims in {url}")
-    for col in ("target", "epoch", "state", "owner", "token", "draft", "key", "outcome"):
-        table.add_column(col)
-    for c in rows:
-        table.add_row(
+    if as_json:
+        for c in rows:
+            click.echo(json.dumps(dataclasses.asdict(c)))
+        return
+    header = ("target", "epoch", "state", "owner", "token", "draft", "key", "outcome")
+    cells = [
+        (
             c.target_id,
             str(c.epoch),
             c.state,
@@ -238,7 +337,11 @@ def claims(url: str) -> None:
             c.idempotency_key,
             c.outcome or "-",
         )
-    Console().print(table)
+        for c in rows
+    ]
+    click.echo(f"claims in {url}: {len(rows)}")
+    for line in _listing(header, cells):
+        click.echo(line)
 
 
 @main.command()
@@ -323,7 +426,11 @@ def check(
         wrong = designs()
         if list_designs:
             for name, s in wrong.items():
-                click.echo(f"{name}  {s.description}")
+                click.echo(
+                    json.dumps({"design": name, "description": s.description})
+                    if as_json
+                    else f"{name}  {s.description}"
+                )
             return
         if design != "claim" and design not in wrong:
             raise click.UsageError(
@@ -348,7 +455,7 @@ def check(
             .stop_on_violation(design != "claim")
             .progress(
                 lambda unique, depth, secs: click.echo(
-                    f"... {unique:,} states, depth {depth}, {secs:.0f} s", err=True
+                    f"... {unique:,} unique states, depth {depth}, {secs:.0f} s", err=True
                 )
             )
         )
@@ -381,9 +488,9 @@ def check(
     else:
         click.echo(f"design {design}: {spec.description}")
         click.echo(
-            f"bounds: {workers} workers, {targets} targets, {drafts} drafts per target, "
-            f"{epochs} epochs per target, {remote} remote"
-            + ("" if no_crashes else ", with crashes and stale wake-ups")
+            f"bounds: {_count(workers, 'worker')}, {_count(targets, 'target')}, "
+            f"{_count(drafts, 'draft')} per target, {_count(epochs, 'epoch')} per target, "
+            f"{remote} remote" + ("" if no_crashes else ", with crashes and stale wake-ups")
         )
         click.echo(report.text())
         if coverage is not None:
@@ -392,6 +499,10 @@ def check(
             click.echo(f"wrote {path}")
         click.echo(f"verdict: {report.verdict}")
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _replay_on_sqlite(spec: Any, config: Any) -> Any:
