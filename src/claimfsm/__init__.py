@@ -31,6 +31,7 @@ from claimfsm.errors import (
     IllegalTransition,
     InsufficientEvidence,
     InvalidArgument,
+    InvalidRemote,
     LeaseExpired,
     NotFound,
     Refused,
@@ -51,6 +52,7 @@ from claimfsm.service import (
     SendRejected,
     SendRequest,
     SimulatedRemote,
+    check_remote,
 )
 from claimfsm.spec import Event, Spec, State, claim_spec, load_spec
 from claimfsm.store import (
@@ -83,6 +85,7 @@ __all__ = [
     "IllegalTransition",
     "InsufficientEvidence",
     "InvalidArgument",
+    "InvalidRemote",
     "LeaseExpired",
     "MemoryStore",
     "NotFound",
@@ -105,6 +108,7 @@ __all__ = [
     "Transitioned",
     "UsageError",
     "__version__",
+    "check_remote",
     "claim_machine",
     "claim_spec",
     "load_spec",

@@ -5,6 +5,7 @@
     ClaimFSMError
     ├── UsageError                  you did it: fix the call
     │   ├── InvalidArgument         (also TypeError and ValueError) a bad argument
+    │   │   └── InvalidRemote       a Remote adapter that breaks the contract (lists how)
     │   ├── NotFound                (also LookupError) no such draft or claim
     │   └── IllegalTransition       the event is not declared from the current state
     ├── Refused                     the protocol said no; nothing changed
@@ -37,6 +38,16 @@ class UsageError(ClaimFSMError):
 
 class InvalidArgument(UsageError, TypeError, ValueError):
     """An argument has the wrong type or value. Nothing was written."""
+
+
+class InvalidRemote(InvalidArgument):
+    """A ``Remote`` adapter breaks the contract (docs/remote-adapters.md): a flag or
+    method is missing, misspelled, or cannot take the arguments claimfsm passes.
+    ``problems`` lists each one."""
+
+    def __init__(self, message: str, *, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class NotFound(UsageError, LookupError):

@@ -10,6 +10,7 @@ from claimfsm.service._remote import (
     SendRejected,
     SendRequest,
     SimulatedRemote,
+    check_remote,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "SendRequest",
     "SimulatedRemote",
     "StepHook",
+    "check_remote",
 ]

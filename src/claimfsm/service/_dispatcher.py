@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -11,12 +12,13 @@ from claimfsm.errors import (
     DraftNotApproved,
     IllegalTransition,
     InvalidArgument,
+    InvalidRemote,
     LeaseExpired,
     Refused,
     StaleClaim,
     TargetBusy,
 )
-from claimfsm.service._remote import Remote, SendRequest
+from claimfsm.service._remote import Remote, SendRequest, check_remote, shown
 from claimfsm.spec import State
 from claimfsm.store import Claim, Evidence, Store
 from claimfsm.store import _validate as check
@@ -58,8 +60,7 @@ class Dispatcher:
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument("store must be a claimfsm Store (open one with open_store)")
-        if not isinstance(remote, Remote):
-            raise InvalidArgument("remote must implement claimfsm.Remote (send, readback, fence)")
+        check_remote(remote)  # all of the contract, now: not a surprise at the first reconcile
         check.text_id(owner, "owner", max_length=100)
         check.lease(lease_seconds)
         if on_step is not None and not callable(on_step):
@@ -84,8 +85,21 @@ class Dispatcher:
         return DispatchResult("idle")
 
     def send(self, claim: Claim) -> DispatchResult:
-        """Send what ``claim`` pinned: begin_send, remote call, confirm or mark uncertain."""
+        """Send what ``claim`` pinned: begin_send, remote call, confirm or mark uncertain.
+
+        What can fail before any request could leave (reading the draft, building the
+        request, an adapter whose ``send`` cannot take it) fails while the claim is still
+        reserved: the claim is released, so the target is not stranded, and the error is
+        raised. Once ``begin_send`` committed, any exception from ``send`` means the request
+        may have left, and the claim becomes uncertain.
+        """
         self._step("acquired", claim)
+        try:
+            request = self._request(claim)
+        except InvalidRemote:
+            with contextlib.suppress(Refused, IllegalTransition):
+                claim.release()
+            raise
         try:
             claim.begin_send()  # durable before the remote may see anything
         except (StaleClaim, LeaseExpired) as exc:
@@ -95,13 +109,31 @@ class Dispatcher:
                 claim.release()  # superseded meanwhile: nothing of ours to give back
             return DispatchResult("lost", claim, str(exc))
         self._step("sending", claim)
-        return self._call_remote(claim)
+        return self._call_remote(claim, request)
 
-    def _call_remote(self, claim: Claim) -> DispatchResult:
+    def _request(self, claim: Claim) -> SendRequest:
+        """The request for ``claim``'s pinned draft, checked against the adapter's ``send``.
+        (begin_send then guards that the draft is still the pinned version.)"""
         draft = self.store.get_draft(claim.draft_id)
         request = SendRequest(
             claim.target_id, claim.draft_id, claim.epoch, claim.idempotency_key, draft.content
         )
+        try:
+            inspect.signature(self.remote.send).bind(request)
+        except TypeError as exc:
+            problem = f"{shown('send', self.remote.send)} cannot take the request: {exc}"
+            raise InvalidRemote(
+                f"{type(self.remote).__name__}: {problem}; nothing was sent and the claim "
+                "was released (docs/remote-adapters.md)",
+                problems=[problem],
+            ) from exc
+        except ValueError:  # no signature to read: leave it to the call
+            pass
+        return request
+
+    def _call_remote(self, claim: Claim, request: SendRequest | None = None) -> DispatchResult:
+        if request is None:
+            request = self._request(claim)
         try:
             self.remote.send(request)
         except Exception as exc:  # any error leaves the outcome unknown

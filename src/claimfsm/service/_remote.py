@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import random
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from claimfsm.errors import InvalidArgument
+from claimfsm.errors import InvalidArgument, InvalidRemote
 
 RemoteMode = Literal["plain", "fencing", "dedup"]
 
@@ -41,7 +43,8 @@ class Remote(Protocol):
     outcome is unknown to the caller, and the claim becomes uncertain. ``readback`` says
     whether the effect of ``idempotency_key`` is present. ``fence`` (fencing remotes only)
     makes the remote reject every send at ``epoch`` or below from now on, and returns only
-    once no such send can still land.
+    once no such send can still land. The two flags are plain bools. The whole contract,
+    with an example, is docs/remote-adapters.md; ``check_remote`` checks an adapter.
     """
 
     fences_epochs: bool
@@ -50,6 +53,75 @@ class Remote(Protocol):
     def send(self, request: SendRequest) -> None: ...
     def readback(self, target_id: str, idempotency_key: str, epoch: int) -> bool: ...
     def fence(self, target_id: str, epoch: int) -> None: ...
+
+
+#: What claimfsm calls on an adapter, and with which arguments (positional, as it calls them).
+_CALLS: dict[str, tuple[Any, ...]] = {
+    "send": (SendRequest("t", 1, 1, "k", ""),),
+    "readback": ("t", "k", 1),
+    "fence": ("t", 1),
+}
+_FLAGS = ("fences_epochs", "dedups_by_key")
+
+
+def check_remote(remote: object) -> None:
+    """Raise :class:`InvalidRemote` naming everything wrong with ``remote`` as an adapter:
+    a missing or non-bool flag (with the near-miss name it has instead, if any), a missing
+    method, a method left as the protocol's stub, or one whose signature does not take the
+    arguments claimfsm passes. Nothing is called."""
+    problems: list[str] = []
+    names = [n for n in dir(remote) if not n.startswith("__")]
+
+    def near(name: str) -> str:
+        close = difflib.get_close_matches(name, [n for n in names if n != name], n=1, cutoff=0.75)
+        return f" (it has {close[0]!r}: a misspelling?)" if close else ""
+
+    for flag in _FLAGS:
+        value = getattr(remote, flag, _MISSING)
+        if value is _MISSING:
+            problems.append(f"the flag {flag} is missing{near(flag)}; set it to True or False")
+        elif not isinstance(value, bool):
+            problems.append(f"the flag {flag} must be True or False, not {value!r}")
+    for method, args in _CALLS.items():
+        bound = getattr(remote, method, _MISSING)
+        if bound is _MISSING:
+            problems.append(f"the method {method} is missing{near(method)}")
+            continue
+        if not callable(bound):
+            problems.append(f"{method} must be a method, not {type(bound).__name__}")
+            continue
+        if getattr(type(remote), method, None) is getattr(Remote, method):
+            problems.append(f"the method {method} is the Remote protocol's stub: implement it")
+            continue
+        try:
+            inspect.signature(bound).bind(*args)
+        except TypeError as exc:
+            problems.append(
+                f"{shown(method, bound)} cannot be called as "
+                f"{method}({', '.join(_ARG_NAMES[method])}): {exc}"
+            )
+        except ValueError:  # no signature to read (a builtin): leave it to the call
+            pass
+    if problems:
+        raise InvalidRemote(
+            f"{type(remote).__name__} is not a usable Remote adapter: "
+            + "; ".join(problems)
+            + " (the contract: docs/remote-adapters.md)",
+            problems=problems,
+        )
+
+
+def shown(name: str, method: Any) -> str:
+    """``name(a, b)``: a method as its parameter names, for a message."""
+    return f"{name}({', '.join(inspect.signature(method).parameters)})"
+
+
+_MISSING = object()
+_ARG_NAMES = {
+    "send": ("request",),
+    "readback": ("target_id", "idempotency_key", "epoch"),
+    "fence": ("target_id", "epoch"),
+}
 
 
 @dataclass(frozen=True, slots=True)
