@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from claimfsm.checker import (
     claim_model,
     compile_table,
     fire,
+    path_steps,
     replay,
 )
 from claimfsm.cli import main
@@ -202,3 +204,44 @@ def test_check_cli_exit_codes_and_json() -> None:
     stopped = runner.invoke(main, ["check", "--workers", "2", "--max-states", "100"])
     assert stopped.exit_code == 3
     assert runner.invoke(main, ["check", "--design", "nope"]).exit_code == 2
+
+
+def test_every_state_change_is_a_numbered_step_of_its_own() -> None:
+    """lapse_reclaims_sending's fault (sending -> expired, done inside the next acquire)
+    is a step of its own, and no two steps share a number, in text, JSON and drawings."""
+    result = CliRunner().invoke(
+        main, ["check", "--design", "lapse_reclaims_sending", "--workers", "2"]
+    )
+    numbers = [int(m) for m in re.findall(r"^  (\d+)\. ", result.output, re.M)]
+    assert numbers == list(range(len(numbers))) and len(numbers) == 9
+    assert re.search(r"^  5\. .*\[lapse: sending → expired\]$", result.output, re.M)
+    data = json.loads(
+        CliRunner()
+        .invoke(main, ["check", "--design", "lapse_reclaims_sending", "--workers", "2", "--json"])
+        .output
+    )
+    steps = data["violations"][0]["steps"]
+    assert [s["number"] for s in steps] == list(range(9))
+    spec = designs()["lapse_reclaims_sending"]
+    report = Checker(claim_model(spec, ClaimModelConfig(workers=2))).stop_on_violation().run()
+    drawn = path_steps(spec, report.model, report.discoveries["no_overlapping_sends"].path)
+    assert [s.number for s in drawn] == list(range(1, 9))
+
+
+def test_a_replay_token_replays_on_the_model_and_on_a_real_store() -> None:
+    runner = CliRunner()
+    wrong = ["check", "--design", "lapse_reclaims_sending", "--workers", "2"]
+    token = re.search(r"replay token: (\S+)", runner.invoke(main, wrong).output)
+    assert token
+    played = runner.invoke(main, [*wrong, "--replay-token", token.group(1)])
+    assert played.exit_code == 1
+    assert "violates no_overlapping_sends after: worker 1 sends the request" in played.output
+    assert "departed from the model: TargetBusy" in played.output  # the real store refuses
+    # An example of the correct design: the real store follows it step for step.
+    data = json.loads(runner.invoke(main, ["check", "--workers", "2", "--json"]).stdout)
+    example = data["examples"]["reconciled_absent"]["token"]
+    ok = runner.invoke(main, ["check", "--workers", "2", "--replay-token", example])
+    assert ok.exit_code == 0, ok.output
+    assert "the real store followed all" in ok.output
+    bad = runner.invoke(main, ["check", "--workers", "2", "--replay-token", "0.x"])
+    assert bad.exit_code == 1 and "is not a replay token" in bad.output

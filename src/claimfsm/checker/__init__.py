@@ -23,6 +23,7 @@ from claimfsm.checker._engine import (
     Property,
     Report,
     Step,
+    explained,
     path_from,
     replay,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "World",
     "claim_model",
     "compile_table",
+    "explained",
     "fire",
     "path_from",
     "path_steps",

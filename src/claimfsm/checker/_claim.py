@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -603,6 +604,7 @@ def claim_model(
         show_action=show_action,
         show_state=show_state,
         may_stop=may_stop,
+        explain=_explainer(spec, show_action),
     )
 
 
@@ -622,62 +624,95 @@ _EVENTS = {
 def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> list[PathStep]:
     """A checker path as declaration-level steps: who did what, and which transition.
 
-    An acquire that first lapses the current epoch (as the stores do) gives two steps with
-    the same number: the lapse, then the acquire.
+    Every state change is a step of its own, numbered in order: an acquire that first lapses
+    the current epoch (as the stores do) gives two steps, the lapse and then the acquire.
     """
     table = compile_table(spec)
-    steps = []
-    for n, (before, after) in enumerate(itertools.pairwise(path), start=1):
-        a = after.action
-        kind = a[0]
-        worker = (
-            a[1]
-            if kind
-            not in ("land", "lease_lapses", "sweep", "reconcile", "edit", "approve", "create")
-            else None
-        )
-        if kind in ("acquire", "retry"):
-            target = a[2]
-        elif worker is not None:
-            wk = before.state.workers[worker]
-            target = wk.saved[0] if kind == "wake" and wk.saved else max(wk.target, 0)
-        else:
-            target = a[1]
-        source = before.state.targets[target].state
-        dest = after.state.targets[target].state
-        event = a[2] if kind == "wake" else _EVENTS.get(kind)
-        if kind == "acquire" and source != "unclaimed":
-            lapsed = fire(table, "lapse", source, frozenset({"lease_lapsed"}))
-            if lapsed is not None and not before.state.targets[target].lease_live:
-                steps.append(
-                    PathStep(
-                        n,
-                        "store",
-                        "store",
-                        f"the store lapses epoch {before.state.targets[target].epoch} first",
-                        "lapse",
-                        source,
-                        lapsed,
-                    )
-                )
-            source = "unclaimed"  # acquire creates the new epoch
-        actor = (
-            f"worker {worker}"
-            if worker is not None
-            else {
-                "land": "remote",
-                "lease_lapses": "clock",
-                "edit": "author",
-                "approve": "author",
-                "create": "author",
-            }.get(kind, "store")
-        )
-        to = {"send": "remote", "ack": actor}.get(kind, "store")
-        if kind == "ack":
-            actor, to = "remote", f"worker {worker}"
-        if event is not None and source == dest and kind not in ("renew",) and kind != "acquire":
-            text = f"{model.show_action(a)} (refused)"
-        else:
-            text = model.show_action(a)
-        steps.append(PathStep(n, actor, to, text, event, source, dest))
+    steps: list[PathStep] = []
+    for before, after in itertools.pairwise(path):
+        for part in _parts(table, model.show_action, before.state, after.action, after.state):
+            steps.append(part._replace(number=len(steps) + 1))
     return steps
+
+
+def _parts(
+    table: Any,
+    show_action: Callable[[tuple[Any, ...]], str],
+    before: World,
+    a: tuple[Any, ...],
+    after: World,
+) -> list[PathStep]:
+    """The declaration-level state changes one model action makes (numbered 0)."""
+    kind = a[0]
+    parts: list[PathStep] = []
+    worker = (
+        a[1]
+        if kind not in ("land", "lease_lapses", "sweep", "reconcile", "edit", "approve", "create")
+        else None
+    )
+    if kind in ("acquire", "retry"):
+        target = a[2]
+    elif worker is not None:
+        wk = before.workers[worker]
+        target = wk.saved[0] if kind == "wake" and wk.saved else max(wk.target, 0)
+    else:
+        target = a[1]
+    source = before.targets[target].state
+    dest = after.targets[target].state
+    event = a[2] if kind == "wake" else _EVENTS.get(kind)
+    if kind == "acquire" and source != "unclaimed":
+        lapsed = fire(table, "lapse", source, frozenset({"lease_lapsed"}))
+        if lapsed is not None and not before.targets[target].lease_live:
+            parts.append(
+                PathStep(
+                    0,
+                    "store",
+                    "store",
+                    f"the store lapses epoch {before.targets[target].epoch} of target {target}"
+                    f" (inside worker {worker}'s acquire, before the new epoch)",
+                    "lapse",
+                    source,
+                    lapsed,
+                )
+            )
+        source = "unclaimed"  # acquire creates the new epoch
+    actor = (
+        f"worker {worker}"
+        if worker is not None
+        else {
+            "land": "remote",
+            "lease_lapses": "clock",
+            "edit": "author",
+            "approve": "author",
+            "create": "author",
+        }.get(kind, "store")
+    )
+    to = {"send": "remote", "ack": actor}.get(kind, "store")
+    if kind == "ack":
+        actor, to = "remote", f"worker {worker}"
+    if event is not None and source == dest and kind not in ("renew",) and kind != "acquire":
+        text = f"{show_action(a)} (refused)"
+    else:
+        text = show_action(a)
+    parts.append(PathStep(0, actor, to, text, event, source, dest))
+    return parts
+
+
+def _explainer(
+    spec: Spec, show_action: Callable[[tuple[Any, ...]], str]
+) -> Callable[[World, tuple[Any, ...], World], list[tuple[str, str | None]]]:
+    """For the engine: each state change of an action as a numbered step of its own, with
+    the declared transition it takes."""
+    table = compile_table(spec)
+
+    def explain(before: World, a: tuple[Any, ...], after: World) -> list[tuple[str, str | None]]:
+        parts = _parts(table, show_action, before, a, after)
+        shown: list[tuple[str, str | None]] = []
+        for i, p in enumerate(parts):
+            moved = p.event is not None and p.source != p.dest
+            text = p.text + (f" [{p.event}: {p.source} → {p.dest}]" if moved else "")
+            last = i == len(parts) - 1
+            shown.append((text, None if last else f"the claim {p.dest}; nothing else changed yet"))
+        return shown
+
+    return explain

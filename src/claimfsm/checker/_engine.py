@@ -49,6 +49,25 @@ class Model(Generic[S, A]):
     show_state: Callable[[S], str] = str
     #: States where nothing being enabled is fine (otherwise: a deadlock is reported).
     may_stop: Callable[[S], bool] = lambda state: False
+    #: One action may make several state changes (an acquire that first lapses the old
+    #: epoch): ``explain(before, action, after)`` gives each as (text, state after it, or
+    #: None for ``show_state(after)``), and each is shown as a numbered step of its own.
+    explain: Callable[[S, A, S], Sequence[tuple[str, str | None]]] | None = None
+
+
+def explained(model: Model[S, A], path: Sequence[Step[S, A]]) -> list[tuple[str, str]]:
+    """A path as numbered steps (text, state after): step 0 is the start; an action that
+    makes several state changes gives one step for each."""
+    steps = [("(start)", model.show_state(path[0].state))]
+    for before, after in itertools.pairwise(path):
+        assert after.action is not None
+        if model.explain is None:
+            parts: Sequence[tuple[str, str | None]] = [(model.show_action(after.action), None)]
+        else:
+            parts = model.explain(before.state, after.action, after.state)
+        for text, state in parts:
+            steps.append((text, model.show_state(after.state) if state is None else state))
+    return steps
 
 
 @dataclass(frozen=True)
@@ -167,20 +186,18 @@ class Report(Generic[S, A]):
 
 
 def _numbered(model: Model[Any, Any], path: Sequence[Step[Any, Any]]) -> list[str]:
-    lines = [f"  0. (start)  {model.show_state(path[0].state)}"]
-    for i, step in enumerate(path[1:], start=1):
-        lines.append(f"  {i}. {model.show_action(step.action)}")
-        lines.append(f"       -> {model.show_state(step.state)}")
+    steps = explained(model, path)
+    lines = [f"  0. (start)  {steps[0][1]}"]
+    for i, (text, state) in enumerate(steps[1:], start=1):
+        lines.append(f"  {i}. {text}")
+        lines.append(f"       -> {state}")
     return lines
 
 
-def _steps(model: Model[Any, Any], path: Sequence[Step[Any, Any]]) -> list[dict[str, str]]:
+def _steps(model: Model[Any, Any], path: Sequence[Step[Any, Any]]) -> list[dict[str, Any]]:
     return [
-        {
-            "action": "(start)" if s.action is None else model.show_action(s.action),
-            "state": model.show_state(s.state),
-        }
-        for s in path
+        {"number": n, "action": text, "state": state}
+        for n, (text, state) in enumerate(explained(model, path))
     ]
 
 

@@ -388,6 +388,15 @@ def claims(url: str, as_json: bool) -> None:
     help="Also replay the model's coverage paths on real SQLite files (one target).",
 )
 @click.option(
+    "--replay-token",
+    "token",
+    default=None,
+    metavar="TOKEN",
+    help="Play the path a replay token names (printed with every counterexample) on the"
+    " model and then on a real SQLite store, instead of searching. Give the same design and"
+    " bounds the token was printed with.",
+)
+@click.option(
     "--diagram",
     "diagram_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -410,6 +419,7 @@ def check(
     max_states: int | None,
     time_limit: float | None,
     replay: bool,
+    token: str | None,
     diagram_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -446,6 +456,15 @@ def check(
             remote=remote,  # type: ignore[arg-type]
             crashes=not no_crashes,
         )
+        if token is not None:
+            played = _replay_token(spec, config, token)
+            if as_json:
+                click.echo(json.dumps({"design": design, "token": token, **vars(played)}, indent=2))
+            else:
+                click.echo(f"design {design}: {spec.description}")
+                click.echo(f"replay token {token}:")
+                click.echo(played.text())
+            sys.exit(1 if played.violated or played.store_error else 0)
         checker = (
             Checker(claim_model(spec, config))
             .symmetry(not no_symmetry)
@@ -505,24 +524,43 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _sqlite_per_path(folder: Path, workers: int) -> Callable[[Any], Any]:
+    """A store factory for replays: a new SQLite file for each path, opened once by the
+    environment and once by each worker (their own connections)."""
+    from claimfsm.store import SQLiteStore
+
+    calls = [0]
+
+    def open_store(clock: Any) -> SQLiteStore:
+        n = calls[0] // (workers + 1)
+        calls[0] += 1
+        return SQLiteStore(folder / f"path-{n}.sqlite", clock=clock)
+
+    return open_store
+
+
 def _replay_on_sqlite(spec: Any, config: Any) -> Any:
     """Replay the coverage paths of ``spec``'s model, each on fresh SQLite files."""
     import tempfile
 
     from claimfsm.replay import replay_coverage
-    from claimfsm.store import SQLiteStore
 
     if config.targets != 1:
         raise click.UsageError("--replay runs one-target models: use --targets 1")
     with tempfile.TemporaryDirectory(prefix="claimfsm-replay-") as tmp:
-        calls = [0]
+        return replay_coverage(spec, config, _sqlite_per_path(Path(tmp), config.workers))
 
-        def open_store(clock: Any) -> SQLiteStore:
-            n = calls[0] // (config.workers + 1)  # the environment and each worker
-            calls[0] += 1
-            return SQLiteStore(Path(tmp) / f"path-{n}.sqlite", clock=clock)
 
-        return replay_coverage(spec, config, open_store)
+def _replay_token(spec: Any, config: Any, token: str) -> Any:
+    """The path ``token`` names, on the model and on a real SQLite store."""
+    import tempfile
+
+    from claimfsm.replay import replay_token
+
+    if config.targets != 1:
+        raise click.UsageError("--replay-token plays one-target models: use --targets 1")
+    with tempfile.TemporaryDirectory(prefix="claimfsm-token-") as tmp:
+        return replay_token(spec, config, token, _sqlite_per_path(Path(tmp), config.workers))
 
 
 @main.command()

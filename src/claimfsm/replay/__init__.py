@@ -3,9 +3,19 @@
 from claimfsm.replay._replay import (
     Coverage,
     ReplayMismatch,
+    TokenReplay,
     coverage_paths,
     replay_coverage,
     replay_path,
+    replay_token,
 )
 
-__all__ = ["Coverage", "ReplayMismatch", "coverage_paths", "replay_coverage", "replay_path"]
+__all__ = [
+    "Coverage",
+    "ReplayMismatch",
+    "TokenReplay",
+    "coverage_paths",
+    "replay_coverage",
+    "replay_path",
+    "replay_token",
+]

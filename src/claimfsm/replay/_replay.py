@@ -19,7 +19,16 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.checker import ClaimModelConfig, Model, Step, World, claim_model, path_from
+from claimfsm.checker import (
+    ClaimModelConfig,
+    Model,
+    Step,
+    World,
+    claim_model,
+    explained,
+    path_from,
+    replay,
+)
 from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
 from claimfsm.spec import Spec
 from claimfsm.store import Claim, Evidence, Store
@@ -274,3 +283,61 @@ def replay_coverage(
     for path in coverage_paths(model, deep_samples=deep_samples):
         replay_path(spec, config, path, open_store, coverage)
     return coverage
+
+
+@dataclass
+class TokenReplay:
+    """A replay token played on the model and then on a real store."""
+
+    steps: list[tuple[str, str]]  # numbered steps as the checker prints them: (text, state)
+    violated: dict[str, str]  # always-property -> the action after which it first fails
+    actions: int  # model actions on the path
+    store_followed: int  # how many of them the real store did exactly as the model predicts
+    store_error: str | None  # why the store departed from the model, if it did
+
+    def text(self) -> str:
+        lines = [f"  0. (start)  {self.steps[0][1]}"]
+        for n, (text, state) in enumerate(self.steps[1:], start=1):
+            lines += [f"  {n}. {text}", f"       -> {state}"]
+        for name, where in self.violated.items():
+            lines.append(f"violates {name} after: {where}")
+        if self.store_error is None:
+            lines.append(
+                f"the real store followed all {self.actions} actions, matching the model after each"
+            )
+        else:
+            lines.append(
+                f"the real store followed {self.store_followed} of {self.actions} actions, then"
+                f" departed from the model: {self.store_error}"
+            )
+        return "\n".join(lines)
+
+
+def replay_token(
+    spec: Spec,
+    config: ClaimModelConfig,
+    token: str,
+    open_store: Callable[[Callable[[], float]], Store],
+) -> TokenReplay:
+    """Play the path ``token`` names (``claimfsm check`` prints one per discovery) on the
+    model of ``spec`` with the same bounds, then on fresh real stores. The stores run the
+    correct declaration, so a wrong design's counterexample departs where the store refuses
+    what the variant allows. Raises ``InvalidArgument`` for a token of another model."""
+    model = claim_model(spec, config)
+    path = replay(model, token)
+    violated: dict[str, str] = {}
+    for step in path:
+        for p in model.properties:
+            if p.kind == "always" and p.name not in violated and not p.holds(step.state):
+                violated[p.name] = (
+                    "(start)" if step.action is None else model.show_action(step.action)
+                )
+    coverage = Coverage(declared=set())
+    error = None
+    try:
+        replay_path(spec, config, path, open_store, coverage)
+    except (ReplayMismatch, ClaimFSMError) as exc:
+        if isinstance(exc, InvalidArgument) and "one-target" in str(exc):
+            raise
+        error = f"{type(exc).__name__}: {exc}"
+    return TokenReplay(explained(model, path), violated, len(path) - 1, coverage.steps, error)
