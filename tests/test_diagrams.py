@@ -15,6 +15,7 @@ from claimfsm.spec import claim_spec, designs
 from .conftest import needs_dot
 
 ROOT = Path(__file__).parent.parent
+RED, BLUE = "#d62728", "#1f5fbf"  # a counterexample's path; a variant's changes
 ALL = {"claim": claim_spec(), **designs()}
 
 
@@ -119,17 +120,55 @@ def test_counterexamples_are_drawn_on_the_diagram_and_as_sequence_charts(tmp_pat
             steps = path_steps(spec, report.model, found.path)
             dot = (tmp_path / f"{name}-{prop.name}.dot").read_text()
             sequence = (tmp_path / f"{name}-{prop.name}-sequence.mmd").read_text()
+            chart = (tmp_path / f"{name}-{prop.name}-sequence.svg").read_text()
+            assert chart.startswith("<svg") and all(f">{s.number}. " in chart for s in steps)
             assert (tmp_path / f"{name}-{prop.name}.svg").stat().st_size > 0
             assert sequence.startswith("sequenceDiagram")
             assert len(sequence.splitlines()) == 2 + len(
                 {s.actor for s in steps if s.actor.startswith("worker")}
                 | {s.to for s in steps if s.to.startswith("worker")}
             ) + 2 + len(steps)
-            for s in steps:  # every declared transition the path takes is drawn red
+            for s in steps:  # every state change the path makes is drawn red, numbered
                 if s.event and s.source != s.dest:
                     red_edge = (
-                        rf'{s.source} -> {s.dest} \[label="\([\d,]+\) {s.event}\b[^"]*" color=red'
+                        rf'{s.source} -> {s.dest} \[label="\([\d,]+\) [^"]*\b{s.event}\b[^"]*" '
+                        rf'color="{RED}"'
                     )
                     assert re.search(red_edge, dot), (name, s)
+            assert f"violated after step {steps[-1].number}" in dot
     lapse = (tmp_path / "lapse_reclaims_sending-no_overlapping_sends.dot").read_text()
-    assert re.search(r'sending -> expired \[label="\(5\) lapse[^"]*" color=red', lapse)
+    assert re.search(
+        rf'sending -> expired \[label="\(5\) changed: lapse[^"]*" color="{RED}"', lapse
+    )
+    # update_returning_claim: what went wrong is drawn, a second epoch acquired from sending.
+    taken = (tmp_path / "update_returning_claim-no_overlapping_sends.dot").read_text()
+    assert re.search(r'sending -> reserved \[label="\(4\) acquire\nnot declared', taken)
+    # Two epochs in flight, and a duplicate effect, are visible on the remote's lifeline.
+    assert (
+        "two epochs in flight at once"
+        in (tmp_path / "update_returning_claim-no_overlapping_sends-sequence.svg").read_text()
+    )
+    assert (
+        "duplicate effect of draft 0"
+        in (tmp_path / "fresh_key_retry-effect_at_most_once-sequence.svg").read_text()
+    )
+
+
+def test_a_variants_changes_are_drawn_blue_and_expired_is_not_drawn_final() -> None:
+    from claimfsm.spec import claim_spec, differences
+
+    spec = designs()["release_by_target"]
+    dot = to_dot(spec, changes=differences(claim_spec(), spec))
+    assert re.search(
+        rf'reserved -> released \[label="changed: release\n\(no longer checks owner_matches\)"'
+        rf' color="{BLUE}"',
+        dot,
+    )
+    lapse = designs()["lapse_reclaims_sending"]
+    dot = to_dot(lapse, changes=differences(claim_spec(), lapse))
+    assert re.search(r'sending -> uncertain \[label="removed: lapse"[^]]*style=dashed', dot)
+    plain = to_dot(claim_spec())
+    assert re.search(r"\bexpired \[[^]]*peripheries=1", plain)  # discard leaves it
+    assert re.search(r"\bconfirmed \[[^]]*peripheries=2", plain)
+    assert "expired --> [*]" not in to_mermaid(claim_spec())
+    assert "legend" not in to_dot(claim_spec(), legend=False)

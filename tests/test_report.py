@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import subprocess
@@ -53,7 +55,10 @@ def test_report_holds_every_part_and_needs_no_network(report_file: Path) -> None
         if name != "partial_unique_index":  # the rest have a path: steps, drawing, sequence
             assert "<table class='steps'>" in section.group(1)
             assert "color=" not in section.group(1) and "<svg" in section.group(1)
-            assert "sequenceDiagram" in section.group(1)
+            assert '<svg xmlns="http://www.w3.org/2000/svg" class="sequence"' in (section.group(1))
+            assert "sequenceDiagram" not in section.group(1)
+        assert "How it differs from <code>claim</code>" in section.group(1)
+        assert "legend" not in section.group(1)  # the legend is drawn once, at the top
 
 
 def _chromium() -> str | None:
@@ -63,27 +68,67 @@ def _chromium() -> str | None:
     return found
 
 
-def test_report_renders_in_headless_chromium(
+#: Run in a copy of the report (the report itself has no script): measures what rendered.
+_MEASURE = """<script>
+window.addEventListener('load', () => {
+  const out = {labels: [], sequenceCharts: 0, mermaidText: 0, overflowing: [], pageWidth: 0};
+  const inScroller = el => el.closest('.diagram') !== null;
+  for (const t of document.querySelectorAll('g.edge text, svg.sequence text')) {
+    const r = t.getBoundingClientRect();
+    if (r.width > 0) out.labels.push([Math.round(r.height * 10) / 10, t.textContent]);
+  }
+  for (const section of document.querySelectorAll('section.design')) {
+    out.sequenceCharts += section.querySelectorAll('svg.sequence').length;
+    out.mermaidText += (section.textContent.match(/sequenceDiagram/g) || []).length;
+  }
+  const width = document.documentElement.clientWidth;
+  out.pageWidth = document.documentElement.scrollWidth - width;
+  for (const el of document.body.querySelectorAll('*')) {
+    if (inScroller(el)) continue;
+    const r = el.getBoundingClientRect();
+    if (r.right > width + 1) out.overflowing.push(el.tagName + ' ' + el.className);
+  }
+  const pre = document.createElement('pre');
+  pre.id = 'measured';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_report_renders_legibly_in_headless_chromium(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    """As a reviewer sees it: every edge label and sequence-chart text at least 10 px tall
+    as rendered, the sequence charts drawn as SVG (not Mermaid text), and nothing wider
+    than the page (wide drawings scroll inside their own frame)."""
     chromium = _chromium()  # before the report: a missing browser is named as such
     if chromium is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
     report_file: Path = request.getfixturevalue("report_file")
+    measured_page = tmp_path / "measured.html"
+    measured_page.write_text(report_file.read_text().replace("</body>", _MEASURE + "</body>"))
     base = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
-    url = report_file.as_uri()
     dom = subprocess.run(
-        [*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
-    # What the browser parsed: the diagram's state nodes and a section per wrong design.
-    for state in claim_spec().states:
+        [*base, "--window-size=1300,2400", "--virtual-time-budget=10000", "--dump-dom",
+         measured_page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    for state in claim_spec().states:  # the browser parsed the inline state diagram
         assert re.search(rf'<g id="node\d+" class="node">\s*<title>{state}</title>', dom), state
-    for name in designs():
-        assert f'id="design-{name}"' in dom
-    assert dom.count("<svg") >= 1 + len(designs()) - 1
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S)
+    assert found, "the measuring script did not run"
+    measured = json.loads(html.unescape(found.group(1)))
+    heights = [h for h, _ in measured["labels"]]
+    assert len(heights) > 200
+    small = [(h, text) for h, text in measured["labels"] if h < 10]
+    assert not small, small[:5]
+    with_path = [n for n in designs() if n != "partial_unique_index"]
+    assert measured["sequenceCharts"] == len(with_path) and measured["mermaidText"] == 0
+    assert measured["pageWidth"] <= 0 and measured["overflowing"] == []
     shot = tmp_path / "review.png"
     subprocess.run(
-        [*base, "--window-size=1300,2400", f"--screenshot={shot}", url],
+        [*base, "--window-size=1300,2400", f"--screenshot={shot}", report_file.as_uri()],
         capture_output=True,
         timeout=120,
         check=True,
@@ -101,3 +146,26 @@ def test_review_depends_on_checker_diagrams_and_spec_only() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("claimfsm"):
                 layer = (node.module or "").split(".")[1]
                 assert layer in ("spec", "errors", "checker", "diagrams", "review"), node.module
+
+
+def test_without_graphviz_the_report_says_what_is_true(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no dot on it
+    out = tmp_path / "review.html"
+    result = CliRunner().invoke(main, ["report", "--out", str(out), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "were written" not in page
+    assert "This drawing is missing" in page and "not installed" in page
+    assert "Nothing was written to disk" in page and "DOT source" in page
+    assert list(tmp_path.iterdir()) == [out]  # and indeed nothing else was written
+    # The sequence charts need no Graphviz: they are still drawn.
+    assert page.count('class="sequence"') == len(designs()) - 1
+    diagram = CliRunner().invoke(
+        main, ["diagram", "--design", "claim", "--out", str(tmp_path / "d")]
+    )
+    assert "the DOT and Mermaid files were written" in diagram.output
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["claim.dot", "claim.mmd"]

@@ -106,6 +106,9 @@ class PathStep(NamedTuple):
     event: str | None  # the declared event, when the claim's state was involved
     source: str | None  # the claim's state before
     dest: str | None  # the claim's state after
+    label: str = ""  # a short label for an arrow: the event, "request", "lands", "ack"
+    in_flight: tuple[int, ...] = ()  # epochs with a request in flight at the remote, after
+    effects: tuple[tuple[int, int], ...] = ()  # (draft, epoch) of each effect applied, after
 
 
 class World(NamedTuple):
@@ -627,16 +630,30 @@ def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> l
     Every state change is a step of its own, numbered in order: an acquire that first lapses
     the current epoch (as the stores do) gives two steps, the lapse and then the acquire.
     """
-    table = compile_table(spec)
+    table, free = compile_table(spec), _free_states(spec)
     steps: list[PathStep] = []
     for before, after in itertools.pairwise(path):
-        for part in _parts(table, model.show_action, before.state, after.action, after.state):
+        parts = _parts(table, free, model.show_action, before.state, after.action, after.state)
+        for part in parts:
             steps.append(part._replace(number=len(steps) + 1))
     return steps
 
 
+def _free_states(spec: Spec) -> frozenset[str]:
+    return frozenset(n for n, st in spec.states.items() if st.frees_target or n == spec.initial)
+
+
+_LABELS = {"send": "request", "land": "lands", "ack": "ack", "crash": "crash"}
+
+
+def _remote_view(w: World, target: int) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    rm = w.remote[target]
+    return tuple(r.epoch for r in rm.in_flight), tuple((r.draft, r.epoch) for r in rm.landed)
+
+
 def _parts(
     table: Any,
+    free: frozenset[str],
     show_action: Callable[[tuple[Any, ...]], str],
     before: World,
     a: tuple[Any, ...],
@@ -660,9 +677,11 @@ def _parts(
     source = before.targets[target].state
     dest = after.targets[target].state
     event = a[2] if kind == "wake" else _EVENTS.get(kind)
+    busy = ""
     if kind == "acquire" and source != "unclaimed":
         lapsed = fire(table, "lapse", source, frozenset({"lease_lapsed"}))
         if lapsed is not None and not before.targets[target].lease_live:
+            flight, effects = _remote_view(before, target)
             parts.append(
                 PathStep(
                     0,
@@ -673,9 +692,16 @@ def _parts(
                     "lapse",
                     source,
                     lapsed,
+                    "lapse",
+                    flight,
+                    effects,
                 )
             )
-        source = "unclaimed"  # acquire creates the new epoch
+            source = lapsed
+        if source in free:
+            source = "unclaimed"  # acquire creates the new epoch
+        else:  # a design that lets acquire take a busy target: draw where it really came from
+            busy = f", while epoch {before.targets[target].epoch} is still {source}"
     actor = (
         f"worker {worker}"
         if worker is not None
@@ -693,8 +719,10 @@ def _parts(
     if event is not None and source == dest and kind not in ("renew",) and kind != "acquire":
         text = f"{show_action(a)} (refused)"
     else:
-        text = show_action(a)
-    parts.append(PathStep(0, actor, to, text, event, source, dest))
+        text = show_action(a) + busy
+    flight, effects = _remote_view(after, target)
+    label = _LABELS.get(kind) or event or kind
+    parts.append(PathStep(0, actor, to, text, event, source, dest, label, flight, effects))
     return parts
 
 
@@ -703,10 +731,10 @@ def _explainer(
 ) -> Callable[[World, tuple[Any, ...], World], list[tuple[str, str | None]]]:
     """For the engine: each state change of an action as a numbered step of its own, with
     the declared transition it takes."""
-    table = compile_table(spec)
+    table, free = compile_table(spec), _free_states(spec)
 
     def explain(before: World, a: tuple[Any, ...], after: World) -> list[tuple[str, str | None]]:
-        parts = _parts(table, show_action, before, a, after)
+        parts = _parts(table, free, show_action, before, a, after)
         shown: list[tuple[str, str | None]] = []
         for i, p in enumerate(parts):
             moved = p.event is not None and p.source != p.dest

@@ -605,11 +605,20 @@ def diagram(design: str, out: Path, no_images: bool) -> None:
 
 
 def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
-    """Each counterexample on the state diagram (DOT, SVG) and as a sequence chart."""
+    """Each counterexample on the state diagram (DOT, SVG) and as a sequence chart (SVG,
+    and Mermaid text)."""
     from claimfsm.checker import path_steps
-    from claimfsm.diagrams import GraphvizMissing, render, sequence_mermaid, to_dot
+    from claimfsm.diagrams import (
+        GraphvizMissing,
+        render,
+        sequence_mermaid,
+        sequence_svg,
+        to_dot,
+    )
+    from claimfsm.spec import claim_spec, differences
 
     out.mkdir(parents=True, exist_ok=True)
+    changes = differences(claim_spec(), spec) if spec.base else None
     written = []
     for prop in report.violations:
         found = report.discoveries.get(prop.name)
@@ -617,17 +626,20 @@ def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
             continue
         steps = path_steps(spec, report.model, found.path)
         stem = out / f"{spec.name}-{prop.name}"
-        dot = to_dot(spec, steps)
+        dot = to_dot(spec, steps, changes=changes, violation=prop.description)
         stem.with_suffix(".dot").write_text(dot, encoding="utf-8")
-        sequence = sequence_mermaid(steps, f"{spec.name}: {prop.name}")
-        seq_path = out / f"{spec.name}-{prop.name}-sequence.mmd"
-        seq_path.write_text(sequence, encoding="utf-8")
-        written += [stem.with_suffix(".dot"), seq_path]
+        title = f"{spec.name}: {prop.name}"
+        seq = out / f"{spec.name}-{prop.name}-sequence"
+        seq.with_suffix(".svg").write_text(
+            sequence_svg(steps, title, prop.description), encoding="utf-8"
+        )
+        seq.with_suffix(".mmd").write_text(sequence_mermaid(steps, title), encoding="utf-8")
+        written += [stem.with_suffix(".dot"), seq.with_suffix(".svg"), seq.with_suffix(".mmd")]
         try:
             stem.with_suffix(".svg").write_bytes(render(dot, "svg"))
             written.append(stem.with_suffix(".svg"))
         except GraphvizMissing as exc:
-            click.echo(f"note: {exc}", err=True)
+            click.echo(f"note: {exc}; the DOT file and the sequence charts were written", err=True)
     return written
 
 

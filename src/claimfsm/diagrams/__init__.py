@@ -9,12 +9,14 @@ from claimfsm.diagrams._draw import (
     to_mermaid,
     write_diagrams,
 )
+from claimfsm.diagrams._sequence import sequence_svg
 
 __all__ = [
     "DrawnStep",
     "GraphvizMissing",
     "render",
     "sequence_mermaid",
+    "sequence_svg",
     "to_dot",
     "to_mermaid",
     "write_diagrams",

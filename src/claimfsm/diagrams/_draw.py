@@ -4,15 +4,17 @@ Never drawn by hand: ``diagrams/`` holds what these functions produce for every 
 in ``specs/``, and a test fails when a committed diagram drifts from its declaration.
 
 Styles, explained by the legend drawn with every diagram:
-- double outline: terminal (no owner operation leaves it);
+- double outline: final (terminal, and no transition leaves it);
 - orange fill: ``uncertain`` (only evidence leaves it);
 - dashed outline: a state the lease governs (lease expiry may act on it);
 - grey fill: a state a stale owner can come back to (its operation is refused and recorded);
-- edges: ``event [guards]``; internal transitions (recorded, no state change) are not drawn.
+- edges: ``event [guards]``; internal transitions (recorded, no state change) are not drawn;
+- red, numbered: a counterexample's steps; blue: what a variant changed from its base.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -20,9 +22,17 @@ from typing import Protocol
 import graphviz
 
 from claimfsm.errors import StoreError
-from claimfsm.spec import Spec
+from claimfsm.spec import Differences, Spec
 
 _FONT = "Helvetica"
+
+
+def _final(spec: Spec, name: str) -> bool:
+    """Drawn as final (double outline) only when nothing is drawn leaving it: ``expired`` is
+    terminal for its owner, yet a stale owner's return is recorded as ``discard``."""
+    return spec.states[name].terminal and not any(
+        t.source == name and not t.internal for t in spec.transitions
+    )
 
 
 def _node_attrs(spec: Spec, name: str) -> dict[str, str]:
@@ -31,7 +41,7 @@ def _node_attrs(spec: Spec, name: str) -> dict[str, str]:
     attrs = {"shape": "box", "style": "", "fillcolor": "white", "peripheries": "1"}
     if name == spec.initial:
         attrs["shape"] = "oval"
-    if state.terminal:
+    if _final(spec, name):
         attrs["peripheries"] = "2"
     if name == "uncertain":
         attrs["fillcolor"] = "#f6b26b"
@@ -60,67 +70,159 @@ class DrawnStep(Protocol):
     def source(self) -> str | None: ...
     @property
     def dest(self) -> str | None: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def in_flight(self) -> tuple[int, ...]: ...
+    @property
+    def effects(self) -> tuple[tuple[int, int], ...]: ...
 
 
-def to_dot(spec: Spec, path: Sequence[DrawnStep] = ()) -> str:
-    """The declaration as DOT text: states, guarded transitions, and a legend.
+_RED = "#d62728"
+_BLUE = "#1f5fbf"
+_GREY = "#9e9e9e"
+
+
+def to_dot(
+    spec: Spec,
+    path: Sequence[DrawnStep] = (),
+    *,
+    legend: bool = True,
+    changes: Differences | None = None,
+    violation: str | None = None,
+) -> str:
+    """The declaration as DOT text: states, guarded transitions, and (``legend``) a legend.
 
     With ``path``, the transitions it takes are drawn red and labelled with their step
-    numbers (a counterexample on the state diagram).
+    numbers (a counterexample on the state diagram); a step the declaration has no edge for
+    is drawn as a red dashed edge of its own. With ``changes`` (a variant against its base),
+    changed transitions are drawn blue and removed ones grey and dashed. ``violation``
+    (what went wrong) is drawn as a red note at the state the path ends in.
     """
     taken: dict[tuple[str, str, str], list[int]] = {}
     for step in path:
         if step.event and step.source and step.dest:
             taken.setdefault((step.event, step.source, step.dest), []).append(step.number)
+    changed = changes.changed if changes else frozenset()
+    dropped: dict[tuple[str, str, str], list[str]] = {}
+    for e, src, d, guard in changes.guards_dropped if changes else ():
+        dropped.setdefault((e, src, d), []).append(guard)
     g = graphviz.Digraph(name=spec.name, comment=f"generated from {spec.name}; do not edit")
-    g.attr(rankdir="LR", fontname=_FONT, label=f"{spec.name}: {spec.description}", labelloc="t")
-    g.attr("node", fontname=_FONT, fontsize="11")
-    g.attr("edge", fontname=_FONT, fontsize="9")
+    g.attr(
+        rankdir="LR",
+        fontname=_FONT,
+        label=f"{spec.name}: {spec.description}",
+        labelloc="t",
+        nodesep="0.45",
+        ranksep="0.9",
+    )
+    g.attr("node", fontname=_FONT, fontsize="12")
+    g.attr("edge", fontname=_FONT, fontsize="10")
     for name, state in spec.states.items():
         g.node(name, label=name, tooltip=state.meaning, **_node_attrs(spec, name))
     for t in spec.transitions:
         if t.internal:
             continue
+        key = (t.event, t.source, t.dest)
         guards = f"\n[{', '.join(t.guards)}]" if t.guards else ""
-        numbers = taken.pop((t.event, t.source, t.dest), None)
-        if numbers is None:
-            g.edge(t.source, t.dest, label=f"{t.event}{guards}")
-        else:
+        if key in dropped:
+            guards += f"\n(no longer checks {', '.join(dropped[key])})"
+        numbers = taken.pop(key, None)
+        mark = "changed: " if key in changed else ""
+        attrs: dict[str, str] = {}
+        if key in changed:
+            attrs = {"color": _BLUE, "fontcolor": _BLUE, "penwidth": "2.5"}
+        if numbers is not None:
             steps = ",".join(str(n) for n in numbers)
-            g.edge(
-                t.source,
-                t.dest,
-                label=f"({steps}) {t.event}{guards}",
-                color="red",
-                fontcolor="red",
-                penwidth="2.5",
+            mark = f"({steps}) {mark}"
+            attrs = {"color": _RED, "fontcolor": _RED, "penwidth": "2.5"}
+        g.edge(t.source, t.dest, label=f"{mark}{t.event}{guards}", **attrs)
+    for e, src, d in changes.removed if changes else ():
+        g.edge(
+            src,
+            d,
+            label=f"removed: {e}",
+            style="dashed",
+            color=_GREY,
+            fontcolor="#616161",
+            constraint="false",
+        )
+    for (e, src, d), numbers in taken.items():  # steps the declaration has no edge for
+        steps = ",".join(str(n) for n in numbers)
+        g.edge(
+            src,
+            d,
+            label=f"({steps}) {e}\nnot declared from {src}",
+            color=_RED,
+            fontcolor=_RED,
+            penwidth="2.5",
+            style="dashed",
+        )
+    if violation and path:
+        last = next((s for s in reversed(path) if s.dest), None)
+        if last is not None and last.dest is not None:
+            g.node(
+                "violation",
+                label=f"violated after step {path[-1].number}:\n{_wrap(violation, 34)}",
+                shape="note",
+                color=_RED,
+                fontcolor=_RED,
+                fontsize="11",
             )
-    with g.subgraph(name="cluster_legend") as legend:
-        legend.attr(label="legend", fontsize="10", style="rounded", color="grey")
-        legend.node("legend_terminal", "terminal", shape="box", peripheries="2", fontsize="9")
-        legend.node(
-            "legend_uncertain",
-            "only evidence leaves",
-            shape="box",
-            style="filled",
-            fillcolor="#f6b26b",
-            fontsize="9",
-        )
-        legend.node(
-            "legend_lease", "lease expiry may act", shape="box", style="dashed", fontsize="9"
-        )
-        legend.node(
-            "legend_stale",
-            "stale owner returns here",
-            shape="box",
-            style="filled",
-            fillcolor="#d9d9d9",
-            fontsize="9",
-        )
-        legend.edge("legend_terminal", "legend_uncertain", style="invis")
-        legend.edge("legend_uncertain", "legend_lease", style="invis")
-        legend.edge("legend_lease", "legend_stale", style="invis")
+            g.edge(last.dest, "violation", style="dotted", color=_RED, arrowhead="none")
+    if legend:
+        _legend(g)
     return str(g.source)
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _legend(g: graphviz.Digraph) -> None:
+    with g.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", fontsize="11", style="rounded", color="grey")
+        boxes = [
+            ("legend_terminal", "final: nothing leaves it", {"peripheries": "2"}),
+            (
+                "legend_uncertain",
+                "only evidence leaves",
+                {"style": "filled", "fillcolor": "#f6b26b"},
+            ),
+            ("legend_lease", "lease expiry may act", {"style": "dashed"}),
+            (
+                "legend_stale",
+                "stale owner returns here",
+                {"style": "filled", "fillcolor": "#d9d9d9"},
+            ),
+        ]
+        for name, text, attrs in boxes:
+            legend.node(name, text, shape="box", fontsize="10", **attrs)
+        for a, b in itertools.pairwise([name for name, _, _ in boxes]):
+            legend.edge(a, b, style="invis")
+        legend.node("legend_a", "", shape="point", width="0.05")
+        legend.node("legend_b", "", shape="point", width="0.05")
+        legend.node("legend_c", "", shape="point", width="0.05")
+        legend.node("legend_d", "", shape="point", width="0.05")
+        legend.edge(
+            "legend_a",
+            "legend_b",
+            label="(n) a counterexample's step n",
+            color=_RED,
+            fontcolor=_RED,
+            penwidth="2.5",
+        )
+        legend.edge(
+            "legend_c",
+            "legend_d",
+            label="changed from the correct design",
+            color=_BLUE,
+            fontcolor=_BLUE,
+            penwidth="2.5",
+        )
+        legend.edge("legend_stale", "legend_a", style="invis")
 
 
 def sequence_mermaid(steps: Sequence[DrawnStep], title: str) -> str:
@@ -154,8 +256,8 @@ def to_mermaid(spec: Spec) -> str:
             continue
         guards = f" [{', '.join(t.guards)}]" if t.guards else ""
         lines.append(f"    {t.source} --> {t.dest} : {t.event}{guards}")
-    for name, state in spec.states.items():
-        if state.terminal:
+    for name in spec.states:
+        if _final(spec, name):
             lines.append(f"    {name} --> [*]")
     lines.append("    classDef uncertain fill:#f6b26b")
     lines.append("    classDef lease stroke-dasharray: 5 5")
@@ -175,8 +277,8 @@ def render(dot_source: str, fmt: str) -> bytes:
         return bytes(graphviz.Source(dot_source).pipe(format=fmt))
     except graphviz.ExecutableNotFound as exc:
         raise GraphvizMissing(
-            "SVG and PNG need Graphviz's 'dot' program (Debian: apt-get install graphviz; "
-            "macOS: brew install graphviz); the DOT and Mermaid files were written"
+            "SVG and PNG need Graphviz's 'dot' program, which is not installed (Debian: "
+            "apt-get install graphviz; macOS: brew install graphviz)"
         ) from exc
 
 
@@ -187,7 +289,8 @@ class GraphvizMissing(StoreError):
 def write_diagrams(spec: Spec, out: Path, *, images: bool = True) -> list[Path]:
     """Write ``NAME.dot`` and ``NAME.mmd`` (and ``.svg``/``.png`` with Graphviz) into ``out``.
 
-    Raises :class:`GraphvizMissing` after writing the text formats if ``dot`` is missing.
+    Raises :class:`GraphvizMissing` after writing the text formats if ``dot`` is missing
+    (its message then says they were written).
     """
     out.mkdir(parents=True, exist_ok=True)
     dot = to_dot(spec)
@@ -199,6 +302,12 @@ def write_diagrams(spec: Spec, out: Path, *, images: bool = True) -> list[Path]:
     if images:
         for fmt in ("svg", "png"):
             path = out / f"{spec.name}.{fmt}"
-            path.write_bytes(render(dot, fmt))
+            try:
+                path.write_bytes(render(dot, fmt))
+            except GraphvizMissing as exc:
+                raise GraphvizMissing(
+                    f"{exc}; the DOT and Mermaid files were written: "
+                    + ", ".join(str(p) for p in written)
+                ) from exc
             written.append(path)
     return written

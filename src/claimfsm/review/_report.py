@@ -1,9 +1,12 @@
 """The design-review report: one self-contained HTML page a team can attach to a review.
 
-It holds the declaration as tables, its state diagram inline as SVG, the invariants with
-the checker's verdict and state counts for the bounds used, and every known-wrong design
-with its counterexample: numbered steps, the path drawn on the diagram, and the sequence
-chart (as Mermaid text). No script and no network access: it opens anywhere.
+It holds the declaration as tables, its state diagram inline as SVG (with the legend, once),
+the invariants with the checker's verdict and state counts for the bounds used, and every
+known-wrong design: how it differs from the declaration, and its counterexample as
+numbered steps, as the path drawn on the design's diagram (its changes in blue), and as a
+sequence chart drawn as SVG. Drawings are shown at full size (a wide one scrolls
+sideways), so every label stays legible. No script and no network access: it opens
+anywhere.
 """
 
 from __future__ import annotations
@@ -14,9 +17,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from claimfsm.checker import Checker, ClaimModelConfig, Report, claim_model, path_steps
-from claimfsm.diagrams import GraphvizMissing, render, sequence_mermaid, to_dot, to_mermaid
-from claimfsm.spec import Spec
+from claimfsm.checker import (
+    Checker,
+    ClaimModelConfig,
+    Report,
+    claim_model,
+    explained,
+    path_steps,
+)
+from claimfsm.diagrams import GraphvizMissing, render, sequence_svg, to_dot, to_mermaid
+from claimfsm.spec import Spec, differences
 
 _CSS = """
 body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -27,7 +37,9 @@ th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-
 th { background: #f2f2f2; }
 .ok { color: #1a7f37; font-weight: bold; } .bad { color: #c62828; font-weight: bold; }
 .diagram { overflow-x: auto; border: 1px solid #eee; padding: .5em; }
-.diagram svg { max-width: 100%; height: auto; }
+.diagram svg { max-width: none; height: auto; }
+.differs { color: #1f5fbf; }
+.missing { background: #fff4e5; border-left: 4px solid #f6b26b; padding: .5em 1em; }
 pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: .85em; }
 code { font-size: .95em; }
 """
@@ -46,11 +58,15 @@ def _e(text: object) -> str:
 
 
 def _svg(dot: str) -> str:
-    """Inline SVG for ``dot`` (prolog and doctype removed), or the reason it is missing."""
+    """Inline SVG for ``dot`` (prolog and doctype removed), or what is true without it."""
     try:
         svg = render(dot, "svg").decode("utf-8")
     except GraphvizMissing as exc:
-        return f'<p class="bad">{_e(exc)}</p>'
+        return (
+            f"<div class='missing'><p>This drawing is missing: {_e(exc)}. Nothing was written"
+            " to disk; the drawing's DOT source follows, for any Graphviz viewer.</p>"
+            f"<details><summary>DOT source</summary><pre>{_e(dot)}</pre></details></div>"
+        )
     svg = re.sub(r"^.*?(<svg\b)", r"\1", svg, flags=re.S)
     return f'<div class="diagram">{svg}</div>'
 
@@ -116,11 +132,15 @@ def _properties(report: Report[Any, Any]) -> str:
     )
 
 
-def _wrong_design(name: str, spec: Spec, config: ClaimModelConfig) -> str:
+def _wrong_design(name: str, spec: Spec, base: Spec, config: ClaimModelConfig) -> str:
     report = Checker(claim_model(spec, config)).symmetry().stop_on_violation().run()
+    changes = differences(base, spec)
     parts = [
         f"<section class='design' id='design-{_e(name)}'>",
         f"<h3>{_e(name)}</h3><p>{_e(spec.description)}</p>",
+        f"<p>How it differs from <code>{_e(base.name)}</code>:</p><ul class='differs'>"
+        + "".join(f"<li>{_e(line)}</li>" for line in changes.lines())
+        + "</ul>",
         f"<p>Checker: {_e(_summary(report))}; verdict "
         f"<span class='{'bad' if report.verdict == 'violated' else 'ok'}'>"
         f"{_e(report.verdict)}</span>.</p>",
@@ -131,24 +151,29 @@ def _wrong_design(name: str, spec: Spec, config: ClaimModelConfig) -> str:
             parts.append(
                 f"<p><b>{_e(prop.name)}</b> ({_e(prop.kind)}): never happens in a "
                 f"complete search: {_e(prop.description)}.</p>"
+                "<p>The design's diagram, its changes in blue:</p>"
+                + _svg(to_dot(spec, legend=False, changes=changes))
             )
             continue
         steps = path_steps(spec, report.model, found.path)
+        shown = explained(report.model, found.path)
         rows = "".join(
-            f"<tr><td>{n}</td><td>{_e(report.model.show_action(s.action) if s.action else '')}</td>"
-            f"<td>{_e(report.model.show_state(s.state))}</td></tr>"
-            for n, s in enumerate(found.path[1:], start=1)
+            f"<tr><td>{n}</td><td>{_e(text)}</td><td>{_e(state)}</td></tr>"
+            for n, (text, state) in enumerate(shown[1:], start=1)
         )
         parts += [
             f"<p>Violates <b>{_e(prop.name)}</b>: {_e(prop.description)}. "
-            f"Shortest counterexample, {len(found.path) - 1} steps "
-            f"(replay token <code>{_e(found.token)}</code>):</p>",
+            f"Shortest counterexample, {len(shown) - 1} steps "
+            f"(replay it: <code>claimfsm check --design {_e(name)} --workers "
+            f"{config.workers} --replay-token {_e(found.token)}</code>):</p>",
             "<table class='steps'><tr><th>#</th><th>step</th><th>claim, remote and workers "
             f"after it</th></tr>{rows}</table>",
-            "<p>The path on the state diagram (red, numbered):</p>",
-            _svg(to_dot(spec, steps)),
-            "<p>Sequence chart (Mermaid):</p>",
-            f"<pre class='sequence'>{_e(sequence_mermaid(steps, f'{name}: {prop.name}'))}</pre>",
+            "<p>The path on the design's diagram (red, numbered; its changes in blue):</p>",
+            _svg(to_dot(spec, steps, legend=False, changes=changes, violation=prop.description)),
+            "<p>The same path as a sequence chart; the bars are requests in flight:</p>",
+            "<div class='diagram'>"
+            + sequence_svg(steps, f"{name}: {prop.name}", prop.description)
+            + "</div>",
         ]
     parts.append("</section>")
     return "".join(parts)
@@ -186,7 +211,7 @@ def review_html(inputs: ReviewInputs) -> str:
         _properties(proved),
         "<h2 id='wrong-designs'>Known-wrong designs, and how each fails</h2>",
     ]
-    body += [_wrong_design(name, s, config) for name, s in inputs.wrong.items()]
+    body += [_wrong_design(name, s, spec, config) for name, s in inputs.wrong.items()]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>Design review: {_e(spec.name)}</title><style>{_CSS}</style></head><body>"

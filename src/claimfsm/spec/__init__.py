@@ -5,6 +5,7 @@ stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
 """
 
 from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._differences import Differences, differences
 from claimfsm.spec._load import (
     MODEL_OPTIONS,
     available,
@@ -18,6 +19,7 @@ from claimfsm.spec._vocabulary import Event, State
 
 __all__ = [
     "MODEL_OPTIONS",
+    "Differences",
     "Event",
     "GuardDecl",
     "Spec",
@@ -28,6 +30,7 @@ __all__ = [
     "claim_spec",
     "declarations_dir",
     "designs",
+    "differences",
     "load_spec",
     "parse_spec",
 ]
