@@ -64,3 +64,34 @@ def test_a_test_that_writes_into_the_checkout_fails_the_run(tmp_path: Path) -> N
         stray.unlink(missing_ok=True)
     assert result.returncode == 1, result.stdout
     assert "changed the working tree" in result.stdout and stray.name in result.stdout
+
+
+def test_the_design_document_is_in_the_repository_and_everything_cites_it() -> None:
+    from claimfsm.spec import designs
+
+    design = (ROOT / "docs" / "design.md").read_text()
+    for section in ("## The problem", "## What we promise, in three tiers", "## Invariants",
+                    "## The known-wrong designs", "## Alternatives we rejected"):  # fmt: skip
+        assert section in design, section
+    for tier in ("(plain)", "(dedup)", "(fencing)"):
+        assert tier in design, tier
+    for name in designs():  # every known-wrong design is explained there, by name
+        assert f"(`{name}`)" in design, name
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.split()
+    citing = [
+        f
+        for f in tracked
+        if (ROOT / f).is_file()
+        and f.endswith((".md", ".py", ".toml", ".dot", ".mmd", ".svg"))
+        and "PROTOCOL.md" in (ROOT / f).read_text(errors="replace")
+        and f != "tests/test_project.py"
+    ]
+    assert citing == [], "cite docs/design.md, a page every clone has"
+    assert "docs/design.md" in (ROOT / "specs" / "claim.toml").read_text()
+
+
+def test_the_readme_describes_no_finished_work_as_open() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "open issue" not in readme and "## Not yet" not in readme
