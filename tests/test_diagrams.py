@@ -49,7 +49,7 @@ def test_edges_carry_event_and_guards_and_styles_mark_the_states() -> None:
         assert re.search(rf"\b{name} \[[^\]]*style=\"filled,dashed\"", dot)
     for name in ("confirmed", "reconciled", "released", "discarded"):
         assert re.search(rf"\b{name} \[[^\]]*peripheries=2", dot)
-    assert "cluster_legend" in dot
+    assert re.search(r"\blegend \[label=<<TABLE", dot) and "final: nothing leaves it" in dot
     mermaid = to_mermaid(spec)
     assert mermaid.startswith("stateDiagram-v2\n") and "class uncertain uncertain" in mermaid
 

@@ -14,7 +14,6 @@ Styles, explained by the legend drawn with every diagram:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -181,48 +180,26 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
+_LEGEND = f"""<<TABLE BORDER="1" COLOR="grey" CELLBORDER="0" CELLSPACING="4" CELLPADDING="3">
+<TR><TD COLSPAN="2"><B>legend</B></TD></TR>
+<TR><TD><TABLE BORDER="1" CELLBORDER="1" CELLSPACING="2"><TR><TD>state</TD></TR></TABLE></TD>
+<TD ALIGN="LEFT">final: nothing leaves it</TD></TR>
+<TR><TD BORDER="1" BGCOLOR="#f6b26b">state</TD><TD ALIGN="LEFT">only evidence leaves it</TD></TR>
+<TR><TD BORDER="1" STYLE="dashed">state</TD><TD ALIGN="LEFT">lease expiry may act on it</TD></TR>
+<TR><TD BORDER="1" BGCOLOR="#d9d9d9">state</TD>
+<TD ALIGN="LEFT">a stale owner returns here</TD></TR>
+<TR><TD><FONT COLOR="{_RED}">(n) event &#8594;</FONT></TD>
+<TD ALIGN="LEFT">a counterexample's step n</TD></TR>
+<TR><TD><FONT COLOR="{_BLUE}">changed: event &#8594;</FONT></TD>
+<TD ALIGN="LEFT">changed from the correct design</TD></TR>
+<TR><TD><FONT COLOR="#616161">removed: event &#8594;</FONT></TD>
+<TD ALIGN="LEFT">removed from the correct design</TD></TR>
+</TABLE>>"""
+
+
 def _legend(g: graphviz.Digraph) -> None:
-    with g.subgraph(name="cluster_legend") as legend:
-        legend.attr(label="legend", fontsize="11", style="rounded", color="grey")
-        boxes = [
-            ("legend_terminal", "final: nothing leaves it", {"peripheries": "2"}),
-            (
-                "legend_uncertain",
-                "only evidence leaves",
-                {"style": "filled", "fillcolor": "#f6b26b"},
-            ),
-            ("legend_lease", "lease expiry may act", {"style": "dashed"}),
-            (
-                "legend_stale",
-                "stale owner returns here",
-                {"style": "filled", "fillcolor": "#d9d9d9"},
-            ),
-        ]
-        for name, text, attrs in boxes:
-            legend.node(name, text, shape="box", fontsize="10", **attrs)
-        for a, b in itertools.pairwise([name for name, _, _ in boxes]):
-            legend.edge(a, b, style="invis")
-        legend.node("legend_a", "", shape="point", width="0.05")
-        legend.node("legend_b", "", shape="point", width="0.05")
-        legend.node("legend_c", "", shape="point", width="0.05")
-        legend.node("legend_d", "", shape="point", width="0.05")
-        legend.edge(
-            "legend_a",
-            "legend_b",
-            label="(n) a counterexample's step n",
-            color=_RED,
-            fontcolor=_RED,
-            penwidth="2.5",
-        )
-        legend.edge(
-            "legend_c",
-            "legend_d",
-            label="changed from the correct design",
-            color=_BLUE,
-            fontcolor=_BLUE,
-            penwidth="2.5",
-        )
-        legend.edge("legend_stale", "legend_a", style="invis")
+    """One compact node: the styles, and what red and blue edges mean."""
+    g.node("legend", label=_LEGEND, shape="plain", fontsize="10")
 
 
 def sequence_mermaid(steps: Sequence[DrawnStep], title: str) -> str:

@@ -71,6 +71,10 @@ def _svg(dot: str) -> str:
     return f'<div class="diagram">{svg}</div>'
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _declaration(spec: Spec) -> str:
     rows = []
     for s in spec.states.values():
@@ -184,8 +188,9 @@ def review_html(inputs: ReviewInputs) -> str:
     spec, config = inputs.spec, inputs.config
     proved = Checker(claim_model(spec, config)).symmetry().exhaustive().run()
     bounds = (
-        f"{config.workers} workers, {config.targets} target(s), {config.drafts} drafts "
-        f"per target, {config.epochs} epochs per target, {config.remote} remote"
+        f"{_count(config.workers, 'worker')}, {_count(config.targets, 'target')}, "
+        f"{_count(config.drafts, 'draft')} per target, {_count(config.epochs, 'epoch')} per "
+        f"target, {config.remote} remote"
         + (", with crashes and stale wake-ups" if config.crashes else "")
     )
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
