@@ -228,6 +228,7 @@ def test_sqlite_claim_writes_are_exactly_the_compiled_event_statements(
             return getattr(self._conn, name)
 
     store._conn = Recording(store._conn)  # type: ignore[assignment]
+    store._tx.conn = store._conn  # the store's one transaction object writes through it
 
     # A workflow that takes every declared event at least once.
     a = store.acquire("t1", approved_draft(store, "t1"), "w", LEASE)

@@ -51,7 +51,6 @@ class Facts:
     outcome: str | None = None  # evidence: "present" or "absent"
     fenced_through: int | None = None  # evidence: remote rejects every epoch <= this
     remote_dedups: bool = False
-    idempotency_key: str | None = None  # for acquire: the key derived from the draft
     draft: DraftRow | None = None  # the draft as stored now (acquired or pinned)
 
     def with_draft(self, draft: DraftRow | None) -> Facts:
@@ -70,5 +69,4 @@ class Facts:
             "outcome": self.outcome,
             "fenced_through": self.fenced_through,
             "remote_dedups": int(self.remote_dedups),
-            "idempotency_key": self.idempotency_key,
         }

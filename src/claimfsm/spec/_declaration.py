@@ -50,11 +50,16 @@ class Spec:
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _source_by_dest: dict[tuple[str, str], str] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         index: dict[tuple[str, str], list[TransitionDecl]] = {}
         for t in self.transitions:
             index.setdefault((t.event, t.source), []).append(t)
+            if not t.internal:
+                self._source_by_dest.setdefault((t.event, t.dest), t.source)
         self._by_event_source.update({k: tuple(v) for k, v in index.items()})
 
     @property
@@ -74,10 +79,7 @@ class Spec:
 
     def source_of(self, event: str, dest: str) -> str:
         """The one state from which ``event`` reaches ``dest`` (the loader ensures it is one)."""
-        for t in self.transitions:
-            if t.event == event and t.dest == dest and not t.internal:
-                return t.source
-        raise KeyError((event, dest))
+        return self._source_by_dest[(event, dest)]
 
     def states_where(self, flag: str) -> tuple[str, ...]:
         """Names of the states whose boolean ``flag`` (terminal, frees_target, ...) is set."""

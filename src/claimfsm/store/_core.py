@@ -18,7 +18,6 @@ from typing import Any, Protocol, TypeVar
 
 from claimfsm.errors import (
     DeclarationMismatch,
-    DraftChanged,
     IllegalTransition,
     InvalidArgument,
     NotFound,
@@ -41,14 +40,6 @@ from claimfsm.store._types import (
 
 Clock = Callable[[], float]
 R = TypeVar("R")
-
-_READ_AGAIN_ATTEMPTS = 3
-
-
-class _ReadAgain(Exception):
-    """Internal: a row read early in the transaction changed before its write (possible
-    under READ COMMITTED); the transaction is rolled back and run again."""
-
 
 #: Columns an event sets besides ``state`` and ``updated_at``: (column, Facts field).
 #: Both backends apply exactly these (SQLite compiles them into its SET clauses).
@@ -151,14 +142,8 @@ class Store(ABC):
         (deadlocks, serialization failures) override this to retry ``body`` a bounded
         number of times; ``body`` must therefore have no effects outside the transaction.
         """
-        for attempt in range(_READ_AGAIN_ATTEMPTS):
-            try:
-                with self._transaction(durable=durable) as tx:
-                    return body(tx)
-            except _ReadAgain as again:
-                if attempt == _READ_AGAIN_ATTEMPTS - 1:
-                    raise DraftChanged(f"{again}; it kept changing: try again") from None
-        raise AssertionError("unreachable")
+        with self._transaction(durable=durable) as tx:
+            return body(tx)
 
     @abstractmethod
     def _snapshot(self) -> AbstractContextManager[Tx]:
@@ -261,9 +246,6 @@ class Store(ABC):
 
         def take(tx: Tx) -> ClaimRow:
             now = tx.now()
-            draft = tx.draft_row(draft_id)
-            if draft is None:
-                raise NotFound(f"no draft {draft_id}; create_draft returns the id to use")
             facts = Facts(
                 now=now,
                 target_id=target_id,
@@ -271,28 +253,22 @@ class Store(ABC):
                 owner=owner,
                 token_hash=token_hash(token),
                 lease_deadline=now + seconds,
-                idempotency_key=idempotency_key(draft),
-                draft=draft,
             )
+            # One statement reads the draft, pins it and derives its key, so the pinned
+            # version and the key always belong together (even under READ COMMITTED).
             row = tx.acquire_write(facts)
             if row is None and self._apply_everywhere(tx, "lapse", facts):
                 # The current epoch was reserved with a lapsed lease: now recorded as
                 # expired (in this transaction, before the new epoch), so try once more.
                 row = tx.acquire_write(facts)
             if row is None:
-                # Diagnose from the rows as the write saw them: under READ COMMITTED
-                # (PostgreSQL) the draft read above may be older than the write's view.
+                # Refused: diagnose from the rows as they are now (the transaction is rolled
+                # back, so a lapse recorded above is undone too).
+                draft = tx.draft_row(draft_id)
+                if draft is None:
+                    raise NotFound(f"no draft {draft_id}; create_draft returns the id to use")
                 previous = tx.claim_row(target_id)
-                now_draft = tx.draft_row(draft_id)
-                raise self._diagnose(
-                    "acquire", State.UNCLAIMED, previous, facts.with_draft(now_draft)
-                )
-            if (row.draft_version, row.draft_digest) != (draft.version, draft.digest):
-                # Edited and approved again between the read and the write: the key above
-                # belongs to the old version. Roll back and read again.
-                raise _ReadAgain(
-                    f"draft {draft_id} changed while target {target_id!r} was acquired"
-                )
+                raise self._diagnose("acquire", State.UNCLAIMED, previous, facts.with_draft(draft))
             tx.append_history([_record("acquire", State.UNCLAIMED, row, now, row.token_hash)])
             return row
 
@@ -426,7 +402,7 @@ class Store(ABC):
     ) -> Claim:
         deadline = check.lease(lease_seconds) if event == "renew" else None
         check.reason(reason)
-        hashed = token_hash(claim.token)
+        hashed = token_hash(claim.token)  # the token presented is what is checked
         row = self._event(
             claim.target_id,
             event,
@@ -532,8 +508,13 @@ class Store(ABC):
 
 
 def idempotency_key(draft: DraftRow) -> str:
-    """Stable for one draft version: every attempt at it reuses the key, across epochs."""
+    """Stable for one draft version: every attempt at it reuses the key, across epochs.
+    (The SQL stores derive it in the acquire statement: ``IDEMPOTENCY_KEY_SQL``.)"""
     return f"cf-{draft.draft_id}-v{draft.version}-{draft.digest[:16]}"
+
+
+#: ``idempotency_key`` as SQL over the draft row ``d`` (SQLite and PostgreSQL alike).
+IDEMPOTENCY_KEY_SQL = "'cf-' || d.draft_id || '-v' || d.version || '-' || substr(d.digest, 1, 16)"
 
 
 def _record(

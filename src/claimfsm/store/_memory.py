@@ -16,7 +16,14 @@ from dataclasses import replace
 from claimfsm.errors import ClaimFSMError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.spec import State
-from claimfsm.store._core import EFFECTS, Clock, HistoryRecord, Store, history_entry
+from claimfsm.store._core import (
+    EFFECTS,
+    Clock,
+    HistoryRecord,
+    Store,
+    history_entry,
+    idempotency_key,
+)
 from claimfsm.store._types import HistoryEntry
 
 
@@ -86,23 +93,29 @@ class _MemoryTx:
             draft.status = "dispatched"
 
     def acquire_write(self, facts: Facts) -> ClaimRow | None:
-        assert facts.target_id is not None and facts.draft is not None
-        previous = self.data.claims.get(facts.target_id)
+        target_id, draft_id = facts.target_id, facts.draft_id
+        assert target_id is not None and draft_id is not None
+        stored = self.data.drafts.get(draft_id)
+        if stored is None:
+            return None
+        draft = replace(stored)
+        facts = facts.with_draft(draft)
+        previous = self.data.claims.get(target_id)
         try:
             self.machine.fire("acquire", State.UNCLAIMED, previous, facts)
         except ClaimFSMError:
             return None
         assert facts.owner and facts.token_hash and facts.lease_deadline is not None
         row = ClaimRow(
-            target_id=facts.target_id,
+            target_id=target_id,
             epoch=(previous.epoch if previous else 0) + 1,
             state=State.RESERVED.value,
             owner=facts.owner,
             token_hash=facts.token_hash,
-            draft_id=facts.draft.draft_id,
-            draft_version=facts.draft.version,
-            draft_digest=facts.draft.digest,
-            idempotency_key=facts.idempotency_key or "",
+            draft_id=draft.draft_id,
+            draft_version=draft.version,
+            draft_digest=draft.digest,
+            idempotency_key=idempotency_key(draft),
             lease_deadline=facts.lease_deadline,
             outcome=None,
             updated_at=facts.now,

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from claimfsm.errors import SpecError
 from claimfsm.spec import Spec, State
-from claimfsm.store._core import EFFECTS
+from claimfsm.store._core import EFFECTS, IDEMPOTENCY_KEY_SQL
 
 Param = Callable[[str], str]
 
@@ -92,8 +93,12 @@ def compile_writes(spec: Spec, p: Param) -> Compiled:
         for t in decls:
             conds = [f"claims.state = {_literal(t.source)}"] + [f"({guards[g]})" for g in t.guards]
             terms.append((" AND ".join(conds), t.dest))
-        case = " ".join(f"WHEN {cond} THEN {_literal(dest)}" for cond, dest in terms)
-        sets = [f"state = CASE {case} END"]
+        # Self-loops only (renew): the state stays, so it is not written at all.
+        sets = (
+            []
+            if all(t.source == t.dest for t in decls)
+            else [f"state = {_destination(decls, terms)}"]
+        )
         sets += [f"{col} = {p(field)}" for col, field in EFFECTS.get(event, ())]
         sets.append(f"updated_at = {p('now')}")
         where = " OR ".join(f"({cond})" for cond, _ in terms)
@@ -108,7 +113,7 @@ def compile_writes(spec: Spec, p: Param) -> Compiled:
     acquire = (
         "INSERT INTO claims (" + ", ".join(CLAIM_COLUMNS) + ") "  # noqa: S608
         f"SELECT {p('target_id')}, 1, {_literal(acq.dest)}, {p('owner')}, {p('token_hash')},"
-        f" d.draft_id, d.version, d.digest, {p('idempotency_key')}, {p('lease_deadline')},"
+        f" d.draft_id, d.version, d.digest, {IDEMPOTENCY_KEY_SQL}, {p('lease_deadline')},"
         f" NULL, {p('now')} FROM drafts AS d WHERE d.draft_id = {p('draft_id')}"
         f" AND {guards['draft_approved']} "
         "ON CONFLICT (target_id) DO UPDATE SET epoch = claims.epoch + 1,"
@@ -118,6 +123,20 @@ def compile_writes(spec: Spec, p: Param) -> Compiled:
         + f" WHERE {guards['target_free']} {returning}"
     )
     return Compiled(events=events, everywhere=everywhere, acquire=acquire)
+
+
+def _destination(decls: list[Any], terms: list[tuple[str, str]]) -> str:
+    """The new state, as cheaply as the transitions allow: a constant when they all end in
+    one state; a CASE on the current state when their sources differ (the WHERE clause
+    already checked the guards); else a CASE over every term, as the machine tries them."""
+    dests = {t.dest for t in decls}
+    if len(dests) == 1:
+        return _literal(next(iter(dests)))
+    if len({t.source for t in decls}) == len(decls):
+        whens = " ".join(f"WHEN {_literal(t.source)} THEN {_literal(t.dest)}" for t in decls)
+        return f"CASE claims.state {whens} END"
+    whens = " ".join(f"WHEN {cond} THEN {_literal(dest)}" for cond, dest in terms)
+    return f"CASE {whens} END"
 
 
 def _literal(name: str) -> str:

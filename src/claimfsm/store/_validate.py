@@ -78,6 +78,8 @@ def reason(value: Any) -> str:
 
 
 def _printable(value: str, what: str, *, allow_empty: bool = False) -> None:
+    if value.isascii() and value.isprintable():  # the common case, checked in C
+        return
     for ch in value:
         if unicodedata.category(ch) in ("Cc", "Cs"):
             raise InvalidArgument(
