@@ -3,7 +3,8 @@
 ``backend`` runs a test once per store backend: ``sqlite`` (a real file in tmp_path, each
 ``backend.open()`` a new connection), ``memory`` (the reference store run by the
 ``transitions`` machine) and ``postgresql`` (a fresh schema in a database made for this
-test run). A test that uses it must hold on all three.
+test run) and ``pgbouncer`` (the same, through a PgBouncer in transaction pooling mode).
+A test that uses it must hold on all four.
 
 PostgreSQL is found through ``CLAIMFSM_PG_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``). Without a server the PostgreSQL tests
@@ -35,6 +36,7 @@ def needs_dot() -> None:
 
 PG_URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CLAIMFSM_REQUIRE_PG") == "1"
+REQUIRE_PGBOUNCER = os.environ.get("CLAIMFSM_REQUIRE_PGBOUNCER") == "1"
 
 
 def _pg_reachable() -> str | None:
@@ -77,7 +79,15 @@ def environment_lines() -> list[str]:
         else "claimfsm: the report's browser test SKIPPED: Chromium is not installed "
         "(Debian: apt-get install chromium)"
     )
-    return [pg, gv, ch]
+    from . import _pgbouncer
+
+    why_not = _pgbouncer.available()
+    pb = (
+        "claimfsm: PostgreSQL store tests run through PgBouncer (transaction pooling) too"
+        if why_not is None and why is None
+        else f"claimfsm: PgBouncer store tests SKIPPED: {why_not or 'no PostgreSQL server'}"
+    )
+    return [pg, pb, gv, ch]
 
 
 #: Paths that a test run may create or change: caches, never the project's files.
@@ -174,14 +184,17 @@ def pg_database() -> Iterator[str]:
 def pg_schema_url(database_url: str) -> tuple[str, str]:
     """A new schema name in the test database, and the store URL that uses it."""
     schema = f"t_{secrets.token_hex(6)}"
-    return schema, f"{database_url}?schema={schema}"
+    return schema, f"{database_url}{'&' if '?' in database_url else '?'}schema={schema}"
 
 
 def drop_schema(database_url: str, schema: str) -> None:
     import psycopg
     import psycopg.sql
 
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    from claimfsm.store._postgres import split_url
+
+    plain = split_url(database_url)[0]  # without the store's own options
+    with psycopg.connect(plain, autocommit=True) as conn:
         conn.execute(
             psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 psycopg.sql.Identifier(schema)
@@ -208,6 +221,7 @@ class Backend:
     clock: FakeClock
     path: Path | None = None
     pg_database: str | None = None
+    via: str | None = None  # pgbouncer: the test database's URL through PgBouncer
     opened: list[Store] = field(default_factory=list)
     _memory: MemoryStore | None = None
     _schema: tuple[str, str] | None = None
@@ -219,12 +233,12 @@ class Backend:
                 self._memory = MemoryStore(clock=self.clock)
             return self._memory
         store: Store
-        if self.name == "postgresql":
+        if self.name in ("postgresql", "pgbouncer"):
             from claimfsm.store._postgres import PostgresStore
 
             assert self.pg_database is not None
             if self._schema is None:
-                self._schema = pg_schema_url(self.pg_database)
+                self._schema = pg_schema_url(self.via or self.pg_database)
             store = PostgresStore(self._schema[1], clock=self.clock, pool_size=2)
         else:
             assert self.path is not None
@@ -244,10 +258,29 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["sqlite", "memory", "postgresql"])
+@pytest.fixture(scope="session")
+def pgbouncer(pg_database: str) -> Iterator[str]:
+    """The test database's URL through a PgBouncer in transaction pooling mode."""
+    from . import _pgbouncer
+
+    why = _pgbouncer.available()
+    if why is not None:
+        if REQUIRE_PGBOUNCER:
+            pytest.fail(f"PgBouncer is required (CLAIMFSM_REQUIRE_PGBOUNCER=1) but {why}")
+        pytest.skip(why)
+    bouncer = _pgbouncer.start(PG_URL)
+    try:
+        yield bouncer.url(pg_database)
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgresql", "pgbouncer"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Backend]:
-    if request.param == "postgresql":
-        b = Backend("postgresql", clock, pg_database=request.getfixturevalue("pg_database"))
+    if request.param in ("postgresql", "pgbouncer"):
+        b = Backend(request.param, clock, pg_database=request.getfixturevalue("pg_database"))
+        if request.param == "pgbouncer":
+            b.via = request.getfixturevalue("pgbouncer")
     else:
         b = Backend(request.param, clock, tmp_path / "claims.sqlite")
     yield b

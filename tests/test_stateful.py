@@ -442,10 +442,15 @@ class DedupOnPostgres(OnPostgres):
 
 
 @pytest.mark.parametrize("machine", [FencingOnPostgres, DedupOnPostgres], ids=["fencing", "dedup"])
+@pytest.mark.parametrize("route", ["direct", "pgbouncer"])
 def test_postgresql_agrees_with_the_reference_model(
-    pg_database: str, machine: type[OnPostgres]
+    pg_database: str, machine: type[OnPostgres], route: str, request: pytest.FixtureRequest
 ) -> None:
-    machine.database_url = pg_database
+    """Directly, and through PgBouncer in transaction pooling mode (every worker's
+    transactions may land on any server connection)."""
+    machine.database_url = (
+        request.getfixturevalue("pgbouncer") if route == "pgbouncer" else pg_database
+    )
     run_state_machine_as_test(machine, settings=QUICK_PG)
 
 

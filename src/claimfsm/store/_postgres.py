@@ -25,6 +25,10 @@ Choices, in one place:
 - **Placement**: all tables live in one schema (``claimfsm`` unless ``?schema=name`` is in
   the URL), so they can share an application's database. The schema version is recorded in
   its ``meta`` table; another version is refused with ``SchemaVersionError``.
+- **No session state.** Every statement names its schema (no ``SET search_path``), locks
+  are transaction-scoped, and with ``?prepared_statements=off`` nothing is prepared on the
+  server: behind PgBouncer in transaction pooling mode each transaction may run on any
+  server connection. Directly connected, psycopg prepares a statement on its fifth use.
 """
 
 from __future__ import annotations
@@ -111,17 +115,34 @@ FOR EACH ROW EXECUTE FUNCTION {schema}.history_append_only();
 INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{version}');
 """
 
-_SELECT_CLAIMS = "SELECT " + ", ".join(CLAIM_COLUMNS) + " FROM claims"  # noqa: S608
-_SELECT_DRAFTS = "SELECT draft_id, target_id, version, digest, status, content FROM drafts"
-_SELECT_HISTORY = (
-    "SELECT seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
-    " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail FROM history"
-)
-_INSERT_HISTORY = (
-    "INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner, token_fp,"
-    " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
+
+class _Queries:
+    """Every statement the store sends besides the compiled writes, with its schema named
+    in it: the store keeps no session state (no ``SET search_path``), so a transaction
+    pooler may run each transaction on any server connection."""
+
+    def __init__(self, schema: str) -> None:
+        # ``schema`` is a checked identifier (split_url); quoted as PostgreSQL quotes one.
+        s = '"' + schema.replace('"', '""') + '"'
+        self.claims = f"{s}.claims"
+        self.drafts = f"{s}.drafts"
+        self.history = f"{s}.history"
+        cols = ", ".join(CLAIM_COLUMNS)
+        self.select_claims = f"SELECT {cols} FROM {self.claims}"  # noqa: S608 (identifiers)
+        self.select_drafts = (
+            f"SELECT draft_id, target_id, version, digest, status, content FROM {self.drafts}"  # noqa: S608
+        )
+        self.select_history = (
+            "SELECT seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp,"  # noqa: S608
+            " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome,"
+            f" detail FROM {self.history}"
+        )
+        self.insert_history = (
+            f"INSERT INTO {self.history} (target_id, epoch, event, from_state, to_state, at,"  # noqa: S608
+            " owner, token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
+            " lease_deadline, outcome, detail)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        )
 
 
 class _Retry(Exception):
@@ -142,11 +163,13 @@ class _PostgresTx:
         self,
         conn: psycopg.Connection[Any],
         sql: Compiled,
+        q: _Queries,
         clock: Clock | None,
         server_now: float | None,
     ) -> None:
         self.conn = conn
         self.sql = sql
+        self.q = q
         self.clock = clock
         self._now = server_now
         self.appended: list[HistoryRecord] = []
@@ -173,11 +196,11 @@ class _PostgresTx:
         return self.conn.execute(query, params).fetchone()
 
     def claim_row(self, target_id: str) -> ClaimRow | None:
-        found = self._one(_SELECT_CLAIMS + " WHERE target_id = %s", (target_id,))
+        found = self._one(self.q.select_claims + " WHERE target_id = %s", (target_id,))
         return None if found is None else ClaimRow(*found)
 
     def draft_row(self, draft_id: int) -> DraftRow | None:
-        found = self._one(_SELECT_DRAFTS + " WHERE draft_id = %s", (draft_id,))
+        found = self._one(self.q.select_drafts + " WHERE draft_id = %s", (draft_id,))
         return None if found is None else DraftRow(*found)
 
     def draft_rows(self, target_id: str, status: str | None) -> list[DraftRow]:
@@ -186,21 +209,21 @@ class _PostgresTx:
             query, params = " WHERE target_id = %s", (target_id,)
         else:
             query, params = " WHERE target_id = %s AND status = %s", (target_id, status)
-        rows = self.conn.execute(_SELECT_DRAFTS + query + " ORDER BY draft_id", params)
+        rows = self.conn.execute(self.q.select_drafts + query + " ORDER BY draft_id", params)
         return [DraftRow(*r) for r in rows.fetchall()]
 
     def claim_rows(self, state: str | None) -> list[ClaimRow]:
         if state is None:
-            rows = self.conn.execute(_SELECT_CLAIMS + " ORDER BY target_id")
+            rows = self.conn.execute(self.q.select_claims + " ORDER BY target_id")
         else:
             rows = self.conn.execute(
-                _SELECT_CLAIMS + " WHERE state = %s ORDER BY target_id", (state,)
+                self.q.select_claims + " WHERE state = %s ORDER BY target_id", (state,)
             )
         return [ClaimRow(*r) for r in rows.fetchall()]
 
     def epoch_state(self, target_id: str, epoch: int) -> str | None:
         found = self._one(
-            "SELECT to_state FROM history WHERE target_id = %s AND epoch = %s"
+            f"SELECT to_state FROM {self.q.history} WHERE target_id = %s AND epoch = %s"  # noqa: S608
             " ORDER BY seq DESC LIMIT 1",
             (target_id, epoch),
         )
@@ -208,24 +231,24 @@ class _PostgresTx:
 
     def history_rows(self, target_id: str | None) -> list[HistoryEntry]:
         if target_id is None:
-            rows = self.conn.execute(_SELECT_HISTORY + " ORDER BY seq")
+            rows = self.conn.execute(self.q.select_history + " ORDER BY seq")
         else:
             rows = self.conn.execute(
-                _SELECT_HISTORY + " WHERE target_id = %s ORDER BY seq", (target_id,)
+                self.q.select_history + " WHERE target_id = %s ORDER BY seq", (target_id,)
             )
         return [HistoryEntry(*r) for r in rows.fetchall()]
 
     def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
         (draft_id,) = self._one(
-            "INSERT INTO drafts (target_id, content, version, digest, status, updated_at)"
-            " VALUES (%s, %s, 1, %s, 'pending', %s) RETURNING draft_id",
+            f"INSERT INTO {self.q.drafts} (target_id, content, version, digest, status,"  # noqa: S608
+            " updated_at) VALUES (%s, %s, 1, %s, 'pending', %s) RETURNING draft_id",
             (target_id, content, digest, now),
         )
         return DraftRow(draft_id, target_id, 1, digest, "pending", content)
 
     def update_draft(self, row: DraftRow, now: float) -> None:
         self.conn.execute(
-            "UPDATE drafts SET content = %s, version = %s, digest = %s, status = %s,"
+            f"UPDATE {self.q.drafts} SET content = %s, version = %s, digest = %s, status = %s,"  # noqa: S608
             " updated_at = %s WHERE draft_id = %s",
             (row.content, row.version, row.digest, row.status, now, row.draft_id),
         )
@@ -233,7 +256,7 @@ class _PostgresTx:
     def mark_dispatched(self, draft_id: int, version: int, now: float) -> None:
         self._deferred.append(
             (
-                "UPDATE drafts SET status = 'dispatched', updated_at = %s"
+                f"UPDATE {self.q.drafts} SET status = 'dispatched', updated_at = %s"  # noqa: S608
                 " WHERE draft_id = %s AND version = %s",
                 [(now, draft_id, version)],
             )
@@ -242,9 +265,15 @@ class _PostgresTx:
     def _lock(self, target_id: str, draft_id: int | None = None) -> None:
         """Lock the target's claim row (and the draft) so a retried write and the diagnosis
         that may follow it see one row that nobody else can change meanwhile."""
-        self.conn.execute("SELECT 1 FROM claims WHERE target_id = %s FOR UPDATE", (target_id,))
+        self.conn.execute(
+            f"SELECT 1 FROM {self.q.claims} WHERE target_id = %s FOR UPDATE",  # noqa: S608
+            (target_id,),
+        )
         if draft_id is not None:
-            self.conn.execute("SELECT 1 FROM drafts WHERE draft_id = %s FOR SHARE", (draft_id,))
+            self.conn.execute(
+                f"SELECT 1 FROM {self.q.drafts} WHERE draft_id = %s FOR SHARE",  # noqa: S608
+                (draft_id,),
+            )
 
     def acquire_write(self, facts: Facts) -> ClaimRow | None:
         params = facts.sql_params()
@@ -267,26 +296,35 @@ class _PostgresTx:
 
     def append_history(self, records: list[HistoryRecord]) -> None:
         # Nothing in a transaction reads history after appending to it: deferred to commit.
-        self._deferred.append((_INSERT_HISTORY, [r.params() for r in records]))
+        self._deferred.append((self.q.insert_history, [r.params() for r in records]))
         self.appended.extend(records)
 
 
-def split_url(url: str) -> tuple[str, str]:
-    """``postgresql://...?schema=name&...`` → (libpq URL without ``schema``, schema name)."""
+def split_url(url: str) -> tuple[str, str, bool]:
+    """``postgresql://...?schema=name&prepared_statements=off&...`` → (libpq URL without
+    claimfsm's own options, schema name, whether to use server-side prepared statements)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = "claimfsm"
+    prepared = True
     kept = []
     for key, value in query:
         if key == "schema":
             schema = value
+        elif key == "prepared_statements":
+            if value not in ("on", "off"):
+                raise InvalidArgument(
+                    f"prepared_statements must be on or off, got {value!r} (off behind a "
+                    "transaction-pooling proxy such as PgBouncer)"
+                )
+            prepared = value == "on"
         else:
             kept.append((key, value))
     if not schema.isidentifier() or not schema.isascii() or len(schema) > 63:
         raise InvalidArgument(
             f"schema must be a plain identifier of at most 63 ASCII characters, got {schema!r}"
         )
-    return urlunsplit(parts._replace(query=urlencode(kept))), schema.lower()
+    return urlunsplit(parts._replace(query=urlencode(kept))), schema.lower(), prepared
 
 
 class PostgresStore(Store):
@@ -308,20 +346,21 @@ class PostgresStore(Store):
             )
         super().__init__(clock=clock, machine=machine)
         self.explicit_clock = clock  # None: the server's clock decides
-        self.url, self.schema = split_url(url)
+        self.url, self.schema, prepared = split_url(url)
         self.retries = retries
-        self._sql = compile_writes(self.spec, lambda name: f"%({name})s")
-        search_path = pg_sql.SQL("SET search_path TO {}").format(pg_sql.Identifier(self.schema))
-
-        def configure(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(search_path)
-
+        self._q = _Queries(self.schema)
+        self._sql = compile_writes(
+            self.spec, lambda name: f"%({name})s", lambda table: getattr(self._q, table)
+        )
         self._pool = ConnectionPool(
             self.url,
             min_size=1,
             max_size=pool_size,
-            configure=configure,
-            kwargs={"autocommit": True},  # transactions are opened explicitly
+            # Transactions are opened explicitly. No session settings, and with
+            # prepared_statements=off no server-side prepared statements either: a
+            # transaction pooler (PgBouncer) may run each transaction on another server
+            # connection. (On, psycopg prepares a statement on its fifth use.)
+            kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
             open=False,
             name=f"claimfsm-{self.schema}",
         )
@@ -402,7 +441,7 @@ class PostgresStore(Store):
                 cur.nextset()
                 found = cur.fetchone()
                 assert found is not None
-                tx = _PostgresTx(conn, self._sql, self.explicit_clock, float(found[0]))
+                tx = _PostgresTx(conn, self._sql, self._q, self.explicit_clock, float(found[0]))
                 yield tx
                 committing = True
                 tx.commit()
@@ -429,8 +468,8 @@ class PostgresStore(Store):
         try:
             with self._pool.connection() as conn:
                 found = conn.execute(
-                    "SELECT count(*) FROM history WHERE target_id = %s AND epoch = %s"
-                    " AND event = %s AND to_state = %s AND at = %s",
+                    f"SELECT count(*) FROM {self._q.history} WHERE target_id = %s"  # noqa: S608
+                    " AND epoch = %s AND event = %s AND to_state = %s AND at = %s",
                     (rec.target_id, rec.epoch, rec.event, rec.to_state, rec.at),
                 ).fetchone()
         except psycopg.Error as again:
@@ -450,7 +489,7 @@ class PostgresStore(Store):
     @contextmanager
     def _snapshot(self) -> Iterator[_PostgresTx]:
         with self._translate("read"), self._pool.connection() as conn:
-            yield _PostgresTx(conn, self._sql, self.explicit_clock, None)  # autocommit reads
+            yield _PostgresTx(conn, self._sql, self._q, self.explicit_clock, None)  # autocommit
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:

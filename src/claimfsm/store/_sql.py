@@ -37,8 +37,9 @@ CLAIM_COLUMNS = (
 )
 
 
-def guard_sql(spec: Spec, p: Param) -> dict[str, str]:
-    """Each guard's predicate over the ``claims`` row (and the draft ``d`` for acquire)."""
+def guard_sql(spec: Spec, p: Param, table: Callable[[str], str] = str) -> dict[str, str]:
+    """Each guard's predicate over the ``claims`` row (and the draft ``d`` for acquire).
+    ``table`` names a table in the statement (PostgreSQL qualifies it with the schema)."""
     frees = ", ".join(_literal(s) for s in spec.states_where("frees_target"))
     return {
         "target_free": f"claims.state IN ({frees})",
@@ -48,7 +49,8 @@ def guard_sql(spec: Spec, p: Param) -> dict[str, str]:
         "lease_live": f"claims.lease_deadline > {p('now')}",
         "lease_lapsed": f"claims.lease_deadline <= {p('now')}",
         "draft_unchanged": (
-            "EXISTS (SELECT 1 FROM drafts AS pinned WHERE pinned.draft_id = claims.draft_id"
+            f"EXISTS (SELECT 1 FROM {table('drafts')} AS pinned"  # noqa: S608
+            " WHERE pinned.draft_id = claims.draft_id"
             " AND pinned.status = 'approved' AND pinned.version = claims.draft_version"
             " AND pinned.digest = claims.draft_digest)"
         ),
@@ -68,7 +70,10 @@ class Compiled:
     acquire: str
 
 
-def compile_writes(spec: Spec, p: Param) -> Compiled:
+def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> Compiled:
+    """The guarded writes of ``spec``, parameters rendered by ``p`` and tables by ``table``
+    (PostgreSQL names its schema in every statement: no session state, so a transaction
+    pooler can hand each transaction to any server connection)."""
     seen: dict[tuple[str, str], str] = {}
     for t in spec.transitions:
         if t.internal:
@@ -79,7 +84,7 @@ def compile_writes(spec: Spec, p: Param) -> Compiled:
                 f"{spec.name}: event {t.event!r} reaches {t.dest!r} from both {prior!r} and "
                 f"{t.source!r}; a store could not tell which one it took: use two event names"
             )
-    guards = guard_sql(spec, p)
+    guards = guard_sql(spec, p, table)
     missing = sorted(set(spec.guards) - set(guards))
     if missing:
         raise SpecError(f"{spec.name}: guards {missing} have no SQL in claimfsm.store")
@@ -102,7 +107,7 @@ def compile_writes(spec: Spec, p: Param) -> Compiled:
         sets += [f"{col} = {p(field)}" for col, field in EFFECTS.get(event, ())]
         sets.append(f"updated_at = {p('now')}")
         where = " OR ".join(f"({cond})" for cond, _ in terms)
-        head = f"UPDATE claims SET {', '.join(sets)} WHERE "  # noqa: S608
+        head = f"UPDATE {table('claims')} SET {', '.join(sets)} WHERE "  # noqa: S608
         events[event] = f"{head}claims.target_id = {p('target_id')} AND ({where}) {returning}"
         everywhere[event] = f"{head}{where} {returning}"
 
@@ -111,10 +116,10 @@ def compile_writes(spec: Spec, p: Param) -> Compiled:
     if extra or acq.source != State.UNCLAIMED:
         raise SpecError(f"{spec.name}: acquire must go from unclaimed with the two acquire guards")
     acquire = (
-        "INSERT INTO claims (" + ", ".join(CLAIM_COLUMNS) + ") "  # noqa: S608
+        f"INSERT INTO {table('claims')} (" + ", ".join(CLAIM_COLUMNS) + ") "  # noqa: S608
         f"SELECT {p('target_id')}, 1, {_literal(acq.dest)}, {p('owner')}, {p('token_hash')},"
         f" d.draft_id, d.version, d.digest, {IDEMPOTENCY_KEY_SQL}, {p('lease_deadline')},"
-        f" NULL, {p('now')} FROM drafts AS d WHERE d.draft_id = {p('draft_id')}"
+        f" NULL, {p('now')} FROM {table('drafts')} AS d WHERE d.draft_id = {p('draft_id')}"
         f" AND {guards['draft_approved']} "
         "ON CONFLICT (target_id) DO UPDATE SET epoch = claims.epoch + 1,"
         + ", ".join(
