@@ -218,6 +218,7 @@ TYPED_OPTIONS = {
     "diagram": ["--design"],
     "report": ["--workers", "--drafts", "--remote"],
     "campaign": ["--backend", "--remote", "--seconds", "--workers", "--targets", "--seed"],
+    "prune": ["--older-than"],
 }
 
 

@@ -47,6 +47,29 @@ class Seconds(click.FloatRange):
         return seconds
 
 
+class Duration(click.FloatRange):
+    """A duration: ``30d``, ``12h``, ``90m``, ``45s`` or a plain number of seconds."""
+
+    name = "duration"
+    _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, float):
+            text = str(value).strip().lower()
+            unit = self._UNITS.get(text[-1:])
+            try:
+                value = float(text[:-1] if unit else text) * (unit or 1.0)
+            except ValueError:
+                self.fail(f"{value!r} is not a duration (like 30d, 12h, 90m, 45s)", param, ctx)
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite duration", param, ctx)
+        return seconds
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="claimfsm")
 def main() -> None:
@@ -342,6 +365,80 @@ def claims(url: str, as_json: bool) -> None:
     click.echo(f"claims in {url}: {len(rows)}")
     for line in _listing(header, cells):
         click.echo(line)
+
+
+@main.command()
+@click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///claims.sqlite")
+@click.option(
+    "--older-than",
+    type=Duration(),
+    required=True,
+    help="Remove history entries older than this (30d, 12h, 90m, 45s), by the store's clock.",
+)
+@click.option(
+    "--archive",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="First write the removed entries to this new file, one JSON object per line.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def prune(url: str, older_than: float, archive: Path | None, as_json: bool) -> None:
+    """Remove old history, keeping a checkpoint of each claim row so what remains replays.
+
+    One transaction: entries up to the newest one older than --older-than go; where a
+    target's removed entries end, a 'checkpoint' entry records its claim row as of then.
+    With --archive, the removed entries are written (and synced) to a new file before
+    anything is deleted; if anything fails, nothing is deleted and the file is removed.
+    """
+    with _library_errors():
+        store = open_store(url, create=False)
+        try:
+            if archive is None:
+                result = store.prune_history(older_than)
+            else:
+                result = _prune_to(store, older_than, archive)
+        finally:
+            store.close()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(result)))
+        return
+    click.echo(
+        f"pruned {result.entries} entries"
+        + (f" (up to entry {result.upto_seq})" if result.upto_seq is not None else "")
+        + f"; wrote {result.checkpoints} checkpoint"
+        + ("" if result.checkpoints == 1 else "s")
+        + (f"; archived to {archive}" if archive is not None and result.entries else "")
+    )
+
+
+def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
+    """Prune with the removed entries written to ``archive`` (a new file) first."""
+    import os
+
+    try:
+        out = archive.open("x", encoding="utf-8")
+    except FileExistsError:
+        raise click.ClickException(
+            f"{archive} exists; give a new file (an archive is never overwritten)"
+        ) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot create {archive}: {exc.strerror}") from None
+
+    def write(entries: list[Any]) -> None:
+        for e in entries:
+            out.write(json.dumps({k: getattr(e, k) for k in e.__slots__}) + "\n")
+        out.flush()
+        os.fsync(out.fileno())  # on disk before the delete can commit
+
+    try:
+        with out:
+            result = store.prune_history(older_than, archive=write)
+    except BaseException:
+        archive.unlink(missing_ok=True)  # nothing was pruned: no archive of it either
+        raise
+    if not result.entries:
+        archive.unlink(missing_ok=True)
+    return result
 
 
 @main.command()

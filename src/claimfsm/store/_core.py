@@ -94,6 +94,21 @@ class HistoryRecord:
         )
 
 
+#: The history event a pruning writes where a target's removed entries ended: the claim row
+#: as of the last removed transition, so what remains still replays to the claim rows.
+CHECKPOINT = "checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What ``Store.prune_history`` removed."""
+
+    before: float  # entries older than this store time were removed (up to ``upto_seq``)
+    upto_seq: int | None  # the newest entry removed; None if none was old enough
+    entries: int  # entries removed (archived first, when an archive was given)
+    checkpoints: int  # checkpoint entries written: one per target that lost entries
+
+
 class Tx(Protocol):
     """One transaction of a backend. Writes are visible to nobody until it commits."""
 
@@ -114,6 +129,29 @@ class Tx(Protocol):
     def acquire_write(self, facts: Facts) -> ClaimRow | None: ...
     def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]: ...
     def append_history(self, records: list[HistoryRecord]) -> None: ...
+
+    # -- retention (prune_history) ----------------------------------------------------------
+    def history_cut(self, before: float) -> int | None:
+        """The seq of the newest history entry older than ``before``, checkpoints aside
+        (None: none is; pruning again removes nothing new)."""
+        ...
+
+    def history_range(self, after: int, upto: int, limit: int) -> list[HistoryEntry]:
+        """Up to ``limit`` entries with ``after < seq <= upto``, in seq order."""
+        ...
+
+    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+        """For each target with entries at or before ``cut``: the seq of its last such
+        entry, and its last such entry that is not a discard."""
+        ...
+
+    def delete_history_upto(self, cut: int) -> int:
+        """Remove every entry with ``seq <= cut`` (only this may delete history)."""
+        ...
+
+    def insert_history_at(self, seq: int, record: HistoryRecord) -> None:
+        """Append ``record`` with the given (free) seq."""
+        ...
 
 
 class Store(ABC):
@@ -389,6 +427,46 @@ class Store(ABC):
         with self._snapshot() as tx:
             return tx.history_rows(target_id)
 
+    def prune_history(
+        self,
+        older_than: float,
+        *,
+        archive: Callable[[list[HistoryEntry]], None] | None = None,
+        batch: int = 10_000,
+    ) -> Pruned:
+        """Remove history entries older than ``older_than`` seconds (by the store's clock),
+        in one transaction, and keep what remains replayable.
+
+        The cut is the newest entry older than that; every entry up to it goes, so each
+        target loses a prefix of its history. Where a target's removed entries end, a
+        ``checkpoint`` entry (same seq) records its claim row as of the last removed
+        transition: replaying what remains still gives the current claim rows, and a reader
+        knows that older history was removed. ``archive`` is called with the removed entries
+        in seq order, in batches, before anything is deleted; if it raises, nothing is.
+        """
+        seconds = check.duration(older_than, "older_than")
+        if archive is not None and not callable(archive):
+            raise InvalidArgument("archive must be None or a callable taking a list of entries")
+        check.positive_int(batch, "batch")
+
+        def prune(tx: Tx) -> Pruned:
+            before = tx.now() - seconds
+            cut = tx.history_cut(before)
+            if cut is None:
+                return Pruned(before, None, 0, 0)
+            if archive is not None:
+                after = 0
+                while rows := tx.history_range(after, cut, batch):
+                    archive(rows)
+                    after = rows[-1].seq
+            points = tx.last_before_cut(cut)
+            removed = tx.delete_history_upto(cut)
+            for seq, last in points:
+                tx.insert_history_at(seq, _checkpoint(last, cut))
+            return Pruned(before, cut, removed, len(points))
+
+        return self._atomically(prune)
+
     def epochs(self, target_id: str) -> dict[int, str]:
         """Each epoch of the target and the state history last records for it."""
         result: dict[int, str] = {}
@@ -529,6 +607,36 @@ def _record(
         at=now,
         token_hash=hashed,
         detail=detail,
+        row=row,
+    )
+
+
+def _checkpoint(last: HistoryEntry, cut: int) -> HistoryRecord:
+    """The checkpoint that stands in for a target's removed history: its claim row as the
+    last removed transition left it."""
+    row = ClaimRow(
+        target_id=last.target_id,
+        epoch=last.epoch,
+        state=last.to_state,
+        owner=last.owner or "",
+        token_hash="",  # history never holds a token hash; the fingerprint is kept below
+        draft_id=last.draft_id or 0,
+        draft_version=last.draft_version or 0,
+        draft_digest=last.draft_digest or "",
+        idempotency_key=last.idempotency_key or "",
+        lease_deadline=last.lease_deadline if last.lease_deadline is not None else 0.0,
+        outcome=last.outcome,
+        updated_at=last.at,
+    )
+    return HistoryRecord(
+        target_id=last.target_id,
+        epoch=last.epoch,
+        event=CHECKPOINT,
+        from_state=last.to_state,
+        to_state=last.to_state,
+        at=last.at,
+        token_hash=last.token_fingerprint,  # fingerprint() keeps its first 8 characters
+        detail=f"history up to entry {cut} was pruned; the claim row as of entry {last.seq}",
         row=row,
     )
 

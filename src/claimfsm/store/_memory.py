@@ -31,13 +31,15 @@ class _State:
     def __init__(self) -> None:
         self.drafts: dict[int, DraftRow] = {}
         self.claims: dict[str, ClaimRow] = {}
-        self.history: list[HistoryEntry] = []
+        self.history: list[HistoryEntry] = []  # in seq order
+        self.next_seq = 1  # never reused, as SQLite's AUTOINCREMENT and PostgreSQL's bigserial
 
     def copy(self) -> _State:
         other = _State()
         other.drafts = {k: replace(v) for k, v in self.drafts.items()}
         other.claims = {k: replace(v) for k, v in self.claims.items()}
         other.history = list(self.history)  # entries are immutable
+        other.next_seq = self.next_seq
         return other
 
 
@@ -144,7 +146,34 @@ class _MemoryTx:
 
     def append_history(self, records: list[HistoryRecord]) -> None:
         for rec in records:
-            self.data.history.append(history_entry(len(self.data.history) + 1, rec))
+            self.data.history.append(history_entry(self.data.next_seq, rec))
+            self.data.next_seq += 1
+
+    def history_cut(self, before: float) -> int | None:
+        old = (e.seq for e in self.data.history if e.at < before and e.event != "checkpoint")
+        return max(old, default=None)
+
+    def history_range(self, after: int, upto: int, limit: int) -> list[HistoryEntry]:
+        return [e for e in self.data.history if after < e.seq <= upto][:limit]
+
+    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+        last: dict[str, int] = {}
+        kept: dict[str, HistoryEntry] = {}
+        for e in self.data.history:
+            if e.seq <= cut:
+                last[e.target_id] = e.seq
+                if e.event != "discard":
+                    kept[e.target_id] = e
+        return [(last[t], kept[t]) for t in sorted(kept)]
+
+    def delete_history_upto(self, cut: int) -> int:
+        before = len(self.data.history)
+        self.data.history = [e for e in self.data.history if e.seq > cut]
+        return before - len(self.data.history)
+
+    def insert_history_at(self, seq: int, record: HistoryRecord) -> None:
+        self.data.history.append(history_entry(seq, record))
+        self.data.history.sort(key=lambda e: e.seq)
 
 
 class MemoryStore(Store):

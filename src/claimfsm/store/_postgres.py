@@ -59,7 +59,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: history by target in seq order; deletes only by prune_history
 R = TypeVar("R")
 
 DDL = """
@@ -112,7 +112,23 @@ CREATE FUNCTION {schema}.history_append_only() RETURNS trigger LANGUAGE plpgsql 
 $$ BEGIN RAISE EXCEPTION 'history is append-only'; END $$;
 CREATE TRIGGER history_no_change BEFORE UPDATE OR DELETE ON {schema}.history
 FOR EACH ROW EXECUTE FUNCTION {schema}.history_append_only();
-INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{version}');
+INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '1');
+"""
+#: Version 2, also the migration from version 1: history by target in seq order, and deletes
+#: only while the pruning transaction holds a permit row (``prune_history``).
+MIGRATE_1_TO_2 = """
+CREATE INDEX history_by_target ON {schema}.history (target_id, seq);
+CREATE TABLE {schema}.prune_permit (upto bigint NOT NULL);
+CREATE OR REPLACE FUNCTION {schema}.history_append_only() RETURNS trigger LANGUAGE plpgsql AS
+$$ BEGIN
+    IF TG_OP = 'DELETE' AND EXISTS (
+        SELECT 1 FROM {schema}.prune_permit WHERE OLD.seq <= prune_permit.upto
+    ) THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'history is append-only (prune_history removes old entries)';
+END $$;
+UPDATE {schema}.meta SET value = '2' WHERE key = 'schema_version';
 """
 
 
@@ -137,6 +153,7 @@ class _Queries:
             " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome,"
             f" detail FROM {self.history}"
         )
+        self.prune_permit = f"{s}.prune_permit"
         self.insert_history = (
             f"INSERT INTO {self.history} (target_id, epoch, event, from_state, to_state, at,"  # noqa: S608
             " owner, token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
@@ -294,6 +311,47 @@ class _PostgresTx:
             rows = self.conn.execute(self.sql.events[event], params).fetchall()
         return [ClaimRow(*r) for r in rows]
 
+    def history_cut(self, before: float) -> int | None:
+        found = self._one(
+            f"SELECT max(seq) FROM {self.q.history}"  # noqa: S608
+            " WHERE at < %s AND event <> 'checkpoint'",
+            (before,),
+        )
+        return None if found[0] is None else int(found[0])
+
+    def history_range(self, after: int, upto: int, limit: int) -> list[HistoryEntry]:
+        rows = self.conn.execute(
+            self.q.select_history + " WHERE seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
+            (after, upto, limit),
+        )
+        return [HistoryEntry(*r) for r in rows.fetchall()]
+
+    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+        rows = self.conn.execute(
+            "SELECT last.seq_max, h.* FROM (" + self.q.select_history + ") AS h JOIN ("  # noqa: S608
+            " SELECT target_id, max(seq) AS seq_max,"
+            " max(seq) FILTER (WHERE event <> 'discard') AS kept"
+            f" FROM {self.q.history} WHERE seq <= %s GROUP BY target_id"
+            ") AS last ON h.seq = last.kept ORDER BY h.target_id",
+            (cut,),
+        )
+        return [(int(r[0]), HistoryEntry(*r[1:])) for r in rows.fetchall()]
+
+    def delete_history_upto(self, cut: int) -> int:
+        self.conn.execute(f"INSERT INTO {self.q.prune_permit} (upto) VALUES (%s)", (cut,))  # noqa: S608
+        removed = self.conn.execute(f"DELETE FROM {self.q.history} WHERE seq <= %s", (cut,))  # noqa: S608
+        self.conn.execute(f"DELETE FROM {self.q.prune_permit}")  # noqa: S608
+        return int(removed.rowcount)
+
+    def insert_history_at(self, seq: int, record: HistoryRecord) -> None:
+        self.conn.execute(
+            f"INSERT INTO {self.q.history} (seq, target_id, epoch, event, from_state, to_state,"  # noqa: S608
+            " at, owner, token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
+            " lease_deadline, outcome, detail)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (seq, *record.params()),
+        )
+
     def append_history(self, records: list[HistoryRecord]) -> None:
         # Nothing in a transaction reads history after appending to it: deferred to commit.
         self._deferred.append((self.q.insert_history, [r.params() for r in records]))
@@ -396,11 +454,13 @@ class PostgresStore(Store):
                 "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (self.schema,)
             ).fetchone()
             assert has_meta is not None and tables is not None
+
+            def run(script: str) -> None:
+                conn.execute(script.replace("{schema}", ident.as_string(conn)).encode())
+
             if not has_meta[0] and tables[0] == 0:
-                ddl = DDL.replace("{schema}", ident.as_string(conn)).replace(
-                    "{version}", str(SCHEMA_VERSION)
-                )
-                conn.execute(ddl.encode())
+                run(DDL)  # version 1, then the same migration an existing schema gets
+                run(MIGRATE_1_TO_2)
             elif not has_meta[0]:
                 raise StoreError(
                     f"schema {self.schema!r} holds tables that are not claimfsm's; "
@@ -413,7 +473,9 @@ class PostgresStore(Store):
                     )
                 ).fetchone()
                 version = int(found[0]) if found else 0
-                if version != SCHEMA_VERSION:
+                if version == 1:
+                    run(MIGRATE_1_TO_2)  # in this transaction, under the creator's lock
+                elif version != SCHEMA_VERSION:
                     raise SchemaVersionError(
                         f"schema {self.schema!r} has claimfsm schema version {version}; this "
                         f"claimfsm reads version {SCHEMA_VERSION}: use the release that wrote it"

@@ -35,7 +35,7 @@ from claimfsm.store._core import Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
 from claimfsm.store._types import HistoryEntry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: history by target in seq order; deletes only by prune_history
 APPLICATION_ID = 0x436C464D  # "ClFM": marks a file as a claimfsm database
 
 SCHEMA = """
@@ -88,14 +88,26 @@ CREATE TABLE history (                                      -- append-only
 CREATE INDEX history_by_epoch ON history (target_id, epoch, seq);
 CREATE TRIGGER history_no_update BEFORE UPDATE ON history
 BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
-CREATE TRIGGER history_no_delete BEFORE DELETE ON history
-BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
 """
+#: What version 2 adds: history by target in seq order, and deletes only while a pruning
+#: transaction holds a permit row (``prune_history``).
+_V2 = (
+    "CREATE INDEX history_by_target ON history (target_id, seq)",
+    "CREATE TABLE prune_permit (upto INTEGER NOT NULL)",
+    "CREATE TRIGGER history_no_delete BEFORE DELETE ON history"
+    " WHEN NOT EXISTS (SELECT 1 FROM prune_permit WHERE OLD.seq <= prune_permit.upto)"
+    " BEGIN SELECT RAISE(ABORT, 'history is append-only (prune_history removes old"
+    " entries)'); END",
+)
+SCHEMA += "".join(statement + ";\n" for statement in _V2)
+#: From version 1 (whose delete trigger refused every delete).
+MIGRATE_1_TO_2 = ("DROP TRIGGER history_no_delete", *_V2)
 
 _HISTORY_COLUMNS = (
     "seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
     " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail"
 )
+_PREFIXED_HISTORY = ", ".join(f"h.{c.strip()}" for c in _HISTORY_COLUMNS.split(","))
 _SELECT_CLAIMS = "SELECT " + ", ".join(CLAIM_COLUMNS) + " FROM claims"  # noqa: S608 (constant column list)
 _INSERT_HISTORY = (
     "INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner,"
@@ -208,6 +220,47 @@ class _SQLiteTx:
         rows = self.conn.execute(statements[event], facts.sql_params()).fetchall()
         return [ClaimRow(*r) for r in rows]
 
+    def history_cut(self, before: float) -> int | None:
+        found = self.conn.execute(
+            "SELECT max(seq) FROM history WHERE at < ? AND event <> 'checkpoint'", (before,)
+        )
+        value = found.fetchone()[0]
+        return None if value is None else int(value)
+
+    def history_range(self, after: int, upto: int, limit: int) -> list[HistoryEntry]:
+        rows = self.conn.execute(
+            f"SELECT {_HISTORY_COLUMNS} FROM history"  # noqa: S608
+            " WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (after, upto, limit),
+        ).fetchall()
+        return [HistoryEntry(*r) for r in rows]
+
+    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+        rows = self.conn.execute(
+            f"SELECT last.seq_max, {_PREFIXED_HISTORY} FROM history AS h JOIN ("  # noqa: S608
+            " SELECT target_id, max(seq) AS seq_max,"
+            " max(CASE WHEN event != 'discard' THEN seq END) AS kept"
+            " FROM history WHERE seq <= ? GROUP BY target_id"
+            ") AS last ON h.seq = last.kept ORDER BY h.target_id",
+            (cut,),
+        ).fetchall()
+        return [(int(r[0]), HistoryEntry(*r[1:])) for r in rows]
+
+    def delete_history_upto(self, cut: int) -> int:
+        self.conn.execute("INSERT INTO prune_permit (upto) VALUES (?)", (cut,))
+        removed = self.conn.execute("DELETE FROM history WHERE seq <= ?", (cut,)).rowcount
+        self.conn.execute("DELETE FROM prune_permit")
+        return int(removed)
+
+    def insert_history_at(self, seq: int, record: HistoryRecord) -> None:
+        self.conn.execute(
+            "INSERT INTO history (seq, target_id, epoch, event, from_state, to_state, at, owner,"
+            " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
+            " lease_deadline, outcome, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, *record.params()),
+        )
+
     def append_history(self, records: list[HistoryRecord]) -> None:
         if len(records) == 1:  # the common case: one statement, no list
             self.conn.execute(_INSERT_HISTORY, records[0].params())
@@ -264,6 +317,10 @@ class SQLiteStore(Store):
                 for statement in _statements(SCHEMA):
                     c.execute(statement)
                 c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif app_id == APPLICATION_ID and version == 1:
+                for statement in MIGRATE_1_TO_2:  # in this transaction: all or nothing
+                    c.execute(statement)
                 c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif app_id != APPLICATION_ID:
                 raise StoreError(

@@ -57,6 +57,18 @@ def lease(value: Any) -> float:
     return seconds
 
 
+def duration(value: Any, what: str) -> float:
+    """A finite, non-negative number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgument(
+            f"{what} must be a finite number of seconds, 0 or more; got {value!r}"
+        )
+    return seconds
+
+
 def token(value: Any) -> str:
     if not isinstance(value, str):
         raise InvalidArgument(f"token must be a str, not {type(value).__name__}")
