@@ -11,6 +11,9 @@ dropped at the end.
    the bare state change costs.
 2. 1, 2 and 4 processes on distinct targets: cycles/s and the fewest per process.
 3. ``pg_try_advisory_lock`` + unlock pairs per second: what a bare lock costs.
+4. Scale: acquire latency with 1,000 claim rows and with 1,000,000 claim rows and
+   10,000,000 history rows; ``history(target)`` for a target with 100,000 entries; the
+   tables' size per 1,000,000 dispatch cycles (scaled from 5,000).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import multiprocessing
 import os
 import secrets
+import statistics
 import time
 from typing import Any
 
@@ -187,6 +191,112 @@ def advisory_locks(pairs: int) -> None:
     conn.close()
 
 
+def scale(claims: int, history: int, samples: int, long_target: int, cycles: int) -> None:
+    """Acquire latency with ``claims`` claim rows and ``history`` history rows, each in a
+    schema of its own made by the server (``generate_series``); ``history(target)`` for a
+    target with ``long_target`` entries; the size per 1,000,000 dispatch cycles."""
+    print("== 4. scale: acquire latency by table size; one long history; size ==")
+    for n_claims, n_history in ((1_000, 3_000), (claims, history)):
+        schema = f"bench_scale_{secrets.token_hex(3)}"
+        try:
+            store = PostgresStore(store_url(schema), pool_size=1)
+            seed = store.create_draft("seed", "x")
+            with psycopg.connect(URL, autocommit=True) as conn:
+                s = sql.Identifier(schema)
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {s}.claims SELECT format('filler-%%s', lpad(i::text, 8, '0')),"
+                        " 1, 'confirmed', 'o', 'h', %s, 1, 'd', 'k', 0, NULL, 0"
+                        " FROM generate_series(0, %s - 1) AS i"
+                    ).format(s=s),
+                    (seed.draft_id, n_claims),
+                )
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {s}.history (target_id, epoch, event, from_state, to_state,"
+                        " at, owner, token_fp, draft_id, draft_version, draft_digest,"
+                        " idempotency_key, lease_deadline, outcome, detail)"
+                        " SELECT format('filler-%%s', lpad((i %% %s)::text, 8, '0')),"
+                        " i / %s + 1, 'confirm', 'sending', 'confirmed', i, 'bench-worker',"
+                        " 'a1b2c3d4', 1, 1, lpad(i::text, 64, '0'),"
+                        " 'cf-1-v1-' || lpad(i::text, 16, '0'), i + 60, NULL, ''"
+                        " FROM generate_series(1, %s) AS i"
+                    ).format(s=s),
+                    (n_claims, n_claims, n_history),
+                )
+                if n_claims == claims:  # and one target with a long history of its own
+                    conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {s}.history (target_id, epoch, event, from_state,"
+                            " to_state, at, owner, token_fp, detail) SELECT 'the-long-one',"
+                            " i, 'discard', 'expired', 'discarded', i, 'w', 'a1b2c3d4', ''"
+                            " FROM generate_series(1, %s) AS i"
+                        ).format(s=s),
+                        (long_target,),
+                    )
+                conn.execute(sql.SQL("ANALYZE {s}.claims").format(s=s))
+                conn.execute(sql.SQL("ANALYZE {s}.history").format(s=s))
+            step = n_claims // min(samples, n_claims)
+            drafts = []
+            for i in range(min(samples, n_claims)):
+                d = store.create_draft(f"filler-{i * step:08d}", "y")
+                store.approve_draft(d.draft_id)
+                drafts.append(d)
+            times = []
+            for d in drafts:
+                t0 = time.perf_counter()
+                store.acquire(d.target_id, d.draft_id, "bench", 60)
+                times.append(time.perf_counter() - t0)
+            times.sort()
+            print(
+                f"  {n_claims:>9,} claim rows, {n_history:>10,} history rows: acquire median"
+                f" {statistics.median(times) * 1e6:,.0f} us,"
+                f" p99 {times[int(len(times) * 0.99)] * 1e6:,.0f} us ({len(times)} acquires)"
+            )
+            if n_claims == claims:  # the long history of one target, among the filler
+                t0 = time.perf_counter()
+                found = store.history("the-long-one")
+                elapsed = time.perf_counter() - t0
+                print(
+                    f"  history(target) with {len(found):,} entries (of {n_history:,}):"
+                    f" {elapsed * 1e3:,.0f} ms"
+                )
+            store.close()
+        finally:
+            with psycopg.connect(URL, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
+    schema = f"bench_size_{secrets.token_hex(3)}"
+    try:
+        store = PostgresStore(store_url(schema), pool_size=1)
+        plan = prepare(store, 50, cycles // 50)
+        with psycopg.connect(URL, autocommit=True) as conn:
+
+            def size() -> int:
+                conn.execute("CHECKPOINT")
+                found = conn.execute(
+                    "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
+                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE n.nspname = %s AND c.relkind = 'r'",
+                    (schema,),
+                ).fetchone()
+                return int(found[0]) if found and found[0] else 0
+
+            start = size()
+            dispatch_cycles(store, plan)
+            grown = size() - start
+        store.close()
+        print(
+            f"  {cycles:,} cycles (with their drafts) grew the tables by {grown / 1e6:,.1f} MB:"
+            f" {grown / cycles * 1e6 / 1e9:,.2f} GB per 1,000,000 cycles, 3 history rows each"
+            " (scaled)"
+        )
+    finally:
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -196,6 +306,10 @@ def main() -> None:
         throughput(schema, 300 if args.quick else 1500)
         processes(schema, 1.0 if args.quick else 4.0)
         advisory_locks(1000 if args.quick else 5000)
+        if args.quick:
+            scale(10_000, 100_000, 200, 1_000, 500)
+        else:
+            scale(1_000_000, 10_000_000, 1000, 100_000, 5_000)
     finally:
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

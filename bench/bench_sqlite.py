@@ -5,7 +5,9 @@
    claimfsm, against the same commits written by hand (``BY_HAND``, printed with the
    figures: same pragmas, same guards, same history rows), in the same process: seven
    rounds, each running both back to back, and the median of the rounds' ratios.
-2. Acquire latency (median and p99) with 1,000 and with 1,000,000 claim rows.
+2. Scale: acquire latency (median and p99) with 1,000 claim rows and with 1,000,000 claim
+   rows and 10,000,000 history rows; ``history(target)`` for a target with 100,000 entries;
+   the database's size per 1,000,000 dispatch cycles (scaled from 20,000).
 3. 1, 2 and 4 processes on one file, each on its own targets: total cycles/s and the
    fewest cycles any single process completed.
 """
@@ -155,7 +157,20 @@ def throughput(cycles: int, quick: bool, *, show_sql: bool = False) -> float:
         return ratio
 
 
-def acquire_latency(rows: int, samples: int) -> None:
+#: Filler history rows, made by SQLite itself (a Python loop would take minutes): ``n`` rows
+#: spread over the filler targets, shaped like real ones (64-character digest, key, owner).
+_FILL_HISTORY = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
+    " INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner, token_fp,"
+    " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail)"
+    " SELECT printf('filler-%08d', i % ?), i / ? + 1, 'confirm', 'sending', 'confirmed',"
+    " i, 'bench-worker', 'a1b2c3d4', 1, 1, printf('%064d', i), printf('cf-1-v1-%016d', i),"
+    " i + 60, NULL, '' FROM n"
+)
+
+
+def acquire_latency(rows: int, history: int, samples: int) -> None:
+    """Acquire latency with ``rows`` claim rows and ``history`` history rows."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.sqlite"
         store = SQLiteStore(path)
@@ -167,6 +182,7 @@ def acquire_latency(rows: int, samples: int) -> None:
             "INSERT INTO claims VALUES (?, 1, 'confirmed', 'o', 'h', ?, 1, 'd', 'k', 0, NULL, 0)",
             ((f"filler-{i:08d}", draft.draft_id) for i in range(rows)),
         )
+        db.execute(_FILL_HISTORY, (history, rows, rows))
         db.execute("COMMIT")
         db.close()
         store = SQLiteStore(path)
@@ -185,9 +201,58 @@ def acquire_latency(rows: int, samples: int) -> None:
         store.close()
     times.sort()
     print(
-        f"  {rows:>9,} claim rows: acquire median {statistics.median(times) * 1e6:,.0f} us,"
-        f" p99 {times[int(len(times) * 0.99)] * 1e6:,.0f} us ({samples} acquires)"
+        f"  {rows:>9,} claim rows, {history:>10,} history rows: acquire median"
+        f" {statistics.median(times) * 1e6:,.0f} us, p99 {times[int(len(times) * 0.99)] * 1e6:,.0f}"
+        f" us ({samples} acquires)"
     )
+
+
+def history_of_one_target(entries: int) -> None:
+    """``history(target)`` for a target with ``entries`` entries, among other targets'."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "long.sqlite"
+        SQLiteStore(path).close()
+        db = sqlite3.connect(path, isolation_level=None)
+        # One target in ten rows: the target's entries interleave with nine others'.
+        db.execute(_FILL_HISTORY, (entries * 10, 10, 10))
+        db.close()
+        store = SQLiteStore(path)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            found = store.history("filler-00000003")
+            times.append(time.perf_counter() - t0)
+        store.close()
+    print(
+        f"  history(target) with {len(found):,} entries (of {entries * 10:,}):"
+        f" median {statistics.median(times) * 1e3:,.0f} ms of 5"
+    )
+
+
+def size_per_million(cycles: int) -> None:
+    """The database's growth over ``cycles`` dispatch cycles, scaled to 1,000,000."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "size.sqlite"
+        store = SQLiteStore(path)
+        plan = prepare(store, 100, cycles // 100)
+        start = _size(path)
+        dispatch_cycles(store, plan)
+        store.close()
+        grown = _size(path) - start
+    per = grown / cycles * 1_000_000
+    print(
+        f"  {cycles:,} cycles (with their drafts) grew the file by {grown / 1e6:,.1f} MB:"
+        f" {per / 1e9:,.2f} GB per 1,000,000 cycles, 3 history rows each (scaled)"
+    )
+
+
+def _size(path: Path) -> int:
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    return int(pages) * int(size)
 
 
 def _worker(path: str, index: int, seconds: float, queue: multiprocessing.Queue[int]) -> None:
@@ -233,9 +298,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     args = parser.parse_args()
     throughput(400 if args.quick else 3000, args.quick, show_sql=True)
-    print("== 2. acquire latency by table size ==")
-    for rows in (1_000, 10_000 if args.quick else 1_000_000):
-        acquire_latency(rows, 200 if args.quick else 2000)
+    print("== 2. scale: acquire latency by table size; one long history; size ==")
+    acquire_latency(1_000, 3_000, 200 if args.quick else 1000)
+    if args.quick:
+        acquire_latency(10_000, 100_000, 200)
+    else:
+        acquire_latency(1_000_000, 10_000_000, 2000)
+    history_of_one_target(1_000 if args.quick else 100_000)
+    size_per_million(1_000 if args.quick else 20_000)
     processes(1.0 if args.quick else 4.0)
 
 
