@@ -33,3 +33,19 @@ def dispatch_cycles(store: Store, plan: Plan) -> tuple[int, float]:
             claim.confirm()
             n += 1
     return n, time.perf_counter() - start
+
+
+def acquire_times(store: Store, targets: list[str]) -> list[float]:
+    """Seconds each acquire took, one per target (each given a new approved draft first),
+    sorted."""
+    drafts = []
+    for target in targets:
+        d = store.create_draft(target, "y")
+        store.approve_draft(d.draft_id)
+        drafts.append(d)
+    times = []
+    for d in drafts:
+        t0 = time.perf_counter()
+        store.acquire(d.target_id, d.draft_id, "bench", 60)
+        times.append(time.perf_counter() - t0)
+    return sorted(times)

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from _plan import dispatch_cycles, prepare
+from _plan import acquire_times, dispatch_cycles, prepare
 from claimfsm.store._postgres import PostgresStore
 
 URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -236,18 +236,9 @@ def scale(claims: int, history: int, samples: int, long_target: int, cycles: int
                     )
                 conn.execute(sql.SQL("ANALYZE {s}.claims").format(s=s))
                 conn.execute(sql.SQL("ANALYZE {s}.history").format(s=s))
-            step = n_claims // min(samples, n_claims)
-            drafts = []
-            for i in range(min(samples, n_claims)):
-                d = store.create_draft(f"filler-{i * step:08d}", "y")
-                store.approve_draft(d.draft_id)
-                drafts.append(d)
-            times = []
-            for d in drafts:
-                t0 = time.perf_counter()
-                store.acquire(d.target_id, d.draft_id, "bench", 60)
-                times.append(time.perf_counter() - t0)
-            times.sort()
+            count = min(samples, n_claims)
+            step = n_claims // count  # every acquire on a distinct existing target
+            times = acquire_times(store, [f"filler-{i * step:08d}" for i in range(count)])
             print(
                 f"  {n_claims:>9,} claim rows, {n_history:>10,} history rows: acquire median"
                 f" {statistics.median(times) * 1e6:,.0f} us,"

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _plan import dispatch_cycles, prepare
+from _plan import acquire_times, dispatch_cycles, prepare
 from claimfsm.store import SQLiteStore
 
 #: The hand-written baseline: what a careful engineer would write without claimfsm, doing
@@ -186,20 +186,10 @@ def acquire_latency(rows: int, history: int, samples: int) -> None:
         db.execute("COMMIT")
         db.close()
         store = SQLiteStore(path)
-        drafts = []
         samples = min(samples, rows)
         step = rows // samples  # every acquire on a distinct existing target
-        for i in range(samples):
-            d = store.create_draft(f"filler-{i * step:08d}", "y")
-            store.approve_draft(d.draft_id)
-            drafts.append(d)
-        times = []
-        for d in drafts:
-            t0 = time.perf_counter()
-            store.acquire(d.target_id, d.draft_id, "bench", 60)
-            times.append(time.perf_counter() - t0)
+        times = acquire_times(store, [f"filler-{i * step:08d}" for i in range(samples)])
         store.close()
-    times.sort()
     print(
         f"  {rows:>9,} claim rows, {history:>10,} history rows: acquire median"
         f" {statistics.median(times) * 1e6:,.0f} us, p99 {times[int(len(times) * 0.99)] * 1e6:,.0f}"

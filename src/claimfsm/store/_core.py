@@ -169,9 +169,12 @@ class Store(ABC):
         self.spec = self.machine.spec
 
     # -- what a backend provides ---------------------------------------------------------
-    @abstractmethod
     def _transaction(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
-        """A write transaction that holds the write lock from its first statement."""
+        """A write transaction that holds the write lock from its first statement.
+
+        A backend provides this, or overrides :meth:`_atomically` itself (SQLite does: its
+        write path is written out, being the whole of what the store adds per write)."""
+        raise NotImplementedError
 
     def _atomically(self, body: Callable[[Tx], R], *, durable: bool = False) -> R:
         """Run ``body`` in one write transaction and return what it returns.

@@ -372,25 +372,6 @@ class SQLiteStore(Store):
             return result
 
     @contextmanager
-    def _transaction(self, *, durable: bool = False) -> Iterator[_SQLiteTx]:
-        with self._lock, self._translate("write"):
-            c = self._conn
-            if durable:
-                c.execute("PRAGMA synchronous = FULL")
-            try:
-                self._retry_busy(lambda: c.execute("BEGIN IMMEDIATE"))
-                try:
-                    yield self._tx
-                    c.execute("COMMIT")
-                except BaseException:
-                    if c.in_transaction:
-                        c.execute("ROLLBACK")
-                    raise
-            finally:
-                if durable:
-                    c.execute("PRAGMA synchronous = NORMAL")
-
-    @contextmanager
     def _snapshot(self) -> Iterator[_SQLiteTx]:
         with self._lock, self._translate("read"):
             c = self._conn
