@@ -42,23 +42,28 @@ NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 #: states; begin_send on token, epoch, lease and the pinned draft; confirm on token and
 #: epoch), the same values (a real token hash, the key derived from the draft), the draft
 #: marked dispatched, and the same history row per transition. ``{s}`` is the schema.
+#: The claim upsert's guard, shared by both baselines: a new epoch only from a free state.
+_TAKE_IF_FREE = (
+    " ON CONFLICT (target_id) DO UPDATE"
+    " SET epoch = claims.epoch + 1, state = 'reserved', owner = excluded.owner,"
+    " token_hash = excluded.token_hash, draft_id = excluded.draft_id,"
+    " draft_version = excluded.draft_version, draft_digest = excluded.draft_digest,"
+    " idempotency_key = excluded.idempotency_key, lease_deadline = excluded.lease_deadline,"
+    " outcome = NULL, updated_at = excluded.updated_at"
+    " WHERE claims.state IN ('confirmed', 'reconciled', 'released', 'expired', 'discarded')"
+)
 #: 1. claimfsm's round trips by hand: BEGIN with the server clock; the guarded write;
 #:    its history row (and the draft) pipelined with COMMIT.
 SAME_TRIPS = {
     "acquire": (
-        "INSERT INTO {s}.claims (target_id, epoch, state, owner, token_hash, draft_id,"
+        "INSERT INTO {s}.claims (target_id, epoch, state, owner, token_hash, draft_id,"  # noqa: S608 (constants only)
         " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, updated_at)"
         " SELECT %(t)s, 1, 'reserved', %(o)s, %(h)s, d.draft_id, d.version, d.digest,"
         " 'cf-' || d.draft_id || '-v' || d.version || '-' || substr(d.digest, 1, 16),"
         " %(now)s + 60, NULL, %(now)s FROM {s}.drafts AS d WHERE d.draft_id = %(d)s"
-        " AND d.status = 'approved' AND d.target_id = %(t)s ON CONFLICT (target_id) DO UPDATE"
-        " SET epoch = claims.epoch + 1, state = 'reserved', owner = excluded.owner,"
-        " token_hash = excluded.token_hash, draft_id = excluded.draft_id,"
-        " draft_version = excluded.draft_version, draft_digest = excluded.draft_digest,"
-        " idempotency_key = excluded.idempotency_key, lease_deadline = excluded.lease_deadline,"
-        " outcome = NULL, updated_at = excluded.updated_at"
-        " WHERE claims.state IN ('confirmed', 'reconciled', 'released', 'expired', 'discarded')"
-        " RETURNING epoch, draft_version, draft_digest, idempotency_key, lease_deadline"
+        " AND d.status = 'approved' AND d.target_id = %(t)s"
+        + _TAKE_IF_FREE
+        + " RETURNING epoch, draft_version, draft_digest, idempotency_key, lease_deadline"
     ),
     "begin_send": (
         "UPDATE {s}.claims SET state = 'sending', updated_at = %(now)s WHERE target_id = %(t)s"
@@ -87,20 +92,13 @@ SAME_TRIPS = {
 #:    guarded write and the history insert in one CTE, on the server's clock.
 ONE_STATEMENT = {
     "acquire": (
-        "WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS now),"
+        "WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS now),"  # noqa: S608 (constants only)
         " w AS (INSERT INTO {s}.claims (target_id, epoch, state, owner, token_hash, draft_id,"
         " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, updated_at)"
         " SELECT %(t)s, 1, 'reserved', %(o)s, %(h)s, d.draft_id, d.version, d.digest,"
         " 'cf-' || d.draft_id || '-v' || d.version || '-' || substr(d.digest, 1, 16),"
         " clock.now + 60, NULL, clock.now FROM {s}.drafts AS d, clock WHERE d.draft_id = %(d)s"
-        " AND d.status = 'approved' AND d.target_id = %(t)s ON CONFLICT (target_id) DO UPDATE"
-        " SET epoch = claims.epoch + 1, state = 'reserved', owner = excluded.owner,"
-        " token_hash = excluded.token_hash, draft_id = excluded.draft_id,"
-        " draft_version = excluded.draft_version, draft_digest = excluded.draft_digest,"
-        " idempotency_key = excluded.idempotency_key, lease_deadline = excluded.lease_deadline,"
-        " outcome = NULL, updated_at = excluded.updated_at"
-        " WHERE claims.state IN ('confirmed', 'reconciled', 'released', 'expired', 'discarded')"
-        " RETURNING *),"
+        " AND d.status = 'approved' AND d.target_id = %(t)s" + _TAKE_IF_FREE + " RETURNING *),"
         " h AS (INSERT INTO {s}.history (target_id, epoch, event, from_state, to_state, at,"
         " owner, token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
         " lease_deadline, outcome, detail) SELECT target_id, epoch, 'acquire', 'unclaimed',"
