@@ -130,3 +130,23 @@ def test_the_documented_example_adapter_is_a_complete_adapter(store: Store) -> N
     approved_draft(store, "t")
     dispatcher = Dispatcher(store, adapter, owner="w")
     assert dispatcher.dispatch_next("t").outcome == "confirmed"
+
+
+def test_a_retry_that_cannot_be_sent_leaves_the_claim_uncertain_not_sending(store: Store) -> None:
+    """The dedup retry builds and checks its request before retry commits sending."""
+
+    class Dedup(Good):
+        fences_epochs = False
+        dedups_by_key = True
+
+    remote = Dedup()
+    dispatcher = Dispatcher(store, remote, owner="w")
+    claim = store.acquire("t", approved_draft(store, "t"), "w", 30)
+    claim.begin_send()
+    claim.mark_uncertain("timeout")
+    remote.send = lambda target_id, content: None  # type: ignore[assignment,method-assign,misc]
+    with pytest.raises(InvalidRemote, match="cannot take the request"):
+        dispatcher.reconcile("t")
+    info = store.get_claim("t")
+    assert info is not None and info.state == "uncertain"
+    assert [e.event for e in store.history("t")][-1] == "timeout"  # no retry was recorded

@@ -18,9 +18,15 @@ from claimfsm.errors import (
     StaleClaim,
     TargetBusy,
 )
-from claimfsm.service._remote import Remote, SendRequest, check_remote, shown
+from claimfsm.service._remote import (
+    PROBE_REQUEST,
+    Remote,
+    SendRequest,
+    check_remote,
+    shown,
+)
 from claimfsm.spec import State
-from claimfsm.store import Claim, Evidence, Store
+from claimfsm.store import Claim, ClaimInfo, Evidence, Store
 from claimfsm.store import _validate as check
 
 #: Called at each step with the step name and the handle: "acquired" (reserved),
@@ -70,6 +76,9 @@ class Dispatcher:
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.on_step = on_step
+        self._checked_send: object = getattr(
+            remote.send, "__func__", remote.send
+        )  # by check_remote
 
     def dispatch_next(self, target_id: str) -> DispatchResult:
         for draft in self.store.drafts(target_id, status="approved"):
@@ -95,7 +104,9 @@ class Dispatcher:
         """
         self._step("acquired", claim)
         try:
-            request = self._request(claim)
+            request = self._request(
+                claim.target_id, claim.draft_id, claim.epoch, claim.idempotency_key
+            )
         except InvalidRemote:
             with contextlib.suppress(Refused, IllegalTransition):
                 claim.release()
@@ -111,17 +122,27 @@ class Dispatcher:
         self._step("sending", claim)
         return self._call_remote(claim, request)
 
-    def _request(self, claim: Claim) -> SendRequest:
-        """The request for ``claim``'s pinned draft, checked against the adapter's ``send``.
-        (begin_send then guards that the draft is still the pinned version.)"""
-        draft = self.store.get_draft(claim.draft_id)
+    def _request(self, target_id: str, draft_id: int, epoch: int, key: str) -> SendRequest:
+        """The request for a pinned draft, checked against the adapter's ``send``. Called
+        before the commit that enters ``sending`` (begin_send then guards that the draft is
+        still the pinned version; retry keeps the pinned version)."""
         request = SendRequest(
-            claim.target_id, claim.draft_id, claim.epoch, claim.idempotency_key, draft.content
+            target_id, draft_id, epoch, key, self.store.get_draft(draft_id).content
         )
+        self._check_send()
+        return request
+
+    def _check_send(self) -> None:
+        """``send`` takes a request. Checked when built (check_remote); again here only if
+        the adapter's ``send`` was replaced since, so the hot path pays a comparison."""
+        send = self.remote.send
+        function = getattr(send, "__func__", send)
+        if function is self._checked_send:
+            return
         try:
-            inspect.signature(self.remote.send).bind(request)
+            inspect.signature(send).bind(PROBE_REQUEST)
         except TypeError as exc:
-            problem = f"{shown('send', self.remote.send)} cannot take the request: {exc}"
+            problem = f"{shown('send', send)} cannot take the request: {exc}"
             raise InvalidRemote(
                 f"{type(self.remote).__name__}: {problem}; nothing was sent and the claim "
                 "was released (docs/remote-adapters.md)",
@@ -129,11 +150,9 @@ class Dispatcher:
             ) from exc
         except ValueError:  # no signature to read: leave it to the call
             pass
-        return request
+        self._checked_send = function
 
-    def _call_remote(self, claim: Claim, request: SendRequest | None = None) -> DispatchResult:
-        if request is None:
-            request = self._request(claim)
+    def _call_remote(self, claim: Claim, request: SendRequest) -> DispatchResult:
         try:
             self.remote.send(request)
         except Exception as exc:  # any error leaves the outcome unknown
@@ -159,11 +178,12 @@ class Dispatcher:
         if info is None or info.state != State.UNCERTAIN:
             return "not-uncertain"
         try:
-            return self._resolve(target_id, info.idempotency_key, info.epoch)
+            return self._resolve(target_id, info)
         except (Refused, IllegalTransition):
             return "not-uncertain"  # another reconciler got there first
 
-    def _resolve(self, target_id: str, key: str, epoch: int) -> Resolution:
+    def _resolve(self, target_id: str, info: ClaimInfo) -> Resolution:
+        key, epoch = info.idempotency_key, info.epoch
         if self.remote.readback(target_id, key, epoch):
             self.store.reconcile(target_id, epoch, Evidence.present())
             return "present"
@@ -176,6 +196,9 @@ class Dispatcher:
             self.store.reconcile(target_id, epoch, Evidence.absent_fenced(epoch))
             return "absent"
         if self.remote.dedups_by_key:
+            # Built before the retry commits sending: an adapter that cannot take it fails
+            # while the claim is still uncertain, not sending.
+            request = self._request(target_id, info.draft_id, epoch, key)
             claim = self.store.retry(
                 target_id,
                 epoch,
@@ -183,7 +206,7 @@ class Dispatcher:
                 lease_seconds=self.lease_seconds,
                 remote_dedups=True,
             )
-            self._call_remote(claim)
+            self._call_remote(claim, request)
             return "retried"
         return "unresolved"  # a plain remote: wait until readback finds the effect
 

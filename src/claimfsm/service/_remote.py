@@ -55,11 +55,13 @@ class Remote(Protocol):
     def fence(self, target_id: str, epoch: int) -> None: ...
 
 
-#: What claimfsm calls on an adapter, and with which arguments (positional, as it calls them).
-_CALLS: dict[str, tuple[Any, ...]] = {
-    "send": (SendRequest("t", 1, 1, "k", ""),),
-    "readback": ("t", "k", 1),
-    "fence": ("t", 1),
+#: A request to check a ``send`` signature with (nothing is sent).
+PROBE_REQUEST = SendRequest("target", 1, 1, "key", "")
+#: What claimfsm calls on an adapter: each method's parameters, and probe arguments.
+_CALLS: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {
+    "send": (("request",), (PROBE_REQUEST,)),
+    "readback": (("target_id", "idempotency_key", "epoch"), ("target", "key", 1)),
+    "fence": (("target_id", "epoch"), ("target", 1)),
 }
 _FLAGS = ("fences_epochs", "dedups_by_key")
 
@@ -82,7 +84,7 @@ def check_remote(remote: object) -> None:
             problems.append(f"the flag {flag} is missing{near(flag)}; set it to True or False")
         elif not isinstance(value, bool):
             problems.append(f"the flag {flag} must be True or False, not {value!r}")
-    for method, args in _CALLS.items():
+    for method, (params, args) in _CALLS.items():
         bound = getattr(remote, method, _MISSING)
         if bound is _MISSING:
             problems.append(f"the method {method} is missing{near(method)}")
@@ -97,8 +99,7 @@ def check_remote(remote: object) -> None:
             inspect.signature(bound).bind(*args)
         except TypeError as exc:
             problems.append(
-                f"{shown(method, bound)} cannot be called as "
-                f"{method}({', '.join(_ARG_NAMES[method])}): {exc}"
+                f"{shown(method, bound)} cannot be called as {method}({', '.join(params)}): {exc}"
             )
         except ValueError:  # no signature to read (a builtin): leave it to the call
             pass
@@ -117,11 +118,6 @@ def shown(name: str, method: Any) -> str:
 
 
 _MISSING = object()
-_ARG_NAMES = {
-    "send": ("request",),
-    "readback": ("target_id", "idempotency_key", "epoch"),
-    "fence": ("target_id", "epoch"),
-}
 
 
 @dataclass(frozen=True, slots=True)
