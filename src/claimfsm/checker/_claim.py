@@ -713,7 +713,7 @@ def _parts(
             "create": "author",
         }.get(kind, "store")
     )
-    to = {"send": "remote", "ack": actor}.get(kind, "store")
+    to = {"send": "remote", "ack": actor, "land": "remote"}.get(kind, "store")
     if kind == "ack":
         actor, to = "remote", f"worker {worker}"
     if event is not None and source == dest and kind not in ("renew",) and kind != "acquire":

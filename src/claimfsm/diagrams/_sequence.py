@@ -96,7 +96,7 @@ def _arrow(emit: Callable[[str], None], s: DrawnStep, xs: dict[str, int], mid: f
     label = escape(f"{s.number} {s.label or s.event or ''}".strip())
     actor = s.actor if s.actor in xs else "store"
     to = s.to if s.to in xs else "store"
-    if s.label == "lands":  # drawn on the remote's lifeline (bars and marks), not as an arrow
+    if actor == to == "remote":  # drawn on the remote's lifeline (bars and marks), not an arrow
         return
     if actor == to:  # a note on one lifeline: the clock, an author, the store itself
         x = xs[actor]

@@ -97,6 +97,8 @@ class HistoryRecord:
 #: The history event a pruning writes where a target's removed entries ended: the claim row
 #: as of the last removed transition, so what remains still replays to the claim rows.
 CHECKPOINT = "checkpoint"
+#: The history event of a refused stale operation (the declaration's internal event).
+DISCARD = "discard"
 
 
 @dataclass(frozen=True, slots=True)
@@ -559,13 +561,13 @@ class Store(ABC):
             state = current.state
         else:
             state = tx.epoch_state(current.target_id, epoch) or State.UNCLAIMED
-        to_state = self.machine.fire("discard", state, current, facts)
+        to_state = self.machine.fire(DISCARD, state, current, facts)
         tx.append_history(
             [
                 HistoryRecord(
                     target_id=current.target_id,
                     epoch=epoch,
-                    event="discard",
+                    event=DISCARD,
                     from_state=state,
                     to_state=to_state,
                     at=facts.now,
@@ -674,7 +676,7 @@ def replay(history: list[HistoryEntry]) -> dict[str, dict[str, Any]]:
     """
     rows: dict[str, dict[str, Any]] = {}
     for e in history:
-        if e.event == "discard":
+        if e.event == DISCARD:
             continue
         rows[e.target_id] = {
             "epoch": e.epoch,

@@ -17,6 +17,8 @@ from claimfsm.errors import ClaimFSMError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.spec import State
 from claimfsm.store._core import (
+    CHECKPOINT,
+    DISCARD,
     EFFECTS,
     Clock,
     HistoryRecord,
@@ -150,7 +152,7 @@ class _MemoryTx:
             self.data.next_seq += 1
 
     def history_cut(self, before: float) -> int | None:
-        old = (e.seq for e in self.data.history if e.at < before and e.event != "checkpoint")
+        old = (e.seq for e in self.data.history if e.at < before and e.event != CHECKPOINT)
         return max(old, default=None)
 
     def history_range(self, after: int, upto: int, limit: int) -> list[HistoryEntry]:
@@ -162,7 +164,7 @@ class _MemoryTx:
         for e in self.data.history:
             if e.seq <= cut:
                 last[e.target_id] = e.seq
-                if e.event != "discard":
+                if e.event != DISCARD:
                     kept[e.target_id] = e
         return [(last[t], kept[t]) for t in sorted(kept)]
 

@@ -43,7 +43,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from claimfsm.errors import ClaimFSMError, InvalidArgument, SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
-from claimfsm.store._core import Clock, HistoryRecord, Store
+from claimfsm.store._core import CHECKPOINT, DISCARD, Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
 from claimfsm.store._types import HistoryEntry
 
@@ -314,8 +314,8 @@ class _PostgresTx:
     def history_cut(self, before: float) -> int | None:
         found = self._one(
             f"SELECT max(seq) FROM {self.q.history}"  # noqa: S608
-            " WHERE at < %s AND event <> 'checkpoint'",
-            (before,),
+            " WHERE at < %s AND event <> %s",
+            (before, CHECKPOINT),
         )
         return None if found[0] is None else int(found[0])
 
@@ -330,10 +330,10 @@ class _PostgresTx:
         rows = self.conn.execute(
             "SELECT last.seq_max, h.* FROM (" + self.q.select_history + ") AS h JOIN ("  # noqa: S608
             " SELECT target_id, max(seq) AS seq_max,"
-            " max(seq) FILTER (WHERE event <> 'discard') AS kept"
+            " max(seq) FILTER (WHERE event <> %s) AS kept"
             f" FROM {self.q.history} WHERE seq <= %s GROUP BY target_id"
             ") AS last ON h.seq = last.kept ORDER BY h.target_id",
-            (cut,),
+            (DISCARD, cut),
         )
         return [(int(r[0]), HistoryEntry(*r[1:])) for r in rows.fetchall()]
 

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreBusy, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
-from claimfsm.store._core import Clock, HistoryRecord, Store
+from claimfsm.store._core import CHECKPOINT, DISCARD, Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
 from claimfsm.store._types import HistoryEntry
 
@@ -222,7 +222,7 @@ class _SQLiteTx:
 
     def history_cut(self, before: float) -> int | None:
         found = self.conn.execute(
-            "SELECT max(seq) FROM history WHERE at < ? AND event <> 'checkpoint'", (before,)
+            "SELECT max(seq) FROM history WHERE at < ? AND event <> ?", (before, CHECKPOINT)
         )
         value = found.fetchone()[0]
         return None if value is None else int(value)
@@ -239,10 +239,10 @@ class _SQLiteTx:
         rows = self.conn.execute(
             f"SELECT last.seq_max, {_PREFIXED_HISTORY} FROM history AS h JOIN ("  # noqa: S608
             " SELECT target_id, max(seq) AS seq_max,"
-            " max(CASE WHEN event != 'discard' THEN seq END) AS kept"
+            " max(CASE WHEN event != ? THEN seq END) AS kept"
             " FROM history WHERE seq <= ? GROUP BY target_id"
             ") AS last ON h.seq = last.kept ORDER BY h.target_id",
-            (cut,),
+            (DISCARD, cut),
         ).fetchall()
         return [(int(r[0]), HistoryEntry(*r[1:])) for r in rows]
 
