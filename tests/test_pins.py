@@ -65,15 +65,20 @@ def _drive(store: Store, clock: FakeClock, event: str) -> Callable[[], object]:
         return lambda: store.retry(
             target, claim.epoch, owner="r", lease_seconds=LEASE, remote_dedups=True
         )
-    if event == "discard":
-        clock.advance(LEASE + 1)
-
-        def stale() -> None:
-            with pytest.raises(StaleClaim):
-                claim.confirm()  # uncertain now: confirm from there is refused and recorded
-
-        return stale
     raise AssertionError(f"no scenario for {event}")
+
+
+def _stale_release(store: Store, clock: FakeClock) -> Callable[[], object]:
+    """A superseded owner's release: refused, and the refusal recorded (a discard commit)."""
+    old = store.acquire("t-discard", approved_draft(store, "t-discard"), "w", LEASE)
+    clock.advance(LEASE + 1)
+    store.acquire("t-discard", approved_draft(store, "t-discard"), "x", LEASE)
+
+    def stale() -> None:
+        with pytest.raises(StaleClaim):
+            old.release()
+
+    return stale
 
 
 def test_every_commit_entering_sending_is_fully_synced_and_no_other(
@@ -86,9 +91,9 @@ def test_every_commit_entering_sending_is_fully_synced_and_no_other(
     store._conn.set_trace_callback(trace.append)
     try:
         for event in claim_spec().events:
-            if event == "discard":  # a stale owner's refusal: scenario below needs a stale op
-                continue
-            call = _drive(store, clock, event)
+            call = (
+                _stale_release(store, clock) if event == "discard" else _drive(store, clock, event)
+            )
             trace.clear()
             call()
             statements = [s.strip().upper() for s in trace]

@@ -349,12 +349,7 @@ class SQLiteStore(Store):
                 if durable:
                     c.execute("PRAGMA synchronous = FULL")
                 try:
-                    try:
-                        c.execute("BEGIN IMMEDIATE")
-                    except sqlite3.OperationalError as exc:
-                        if not _is_busy(exc):
-                            raise
-                        self._retry_busy(lambda: c.execute("BEGIN IMMEDIATE"))
+                    self._begin_immediate()
                     try:
                         result = body(self._tx)
                         c.execute("COMMIT")
@@ -370,6 +365,16 @@ class SQLiteStore(Store):
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite write failed on {self.path!r}: {exc}") from exc
             return result
+
+    def _begin_immediate(self) -> None:
+        """``BEGIN IMMEDIATE``: at once when the write lock is free, else the bounded retry."""
+        c = self._conn
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            self._retry_busy(lambda: c.execute("BEGIN IMMEDIATE"))
 
     @contextmanager
     def _snapshot(self) -> Iterator[_SQLiteTx]:
