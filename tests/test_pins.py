@@ -9,8 +9,9 @@ as ``<=``, and the locked re-run of a refused write removed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -202,19 +203,23 @@ class _RaceAfterRefusal:
 
 @pytest.fixture
 def racing(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], _RaceAfterRefusal]:
-    """``racing(meanwhile)``: the next PostgreSQL write transaction meets that race."""
-    from claimfsm.store import _postgres
+    """``racing(meanwhile)``: the next refused PostgreSQL write of this thread meets that
+    race, whether it is a single statement or a statement in a transaction."""
+    from psycopg_pool import ConnectionPool
 
     armed: list[_RaceAfterRefusal] = []
-    original = _postgres._PostgresTx.__init__
+    original = ConnectionPool.connection
 
-    def init(self: Any, conn: Any, *args: Any, **kw: Any) -> None:
-        original(self, conn, *args, **kw)
-        if armed and not armed[-1].fired and threading.current_thread() is main:
-            self.conn = armed[-1].wrap(conn)
+    @contextlib.contextmanager
+    def connection(self: Any, *args: Any, **kw: Any) -> Iterator[Any]:
+        with original(self, *args, **kw) as conn:
+            if armed and not armed[-1].fired and threading.current_thread() is main:
+                yield armed[-1].wrap(conn)
+            else:
+                yield conn
 
     main = threading.current_thread()
-    monkeypatch.setattr(_postgres._PostgresTx, "__init__", init)
+    monkeypatch.setattr(ConnectionPool, "connection", connection)
 
     def arm(meanwhile: Callable[[], None]) -> _RaceAfterRefusal:
         armed.append(_RaceAfterRefusal(meanwhile))
@@ -223,13 +228,19 @@ def racing(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], _R
     return arm
 
 
+@pytest.mark.parametrize("refused_by", ["single statement", "transaction"])
 def test_a_refused_write_racing_a_transition_is_judged_on_the_row_it_saw(
-    pg_database: str, racing: Any, clock: FakeClock
+    pg_database: str,
+    racing: Any,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    refused_by: str,
 ) -> None:
     """confirm while reserved is refused; before the store looks again, the owner's other
     process commits begin_send. The store must not judge the refusal on a row the write did
-    not see (every guard holds there: DeclarationMismatch). Under the row lock it sees
-    sending, and confirm applies."""
+    not see (every guard holds there: DeclarationMismatch). It writes again (under the row
+    lock, in the transaction) and sees sending, and confirm applies. The race comes after
+    the one-statement write's refusal, or inside the transaction that follows one."""
     from claimfsm.store._postgres import PostgresStore
 
     from .conftest import drop_schema, pg_schema_url
@@ -237,6 +248,8 @@ def test_a_refused_write_racing_a_transition_is_judged_on_the_row_it_saw(
     schema, url = pg_schema_url(pg_database)
     worker = PostgresStore(url, clock=clock, pool_size=1)
     other = PostgresStore(url, clock=clock, pool_size=1)
+    if refused_by == "transaction":
+        monkeypatch.setattr(worker, "_single_statement", lambda *args: None)
     try:
         claim = worker.acquire("t", approved_draft(worker, "t"), "w", LEASE)
         twin = other.resume("t", claim.epoch, claim.token)  # the owner's other process

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import multiprocessing
 import time
@@ -18,9 +19,9 @@ from claimfsm.errors import (
     StoreError,
     TargetBusy,
 )
-from claimfsm.store import open_store
+from claimfsm.store import Evidence, open_store
 
-from .conftest import approved_draft, drop_schema, pg_schema_url
+from .conftest import FakeClock, approved_draft, drop_schema, pg_schema_url
 
 psycopg = pytest.importorskip("psycopg")
 sql = psycopg.sql
@@ -86,11 +87,18 @@ def _lose_commit(monkeypatch: pytest.MonkeyPatch, *, after_commit: bool) -> None
     monkeypatch.setattr(_PostgresTx, "commit", commit)
 
 
+def _transactions_only(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take the transaction path for every event, as a refusal, an acquire after a lapse
+    and the sweep do."""
+    monkeypatch.setattr(store, "_single_statement", lambda *args: None)
+
+
 def test_commit_lost_after_the_server_committed_is_found_and_succeeds(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = open_store(pg[0])
     claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _transactions_only(store, monkeypatch)
     _lose_commit(monkeypatch, after_commit=True)
     claim.begin_send()  # no error: the store re-read history and found its commit
     assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
@@ -102,11 +110,114 @@ def test_commit_lost_before_the_server_committed_is_reported_as_not_applied(
 ) -> None:
     store = open_store(pg[0])
     claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _transactions_only(store, monkeypatch)
     _lose_commit(monkeypatch, after_commit=False)
     with pytest.raises(StoreError, match="did not happen, so nothing changed"):
         claim.begin_send()
     assert store.get_claim("acct").state == "reserved"  # type: ignore[union-attr]
     claim.begin_send()  # and it can simply be done again
+    store.close()
+
+
+def _lose_statement(
+    monkeypatch: pytest.MonkeyPatch, *, applied: bool, history_readable: bool = True
+) -> list[str]:
+    """The next single statement's answer is lost: after the server applied it (autocommit:
+    applied is committed), or before it ran. Returns the statements run, for inspection."""
+    real_execute = psycopg.Connection.execute
+    state = {"armed": True, "lost": False}
+    seen: list[str] = []
+
+    def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        text = query if isinstance(query, str) else ""
+        seen.append(text)
+        if state["armed"] and text.startswith("WITH clock"):
+            state["armed"] = False
+            state["lost"] = True
+            if applied:
+                real_execute(self, query, params, **kw)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        if state["lost"] and not history_readable and "history" in text:
+            raise psycopg.OperationalError("the server is still unreachable")
+        return real_execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    return seen
+
+
+@pytest.mark.parametrize("event", ["begin_send", "acquire", "retry", "reconcile"])
+def test_a_single_statement_lost_after_it_applied_is_found_in_history(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch, event: str
+) -> None:
+    store = open_store(pg[0])
+    draft = approved_draft(store)
+    if event != "acquire":
+        claim = store.acquire("acct", draft, "w", 30)
+    if event in ("retry", "reconcile"):
+        claim.begin_send()
+        claim.mark_uncertain()
+    _lose_statement(monkeypatch, applied=True)
+    if event == "begin_send":
+        claim.begin_send()
+        expected = ["acquire", "begin_send"]
+    elif event == "acquire":
+        claim = store.acquire("acct", draft, "w", 30)
+        assert claim.state == "reserved" and claim.epoch == 1
+        claim.begin_send()  # the handle returned holds the token that was stored
+        expected = ["acquire", "begin_send"]
+    elif event == "retry":
+        again = store.retry("acct", 1, owner="w2", lease_seconds=30, remote_dedups=True)
+        assert again.state == "sending"
+        again.confirm()  # its new token is the one stored
+        expected = ["acquire", "begin_send", "timeout", "retry", "confirm"]
+    else:
+        info = store.reconcile("acct", 1, Evidence.present())
+        assert (info.state, info.outcome) == ("reconciled", "present")
+        assert info.token_fingerprint == claim.token_fingerprint
+        expected = ["acquire", "begin_send", "timeout", "reconcile"]
+    # Applied once, reported once: no second attempt, no refusal recorded.
+    assert [e.event for e in store.history("acct")] == expected
+    store.close()
+
+
+def test_a_single_statement_lost_before_it_ran_is_run_again_by_a_transaction(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(pg[0])
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    seen = _lose_statement(monkeypatch, applied=False)
+    claim.begin_send()  # nothing in history, so the transaction path did it
+    assert any(q.startswith("BEGIN") for q in seen)
+    assert [e.event for e in store.history("acct")] == ["acquire", "begin_send"]
+    store.close()
+
+
+def test_a_lost_renew_runs_again_and_a_second_renew_is_harmless(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Renew may happen many times in an epoch with one token: history cannot tell whether
+    # this one applied, and renewing again only sets the deadline from now once more.
+    clock = FakeClock(1000.0)
+    store = open_store(pg[0], clock=clock)
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _lose_statement(monkeypatch, applied=True)
+    clock.advance(5)
+    claim.renew(lease_seconds=60)
+    assert claim.lease_deadline == 1065.0
+    assert [e.event for e in store.history("acct")] == ["acquire", "renew", "renew"]
+    store.close()
+
+
+def test_a_lost_statement_whose_history_cannot_be_read_is_unknown(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(pg[0])
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _lose_statement(monkeypatch, applied=True, history_readable=False)
+    with pytest.raises(StoreError, match=r"outcome is\s+unknown"):
+        claim.begin_send()
+    monkeypatch.undo()
+    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
     store.close()
 
 
@@ -251,6 +362,8 @@ def _between_read_and_write(monkeypatch: pytest.MonkeyPatch, meanwhile: Any) -> 
         return original(self, facts)
 
     monkeypatch.setattr(_postgres._PostgresTx, "acquire_write", acquire_write)
+    # A single statement reads and writes at once: only the transaction path has this gap.
+    monkeypatch.setattr(_postgres.PostgresStore, "_single_statement", lambda *args: None)
 
 
 def test_a_draft_dispatched_between_read_and_write_is_refused_as_not_approved(
@@ -289,3 +402,68 @@ def test_a_draft_edited_and_approved_between_read_and_write_pins_the_new_version
     assert claim.epoch == 1 and [e.event for e in second.history("acct")] == ["acquire"]
     first.close()
     second.close()
+
+
+def _one_of_each(store: Any, clock: FakeClock) -> list[tuple[Any, ...]]:
+    """Every owner event, retry and reconcile once, in two epochs; the history they leave,
+    without seq (and with times, which the clock fixes)."""
+    first = store.acquire("acct", approved_draft(store), "w1", 30)
+    first.renew(lease_seconds=60)
+    first.begin_send()
+    first.mark_uncertain("timed out")
+    again = store.retry("acct", first.epoch, owner="w2", lease_seconds=30, remote_dedups=True)
+    again.mark_uncertain("timed out again")
+    store.reconcile("acct", again.epoch, Evidence.present())
+    clock.advance(1)
+    second = store.acquire("acct", approved_draft(store), "w3", 30)
+    second.release()
+    return [dataclasses.astuple(e)[1:] for e in store.history("acct")]
+
+
+def test_every_transition_is_one_statement_in_the_common_case(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock(1000.0)
+    store = open_store(pg[0], clock=clock)
+    ran: list[str] = []
+    real_execute = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        ran.append(query if isinstance(query, str) else repr(query))
+        return real_execute(self, query, params, **kw)
+
+    draft = approved_draft(store)
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    claim = store.acquire("acct", draft, "w", 30)
+    claim.renew(lease_seconds=60)
+    claim.begin_send()
+    claim.mark_uncertain()
+    again = store.retry("acct", 1, owner="w2", lease_seconds=30, remote_dedups=True)
+    again.mark_uncertain()
+    store.reconcile("acct", 1, Evidence.present())
+    # acquire, renew, begin_send, timeout, retry, timeout, reconcile: one statement each.
+    assert len(ran) == 7 and all(q.startswith("WITH clock") for q in ran), ran
+    monkeypatch.undo()
+    assert store.get_draft(draft).status == "dispatched"  # the draft's change came with it
+    store.close()
+
+
+def test_the_single_statements_write_what_the_transaction_path_writes(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    histories = []
+    for single in (True, False):
+        schema, url = pg_schema_url(pg_database)
+        clock = FakeClock(1000.0)
+        store = open_store(url, clock=clock)
+        if not single:
+            _transactions_only(store, monkeypatch)
+        try:
+            histories.append(_one_of_each(store, clock))
+        finally:
+            store.close()
+            drop_schema(pg_database, schema)
+    one, transactions = histories
+    # Same rows (token fingerprints aside: every run draws fresh tokens).
+    assert [r[:7] + r[8:] for r in one] == [r[:7] + r[8:] for r in transactions]
+    assert len(one) == 9

@@ -57,6 +57,21 @@ EFFECTS: dict[str, tuple[tuple[str, str], ...]] = {
 #: external call may happen at any moment.
 DURABLE_EVENTS = frozenset({"begin_send", "retry"})
 
+#: The claim states (with the outcome, where it matters) whose entry makes the pinned draft
+#: ``dispatched``: the effect is known to have happened. Python and SQL both read this.
+DISPATCHED_WHEN: tuple[tuple[str, str | None], ...] = (
+    (State.CONFIRMED, None),
+    (State.RECONCILED, "present"),
+)
+
+
+def dispatches(row: ClaimRow) -> bool:
+    """Whether entering ``row``'s state makes its pinned draft dispatched."""
+    return any(
+        row.state == state and (outcome is None or row.outcome == outcome)
+        for state, outcome in DISPATCHED_WHEN
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class HistoryRecord:
@@ -188,6 +203,18 @@ class Store(ABC):
         with self._transaction(durable=durable) as tx:
             return body(tx)
 
+    def _single_statement(
+        self, event: str, make_facts: Callable[[float], Facts], detail: str
+    ) -> ClaimRow | None:
+        """The common case in one statement, where a backend can: apply ``event`` if the
+        declared guards permit it, with its history row (and the draft's change), and return
+        the new claim row. None: refused, or not attempted; nothing changed, and the
+        transaction path runs (and diagnoses a refusal, recording a stale one).
+
+        ``make_facts`` takes the store's time; a backend whose statement reads its own clock
+        calls it with 0.0 and adds that clock to ``now`` and the deadlines in SQL."""
+        return None
+
     @abstractmethod
     def _snapshot(self) -> AbstractContextManager[Tx]:
         """A consistent read-only view."""
@@ -286,17 +313,25 @@ class Store(ABC):
         check.text_id(owner, "owner", max_length=100)
         seconds = check.lease(lease_seconds)
         token = new_token()
+        hashed = token_hash(token)
 
-        def take(tx: Tx) -> ClaimRow:
-            now = tx.now()
-            facts = Facts(
+        def facts_at(now: float) -> Facts:
+            return Facts(
                 now=now,
                 target_id=target_id,
                 draft_id=draft_id,
                 owner=owner,
-                token_hash=token_hash(token),
+                token_hash=hashed,
                 lease_deadline=now + seconds,
             )
+
+        row = self._single_statement("acquire", facts_at, "")
+        if row is not None:
+            return Claim(self, row, token)
+
+        def take(tx: Tx) -> ClaimRow:
+            now = tx.now()
+            facts = facts_at(now)
             # One statement reads the draft, pins it and derives its key, so the pinned
             # version and the key always belong together (even under READ COMMITTED).
             row = tx.acquire_write(facts)
@@ -506,6 +541,9 @@ class Store(ABC):
         self, target_id: str, event: str, make_facts: Callable[[float], Facts], *, detail: str = ""
     ) -> ClaimRow:
         """Apply one guarded event in one transaction; ``make_facts`` gets the store's time."""
+        done = self._single_statement(event, make_facts, detail)
+        if done is not None:
+            return done
 
         def apply(tx: Tx) -> ClaimRow | Exception:
             facts = make_facts(tx.now())
@@ -537,9 +575,7 @@ class Store(ABC):
     def _record(self, tx: Tx, event: str, row: ClaimRow, facts: Facts, detail: str) -> str:
         source = self.spec.source_of(event, row.state)
         tx.append_history([_record(event, source, row, facts.now, row.token_hash, detail)])
-        if row.state == State.CONFIRMED or (
-            row.state == State.RECONCILED and row.outcome == "present"
-        ):
+        if dispatches(row):
             tx.mark_dispatched(row.draft_id, row.draft_version, facts.now)
         return source
 

@@ -2,24 +2,33 @@
 
 Choices, in one place:
 
-- **One clock: the server's.** Every transaction takes its time from the server's
-  ``clock_timestamp()``; guards, new lease deadlines and history all use it, so a worker
-  whose own clock runs ahead cannot take over a live lease. ``clock=`` replaces the server
-  clock with a callable, for tests only (it makes lease time controllable).
-- **READ COMMITTED**, PostgreSQL's default. Every transition is one guarded ``UPDATE`` (or
-  the acquire upsert) in a short transaction; the row lock it takes serialises writers of a
-  target, and PostgreSQL re-checks the WHERE clause against the newest row version after
-  waiting, so the guard is a true compare-and-set. A refused write is retried once with the
-  row locked (``FOR UPDATE``), so the diagnosis and the discard record see one consistent
-  row.
+- **One clock: the server's.** Every write takes its time from the server's
+  ``clock_timestamp()``, read once per statement or transaction; guards, new lease
+  deadlines and history all use it, so a worker whose own clock runs ahead cannot take over
+  a live lease. ``clock=`` replaces the server clock with a callable, for tests only (it
+  makes lease time controllable).
+- **One round trip per transition, in the common case.** Each event compiles to one
+  autocommit statement (``compile_single_statements``): the guarded ``UPDATE`` (or the
+  acquire upsert), its history row and the draft's change, in one CTE on the server's
+  clock. Its row lock serialises the writers of a target, and under READ COMMITTED
+  PostgreSQL re-checks the WHERE clause against the newest row version after waiting, so
+  the guard is a true compare-and-set.
+- **The transaction path**, when that statement changes nothing (refused; or an acquire
+  whose current epoch must lapse first), and for the sweep: READ COMMITTED, the guarded
+  write, and if it is refused, the same write once more with the row locked (``FOR
+  UPDATE``), so the diagnosis and the discard record see one consistent row, which may
+  already have moved on since the single statement ran (then the write simply applies).
 - **Retries.** Deadlocks (possible between concurrent sweeps), serialization failures and
   a connection lost *before* COMMIT roll the transaction back; the store retries it, up to
   ``retries`` times with jitter, then raises ``StoreError``.
-- **A connection lost during COMMIT** leaves the outcome unknown. The store does not guess:
-  it re-reads, on a fresh connection, the history records the transaction wrote (target,
-  epoch, event and time). Found: the commit happened and the call succeeds. Not found: it
-  did not, and ``StoreError`` says nothing changed. Unreadable: ``StoreError`` says the
-  outcome is unknown and how to find out (``history``/``get_claim``).
+- **A connection lost around a write** leaves the outcome unknown. The store does not
+  guess: it re-reads, on a fresh connection, the history record the write would have made
+  (a single statement: target, event, epoch and the token the row holds after it; a
+  transaction: target, epoch, event and time). Found: it happened and the call succeeds.
+  Not found: for a single statement the transaction path runs it again (the guards refuse
+  a second application), for a transaction ``StoreError`` says nothing changed. Unreadable:
+  ``StoreError`` says the outcome is unknown and how to find out (``history``/``get_claim``).
+  A renew, which may repeat with one token, is simply run again.
 - **Durability**: the server's ``synchronous_commit`` (``on`` by default) makes every
   commit durable, including the one that enters ``sending``.
 - **Placement**: all tables live in one schema (``claimfsm`` unless ``?schema=name`` is in
@@ -44,7 +53,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from claimfsm.errors import ClaimFSMError, InvalidArgument, SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import CHECKPOINT, DISCARD, Clock, HistoryRecord, Store
-from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
+from claimfsm.store._sql import (
+    CLAIM_COLUMNS,
+    Compiled,
+    compile_single_statements,
+    compile_writes,
+)
+from claimfsm.store._tokens import FINGERPRINT_LENGTH, fingerprint
 from claimfsm.store._types import HistoryEntry
 
 if TYPE_CHECKING:
@@ -166,10 +181,9 @@ class _Retry(Exception):
     """Internal: the transaction was rolled back for a reason a retry can fix."""
 
 
-# One round trip opens the transaction and reads the server's time.
-_BEGIN = (
-    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT extract(epoch FROM clock_timestamp())::float8"
-)
+# The server's time, and one round trip that opens a transaction and reads it.
+_SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
+_BEGIN = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT {_SERVER_NOW}"
 
 
 class _PostgresTx:
@@ -410,6 +424,19 @@ class PostgresStore(Store):
         self._sql = compile_writes(
             self.spec, lambda name: f"%({name})s", lambda table: getattr(self._q, table)
         )
+        self._single = compile_single_statements(
+            self.spec,
+            "%(clock_now)s::float8" if clock is not None else _SERVER_NOW,
+            lambda table: getattr(self._q, table),
+            FINGERPRINT_LENGTH,
+        )
+        # Events that can fire again with the same epoch and token (renew): a lost
+        # connection cannot tell from history whether this call applied.
+        self._repeatable = frozenset(
+            e
+            for e in self.spec.events
+            if all(t.source == t.dest for t in self.spec.transitions if t.event == e)
+        )
         self._pool = ConnectionPool(
             self.url,
             min_size=1,
@@ -480,6 +507,89 @@ class PostgresStore(Store):
                         f"schema {self.schema!r} has claimfsm schema version {version}; this "
                         f"claimfsm reads version {SCHEMA_VERSION}: use the release that wrote it"
                     )
+
+    # -- one statement per transition ----------------------------------------------------------
+    def _single_statement(
+        self, event: str, make_facts: Callable[[float], Facts], detail: str
+    ) -> ClaimRow | None:
+        """One autocommit statement, one round trip: the guarded write, its history row and
+        the draft's change, on the server's clock. Refused (no row), or rolled back by a
+        deadlock or serialization failure: None, and the transaction path runs."""
+        statement = self._single.get(event)
+        if statement is None:
+            return None
+        facts = make_facts(0.0)  # times relative to the statement's clock
+        params = facts.sql_params()
+        params["detail"] = detail
+        if self.explicit_clock is not None:  # tests only
+            params["clock_now"] = self.explicit_clock()
+        with self._translate("write"):
+            try:
+                with self._pool.connection() as conn:
+                    found = conn.execute(statement, params).fetchone()
+            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected):
+                return None
+            except psycopg.OperationalError as exc:
+                return self._settle_lost_statement(event, facts, exc)
+        return None if found is None else ClaimRow(*found)
+
+    def _settle_lost_statement(self, event: str, facts: Facts, exc: Exception) -> ClaimRow | None:
+        """The connection broke around a single statement: did it apply? Its history row
+        says so: the target, the event, the epoch named and the token the row holds after
+        it (a fresh one for acquire and retry) identify it. Applied: the claim row it wrote.
+        Not applied (or an event that may repeat, renew, whose re-run is harmless): None,
+        and the transaction path runs it again, where the guards refuse a second
+        application. Unreadable: ``StoreError``, outcome unknown."""
+        if event in self._repeatable:
+            return None
+        held = facts.new_token_hash or facts.token_hash
+        query = self._q.select_history + " WHERE target_id = %s AND event = %s"
+        params: list[Any] = [facts.target_id, event]
+        if facts.epoch is not None:
+            query += " AND epoch = %s"
+            params.append(facts.epoch)
+        if held is not None:
+            query += " AND token_fp = %s"
+            params.append(fingerprint(held))
+        try:
+            found = self._read_retrying(query + " ORDER BY seq DESC LIMIT 1", params)
+        except psycopg.Error as again:
+            raise StoreError(
+                f"the connection was lost during {event} for target {facts.target_id!r}, "
+                f"and the store could not re-read its history ({again}); its outcome is "
+                "unknown: check history() before acting on it"
+            ) from exc
+        if found is None:
+            return None
+        e = HistoryEntry(*found)
+        return ClaimRow(
+            e.target_id,
+            e.epoch,
+            e.to_state,
+            e.owner or "",
+            # reconcile presents no token; what it returns (ClaimInfo) shows only the
+            # fingerprint, which is a prefix of the hash
+            held if held is not None else e.token_fingerprint,
+            e.draft_id or 0,
+            e.draft_version or 0,
+            e.draft_digest or "",
+            e.idempotency_key or "",
+            e.lease_deadline if e.lease_deadline is not None else 0.0,
+            e.outcome,
+            e.at,
+        )
+
+    def _read_retrying(self, query: str, params: list[Any]) -> Any:
+        """One row, read again on a fresh connection if a pooled one turns out dead (a
+        server restart or a terminated backend leaves several in the pool)."""
+        for attempt in range(self._pool.max_size + 1):
+            try:
+                with self._pool.connection() as conn:
+                    return conn.execute(query, params).fetchone()
+            except psycopg.OperationalError:
+                if attempt == self._pool.max_size:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- transactions ------------------------------------------------------------------------
     def _atomically(self, body: Callable[[Any], R], *, durable: bool = False) -> R:

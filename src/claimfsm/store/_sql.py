@@ -17,7 +17,7 @@ from typing import Any
 
 from claimfsm.errors import SpecError
 from claimfsm.spec import Spec, State
-from claimfsm.store._core import EFFECTS, IDEMPOTENCY_KEY_SQL
+from claimfsm.store._core import DISPATCHED_WHEN, EFFECTS, IDEMPOTENCY_KEY_SQL
 
 Param = Callable[[str], str]
 
@@ -128,6 +128,79 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
         + f" WHERE {guards['target_free']} {returning}"
     )
     return Compiled(events=events, everywhere=everywhere, acquire=acquire)
+
+
+#: The history columns, in the order ``HistoryRecord.params`` gives them.
+HISTORY_COLUMNS = (
+    "target_id",
+    "epoch",
+    "event",
+    "from_state",
+    "to_state",
+    "at",
+    "owner",
+    "token_fp",
+    "draft_id",
+    "draft_version",
+    "draft_digest",
+    "idempotency_key",
+    "lease_deadline",
+    "outcome",
+    "detail",
+)
+
+
+def compile_single_statements(
+    spec: Spec, clock: str, table: Callable[[str], str], fingerprint_length: int
+) -> dict[str, str]:
+    """Each event's guarded write, its history row and the draft's change as ONE statement
+    (PostgreSQL's writable CTEs), on the statement's own clock: ``clock`` is the SQL for
+    the time, read once. Parameters are pyformat (``%(name)s``) and hold times relative to
+    that clock: ``lease_deadline`` is added to it. Zero rows back means refused and nothing
+    changed. The sweep (every target) keeps the transaction path."""
+
+    def p(name: str) -> str:
+        if name == "now":
+            return "(SELECT now FROM clock)"
+        if name == "lease_deadline":
+            return "((SELECT now FROM clock) + %(lease_deadline)s)"
+        return f"%({name})s"
+
+    writes = compile_writes(spec, p, table)
+    statements = {}
+    for event, write in [("acquire", writes.acquire), *writes.events.items()]:
+        sources = {t.dest: t.source for t in spec.transitions if t.event == event}
+        # The draft's change, only for an event that can enter a dispatching state.
+        dispatched = " OR ".join(
+            f"(w.state = {_literal(state)}"
+            + ("" if outcome is None else f" AND w.outcome = {_literal(outcome)}")
+            + ")"
+            for state, outcome in DISPATCHED_WHEN
+            if state in sources
+        )
+        whens = " ".join(
+            f"WHEN {_literal(dest)} THEN {_literal(src)}" for dest, src in sources.items()
+        )
+        values = (
+            f"w.target_id, w.epoch, {_literal(event)}, CASE w.state {whens} END, w.state,"
+            f" w.updated_at, w.owner, substr(w.token_hash, 1, {int(fingerprint_length)}),"
+            " w.draft_id, w.draft_version, w.draft_digest, w.idempotency_key,"
+            " w.lease_deadline, w.outcome, %(detail)s"
+        )
+        statements[event] = (
+            f"WITH clock AS MATERIALIZED (SELECT {clock} AS now), w AS ({write}),"  # noqa: S608
+            f" logged AS (INSERT INTO {table('history')} ({', '.join(HISTORY_COLUMNS)})"
+            f" SELECT {values} FROM w)"
+            + (
+                f", dispatched AS (UPDATE {table('drafts')} SET status = 'dispatched',"  # noqa: S608
+                " updated_at = w.updated_at FROM w WHERE drafts.draft_id = w.draft_id"
+                f" AND drafts.version = w.draft_version AND ({dispatched}))"
+                if dispatched
+                else ""
+            )
+            + f" SELECT {', '.join('w.' + c for c in CLAIM_COLUMNS)} FROM w"  # noqa: S608
+        )
+    return statements
 
 
 def _destination(decls: list[Any], terms: list[tuple[str, str]]) -> str:
