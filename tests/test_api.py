@@ -15,7 +15,18 @@ from claimfsm.store import open_store
 from .conftest import FakeClock, approved_draft
 
 SRC = Path(claimfsm.__file__).parent
-LAYERS = ["errors", "spec", "machine", "store", "replay", "service", "demo", "campaign", "cli"]
+LAYERS = [
+    "errors",
+    "spec",
+    "machine",
+    "store",
+    "audit",
+    "replay",
+    "service",
+    "demo",
+    "campaign",
+    "cli",
+]
 
 
 def test_exported_names_are_pinned_and_sorted() -> None:
@@ -90,7 +101,7 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("layer", LAYERS)
 def test_dependencies_run_one_way(layer: str) -> None:
-    """spec -> machine -> store -> (replay) -> service -> demo, campaign -> cli; nothing
+    """spec -> machine -> store -> (audit, replay) -> service -> demo, campaign -> cli; nothing
     imports a later layer. The checker sits beside them on the spec alone (the test below)."""
     later = LAYERS[LAYERS.index(layer) + 1 :]
     files = (

@@ -29,6 +29,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from claimfsm.audit import audit
 from claimfsm.errors import ClaimFSMError
 from claimfsm.spec import claim_spec
 from claimfsm.store import Claim, ClaimInfo, Evidence, MemoryStore, SQLiteStore, Store, replay
@@ -158,11 +159,20 @@ class ClaimProtocol(RuleBasedStateMachine):
             self.dir = Path(tempfile.mkdtemp(prefix="claimfsm-stateful-"))
         return SQLiteStore(self.dir / "claims.sqlite", clock=self.clock)
 
+    def store_url(self) -> str:
+        return f"sqlite:///{self.dir / 'claims.sqlite'}"
+
     def teardown(self) -> None:
-        for s in [self.admin, *self.conns]:
-            s.close()
-        if hasattr(self, "dir"):
-            shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            # Whatever the program did, its history passes the after-the-fact audit.
+            found = audit(self.store_url())
+            assert found.ok, [v.as_dict() for v in found.violations]
+            assert found.entries == len(self.admin.history())
+        finally:
+            for s in [self.admin, *self.conns]:
+                s.close()
+            if hasattr(self, "dir"):
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
@@ -428,9 +438,14 @@ class OnPostgres(ClaimProtocol):
             self.schema, self.url = pg_schema_url(self.database_url)
         return PostgresStore(self.url, clock=self.clock, pool_size=1)
 
+    def store_url(self) -> str:
+        return self.url
+
     def teardown(self) -> None:
-        super().teardown()
-        drop_schema(self.database_url, self.schema)
+        try:
+            super().teardown()
+        finally:
+            drop_schema(self.database_url, self.schema)
 
 
 class FencingOnPostgres(OnPostgres):

@@ -411,6 +411,63 @@ def prune(url: str, older_than: float, archive: Path | None, as_json: bool) -> N
     )
 
 
+@main.command()
+@click.option(
+    "--db", "url", required=True, help="Store URL, e.g. sqlite:///claims.sqlite (read only)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option(
+    "--show",
+    type=click.IntRange(0),
+    default=50,
+    show_default=True,
+    help="Print at most this many violations in full (all are counted).",
+)
+def audit(url: str, as_json: bool, show: int) -> None:
+    """Check a store's history after the fact, read-only; exit 1 on any violation.
+
+    Every target's history must be a legal path of the declaration and replay to its claim
+    row; epochs strictly increase; no stale owner or epoch changed anything; leases were
+    used only while live; uncertain was left only with readback evidence. Streams the
+    history from one snapshot, with progress on stderr.
+    """
+    import time
+
+    from claimfsm.audit import audit as run_audit
+
+    started = time.monotonic()
+    shown = {"at": started}
+
+    def progress(entries: int, targets: int) -> None:
+        now = time.monotonic()
+        if now - shown["at"] >= 1.0:
+            shown["at"] = now
+            click.echo(
+                f"audit: {entries:,} entries, {targets:,} targets, {now - started:.0f} s",
+                err=True,
+            )
+
+    with _library_errors():
+        result = run_audit(url, progress=progress, keep=show)
+    if as_json:
+        click.echo(json.dumps(result.as_dict()))
+    else:
+        click.echo(
+            f"audit: {result.entries:,} history entries, {result.targets:,} targets,"
+            f" {result.claims:,} claim rows in {time.monotonic() - started:.1f} s:"
+            + (" no violations" if result.ok else f" {_count(result.total, 'violation')}")
+        )
+        for kind, n in sorted(result.counts.items()):
+            click.echo(f"  {kind}: {n:,}")
+        for v in result.violations:
+            seqs = ", ".join(map(str, v.seqs)) or "-"
+            click.echo(f"[{v.kind}] target {v.target_id!r}, entries {seqs}: {v.message}")
+        if result.total > len(result.violations):
+            click.echo(f"({result.total - len(result.violations):,} more not shown; --show N)")
+    if not result.ok:
+        sys.exit(1)
+
+
 def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     """Prune with the removed entries written to ``archive`` (a new file) first."""
     import os

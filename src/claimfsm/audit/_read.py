@@ -1,0 +1,148 @@
+"""Read-only streams of a store's history and claim rows, both in target order, from one
+consistent snapshot. Nothing here writes: a SQLite file is opened ``mode=ro``; a
+PostgreSQL connection runs one ``REPEATABLE READ READ ONLY`` transaction with server-side
+cursors, so a 10 M-row history streams in batches instead of being loaded."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from claimfsm.audit._rules import COLUMNS
+from claimfsm.errors import InvalidArgument, NotFound, SchemaVersionError, StoreError
+from claimfsm.store._sqlite import APPLICATION_ID
+from claimfsm.store._tokens import FINGERPRINT_LENGTH
+
+#: Schema versions whose history and claims tables the auditor reads.
+READABLE_VERSIONS = (1, 2)
+BATCH = 10_000
+#: The claim row's fields in ``_rules.ROW_FIELDS`` order, the token as its fingerprint.
+_CLAIM = (
+    f"target_id, epoch, state, owner, substr(token_hash, 1, {FINGERPRINT_LENGTH}),"
+    " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome"
+)
+
+Streams = tuple[Iterable[tuple[Any, ...]], Iterable[tuple[Any, ...]]]
+
+
+@contextmanager
+def streams(url: str) -> Iterator[Streams]:
+    """(history entries ordered by target then seq, claim rows ordered by target)."""
+    if not isinstance(url, str):
+        raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        with _sqlite(Path(url[len("sqlite:///") :])) as found:
+            yield found
+    elif url.startswith(("postgresql://", "postgres://")):
+        with _postgres(url) as found:
+            yield found
+    else:
+        raise InvalidArgument(
+            f"audit reads sqlite:///path.db or postgresql://user@host/db?schema=name, not {url!r}"
+        )
+
+
+@contextmanager
+def _sqlite(path: Path) -> Iterator[Streams]:
+    if not path.is_file():
+        raise NotFound(f"no database at {str(path)!r}; check the path")
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, isolation_level=None
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {str(path)!r} read-only: {exc}") from exc
+    try:
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{str(path)!r} is not a SQLite database: {exc}") from exc
+        if app_id != APPLICATION_ID:
+            raise StoreError(f"{str(path)!r} is not a claimfsm database")
+        if version not in READABLE_VERSIONS:
+            raise SchemaVersionError(
+                f"{str(path)!r} has claimfsm schema version {version}; this audit reads "
+                f"versions {list(READABLE_VERSIONS)}"
+            )
+        conn.execute("BEGIN")  # one snapshot for both streams
+        history = conn.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM history ORDER BY target_id, seq"  # noqa: S608
+        )
+        claims = conn.execute(f"SELECT {_CLAIM} FROM claims ORDER BY target_id")  # noqa: S608
+        yield _batched(history), _batched(claims)
+    except sqlite3.Error as exc:
+        raise StoreError(f"reading {str(path)!r} failed: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def _batched(cur: Any) -> Iterator[tuple[Any, ...]]:
+    while rows := cur.fetchmany(BATCH):
+        yield from rows
+
+
+@contextmanager
+def _postgres(url: str) -> Iterator[Streams]:
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise StoreError(
+            "PostgreSQL support needs the 'postgres' extra: pip install 'claimfsm[postgres]'"
+        ) from None
+    from claimfsm.store._postgres import _redacted, split_url
+
+    plain, schema, _ = split_url(url)
+    try:
+        conn = psycopg.connect(plain, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to PostgreSQL at {_redacted(plain)}: {exc}") from exc
+    s = sql.Identifier(schema)
+    try:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()
+        if found is None or found[0] is None:
+            raise NotFound(
+                f"no claimfsm schema {schema!r} in that database; name it with ?schema=name"
+            )
+        row = conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
+        ).fetchone()
+        version = int(row[0]) if row else 0
+        if version not in READABLE_VERSIONS:
+            raise SchemaVersionError(
+                f"schema {schema!r} has claimfsm schema version {version}; this audit reads "
+                f"versions {list(READABLE_VERSIONS)}"
+            )
+        # Python compares target ids by code point, as the "C" collation orders them. The
+        # history index is in the database's collation: used when that is byte order.
+        collate = conn.execute(
+            "SELECT datcollate FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        c_like = collate is not None and (
+            collate[0] in ("C", "POSIX") or str(collate[0]).startswith("C.")
+        )
+        order = sql.SQL("target_id" if c_like else 'target_id COLLATE "C"')
+        history = conn.cursor(name="claimfsm_audit_history")
+        history.itersize = BATCH
+        history.execute(
+            sql.SQL("SELECT {} FROM {}.history ORDER BY {}, seq").format(
+                sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS), s, order
+            )
+        )
+        claims = conn.cursor(name="claimfsm_audit_claims")
+        claims.itersize = BATCH
+        claims.execute(
+            sql.SQL("SELECT {} FROM {}.claims ORDER BY {}").format(sql.SQL(_CLAIM), s, order)
+        )
+        yield history, claims
+    except psycopg.Error as exc:
+        raise StoreError(f"reading the PostgreSQL history failed: {exc}") from exc
+    finally:
+        conn.close()  # the read-only transaction ends with it

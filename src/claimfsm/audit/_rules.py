@@ -1,0 +1,248 @@
+"""What a history must be: a legal path of the declaration, target by target.
+
+The auditor walks each target's history in ``seq`` order, keeping only that target's
+current row (epoch, state, the token fingerprint that holds it, the lease deadline) and the
+last state of each of its epochs. For every entry it asks:
+
+- Is ``(event, from_state, to_state)`` declared?
+- Does it start where the target was (``broken_path``)? An entry from the declaration's
+  initial state starts a new epoch, which must be the previous epoch + 1 (``epoch_order``).
+- Every other transition must be of the current epoch (``stale_epoch_changed``).
+- Do the guards that history can show hold for it? Each declared guard that a history row
+  can witness is evaluated on the row before the entry and the entry itself (``GUARDS``
+  below); a guard history cannot show (the draft, the remote's fencing) is assumed. An
+  entry is legal if some declared transition with its event, source and destination has
+  all of its visible guards holding; otherwise the first failing guard names the violation.
+- A ``checkpoint`` (written by pruning) may only open a target's history.
+
+At the end of a target, the row its history replays to must equal its claim row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from claimfsm.spec import Spec
+from claimfsm.store._core import CHECKPOINT, DISCARD
+
+#: The entry columns the auditor reads, in this order (``detail`` is left out: long text
+#: that no rule reads).
+COLUMNS = (
+    "seq",
+    "target_id",
+    "epoch",
+    "event",
+    "from_state",
+    "to_state",
+    "at",
+    "owner",
+    "token_fp",
+    "draft_id",
+    "draft_version",
+    "draft_digest",
+    "idempotency_key",
+    "lease_deadline",
+    "outcome",
+)
+SEQ, TARGET, EPOCH, EVENT, FROM, TO, AT, OWNER, TOKEN = range(9)
+LEASE, OUTCOME = 13, 14
+#: The replayed fields compared with the claim row: entry columns 2, 4.. 14 but ``at``.
+ROW_FIELDS = (EPOCH, TO, OWNER, TOKEN, 9, 10, 11, 12, LEASE, OUTCOME)
+
+
+@dataclass
+class Track:
+    """One target's row as its history so far leaves it."""
+
+    target_id: str
+    epoch: int = 0
+    state: str = ""
+    holder: str | None = None  # fingerprint of the token that holds the current epoch
+    lease: float | None = None
+    last: tuple[Any, ...] | None = None  # the last entry that was not a discard
+    epochs: dict[int, str] = field(default_factory=dict)  # epoch -> its last state
+    pruned: bool = False  # opened by a checkpoint: older epochs are not in history
+
+
+#: Guards a history row can witness: (the target's row before the entry, the entry) -> holds.
+GUARDS: dict[str, Callable[[Track, tuple[Any, ...]], bool]] = {
+    "owner_matches": lambda t, e: e[EPOCH] == t.epoch and e[TOKEN] == t.holder,
+    "epoch_current": lambda t, e: e[EPOCH] == t.epoch,
+    "lease_live": lambda t, e: t.lease is not None and e[AT] < t.lease,
+    "lease_lapsed": lambda t, e: t.lease is not None and e[AT] >= t.lease,
+    "effect_present": lambda t, e: e[OUTCOME] == "present",
+    "effect_absent": lambda t, e: e[OUTCOME] == "absent",
+}
+#: What a failing guard means, as a violation kind and a sentence.
+BROKEN = {
+    "owner_matches": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
+    "epoch_current": ("stale_epoch_changed", "changed an epoch that is not the current one"),
+    "lease_live": ("lapsed_lease_used", "an owner acted at or after its lease deadline"),
+    "lease_lapsed": ("live_lease_lapsed", "a lease was lapsed before its deadline"),
+    "effect_present": ("left_uncertain_without_evidence", "no readback outcome recorded"),
+    "effect_absent": ("left_uncertain_without_evidence", "no readback outcome recorded"),
+    "target_free": ("target_not_free", "acquired while the target's epoch did not free it"),
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    target_id: str
+    seqs: tuple[int, ...]  # the entries involved (empty: the claim row alone)
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "target_id": self.target_id,
+            "seqs": list(self.seqs),
+            "message": self.message,
+        }
+
+
+class Rules:
+    """The declaration's transitions, as the auditor checks them."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.initial = spec.initial
+        self.frees = frozenset(spec.states_where("frees_target"))
+        self.declared: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
+        for t in spec.transitions:
+            self.declared.setdefault((t.event, t.source, t.dest), []).append(t.guards)
+
+    def entry(self, track: Track, e: tuple[Any, ...], report: Callable[..., None]) -> None:
+        """Check entry ``e`` against ``track`` (the target so far), then apply it."""
+        event = e[EVENT]
+        if event == CHECKPOINT:
+            if track.last is not None or track.epochs:
+                report("checkpoint_misplaced", (e[SEQ],), "a checkpoint after other entries")
+            self._apply(track, e)
+            track.pruned = True
+            return
+        if (event, e[FROM], e[TO]) not in self.declared:
+            report(
+                "undeclared_transition",
+                (e[SEQ],),
+                f"{event} from {e[FROM]} to {e[TO]} is not declared",
+            )
+            if event != DISCARD:
+                self._apply(track, e)
+            return
+        if event == DISCARD:
+            self._discard(track, e, report)
+            return
+        last_seq = () if track.last is None else (track.last[SEQ],)
+        if e[FROM] == self.initial:  # a new epoch
+            if e[EPOCH] != track.epoch + 1:
+                expected = track.epoch + 1
+                report(
+                    "epoch_order",
+                    (*last_seq, e[SEQ]),
+                    f"epoch {e[EPOCH]} follows epoch {track.epoch}; expected {expected}"
+                    + ("" if track.epoch else " (or a checkpoint, where history was pruned)"),
+                )
+            failing = self._visible_guards(track, e, target_free=self._free(track))
+        else:
+            failing = None
+            if e[FROM] != track.state:
+                was = track.state or "nothing (no epoch yet)"
+                report(
+                    "broken_path",
+                    (*last_seq, e[SEQ]),
+                    f"{event} from {e[FROM]}, but the target was {was}",
+                )
+            elif e[EPOCH] != track.epoch:
+                report(
+                    "stale_epoch_changed",
+                    (*last_seq, e[SEQ]),
+                    f"{event} of epoch {e[EPOCH]} while epoch {track.epoch} is current",
+                )
+            else:  # one violation per entry: the guards only where the path holds
+                failing = self._visible_guards(track, e, target_free=True)
+        if failing is not None:
+            kind, why = BROKEN[failing]
+            report(kind, (*last_seq, e[SEQ]), f"{event} {e[FROM]} -> {e[TO]}: {why}")
+        self._apply(track, e)
+
+    def _free(self, track: Track) -> bool:
+        return track.last is None or track.state in self.frees
+
+    def _visible_guards(self, track: Track, e: tuple[Any, ...], *, target_free: bool) -> str | None:
+        """None if some declared transition's visible guards all hold; else the first
+        failing guard of the transition that fails fewest."""
+        best: list[str] | None = None
+        for guards in self.declared[(e[EVENT], e[FROM], e[TO])]:
+            failing = [
+                g
+                for g in guards
+                if (g == "target_free" and not target_free)
+                or (g in GUARDS and not GUARDS[g](track, e))
+            ]
+            if not failing:
+                return None
+            if best is None or len(failing) < len(best):
+                best = failing
+        assert best
+        return best[0]
+
+    def _discard(self, track: Track, e: tuple[Any, ...], report: Callable[..., None]) -> None:
+        """A refused stale operation changes no row. The store records it against the epoch
+        it named: from the row's state if that is the current epoch, else from that
+        epoch's last recorded state (a discard's included), else the initial state."""
+        if e[EPOCH] == track.epoch and track.last is not None:
+            expected = track.state
+        elif e[EPOCH] in track.epochs:
+            expected = track.epochs[e[EPOCH]]
+        elif track.pruned and e[EPOCH] < track.epoch:
+            expected = None  # an epoch whose history was pruned
+        else:
+            expected = self.initial
+        if expected is not None and e[FROM] != expected:
+            report(
+                "broken_path",
+                (e[SEQ],),
+                f"a discard against epoch {e[EPOCH]} from {e[FROM]}, but that epoch was {expected}",
+            )
+        track.epochs[e[EPOCH]] = e[TO]
+
+    def _apply(self, track: Track, e: tuple[Any, ...]) -> None:
+        track.epoch = e[EPOCH]
+        track.state = e[TO]
+        track.holder = e[TOKEN]
+        track.lease = e[LEASE]
+        track.last = e
+        track.epochs[e[EPOCH]] = e[TO]
+
+    def finish(
+        self, track: Track | None, claim: tuple[Any, ...] | None, report: Callable[..., None]
+    ) -> None:
+        """Compare the row a target's history replays to with its claim row (fields in
+        ``ROW_FIELDS`` order; the token as its fingerprint)."""
+        if track is None or track.last is None:
+            if claim is not None:
+                report("claim_without_history", (), "a claim row with no history behind it")
+            return
+        if claim is None:
+            report(
+                "history_without_claim",
+                (track.last[SEQ],),
+                "history records transitions but there is no claim row",
+            )
+            return
+        replayed = tuple(track.last[i] for i in ROW_FIELDS)
+        if replayed != claim:
+            names = [COLUMNS[i] if i != TO else "state" for i in ROW_FIELDS]
+            differ = [
+                f"{n}: history {r!r}, claim {c!r}"
+                for n, r, c in zip(names, replayed, claim, strict=True)
+                if r != c
+            ]
+            report(
+                "claim_row_disagrees",
+                (track.last[SEQ],),
+                "the claim row is not what history replays to: " + "; ".join(differ),
+            )
