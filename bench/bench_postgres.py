@@ -16,6 +16,8 @@ dropped at the end.
 4. Scale: acquire latency with 1,000 claim rows and with 1,000,000 claim rows and
    10,000,000 history rows; ``history(target)`` for a target with 100,000 entries; the
    tables' size per 1,000,000 dispatch cycles (scaled from 5,000).
+5. ``claimfsm audit`` over a legal history of 10,200,000 entries (100,000 targets, 34
+   dispatch cycles each, made by the server): seconds and entries per second.
 """
 
 from __future__ import annotations
@@ -387,6 +389,58 @@ def scale(claims: int, history: int, samples: int, long_target: int, cycles: int
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+def audit_scale(targets: int, cycles: int) -> None:
+    """Audit a legal history of ``targets`` x ``cycles`` dispatch cycles (3 entries each)
+    and its claim rows, all written by the server: acquire, begin_send, confirm per epoch."""
+    from claimfsm.audit import audit
+
+    rows = targets * cycles * 3
+    print(f"== 5. audit: a legal history of {rows:,} entries, {targets:,} targets ==")
+    schema = f"bench_audit_{secrets.token_hex(3)}"
+    try:
+        store = PostgresStore(store_url(schema), pool_size=1)
+        seed = store.create_draft("seed", "x").draft_id
+        store.close()
+        with psycopg.connect(URL, autocommit=True) as conn:
+            s = sql.Identifier(schema)
+            # Row i: target i % T; its j-th entry (j = i / T): epoch j / 3 + 1, step j % 3.
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {s}.history (target_id, epoch, event, from_state, to_state,"
+                    " at, owner, token_fp, draft_id, draft_version, draft_digest,"
+                    " idempotency_key, lease_deadline, outcome, detail)"
+                    " SELECT format('t%%s', lpad((i %% %(t)s)::text, 7, '0')), j / 3 + 1,"
+                    " (ARRAY['acquire', 'begin_send', 'confirm'])[j %% 3 + 1],"
+                    " (ARRAY['unclaimed', 'reserved', 'sending'])[j %% 3 + 1],"
+                    " (ARRAY['reserved', 'sending', 'confirmed'])[j %% 3 + 1],"
+                    " 1000 + j, 'w', 'a1b2c3d4', %(d)s, 1, 'd', 'k', 1060 + j - j %% 3, NULL, ''"
+                    " FROM (SELECT i, i / %(t)s AS j FROM generate_series(0, %(n)s - 1) AS i) AS g"
+                ).format(s=s),
+                {"t": targets, "n": rows, "d": seed},
+            )
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {s}.claims SELECT format('t%%s', lpad(t::text, 7, '0')),"
+                    " %(c)s, 'confirmed', 'w', 'a1b2c3d4' || repeat('0', 56), %(d)s, 1, 'd',"
+                    " 'k', 1060 + 3 * (%(c)s - 1), NULL, 0"
+                    " FROM generate_series(0, %(t)s - 1) AS t"
+                ).format(s=s),
+                {"t": targets, "c": cycles, "d": seed},
+            )
+            conn.execute(sql.SQL("ANALYZE {s}.history").format(s=s))
+        start = time.perf_counter()
+        found = audit(store_url(schema))
+        seconds = time.perf_counter() - start
+        print(
+            f"  {found.entries:,} entries, {found.targets:,} targets:"
+            f" {'no violations' if found.ok else f'{found.total:,} violations (!)'}"
+            f" in {seconds:,.1f} s ({found.entries / seconds:,.0f} entries/s)"
+        )
+    finally:
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -398,8 +452,10 @@ def main() -> None:
         advisory_locks(1000 if args.quick else 5000)
         if args.quick:
             scale(10_000, 100_000, 200, 1_000, 500)
+            audit_scale(1_000, 34)
         else:
             scale(1_000_000, 10_000_000, 1000, 100_000, 5_000)
+            audit_scale(100_000, 34)
     finally:
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

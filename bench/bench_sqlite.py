@@ -10,6 +10,8 @@
    the database's size per 1,000,000 dispatch cycles (scaled from 20,000).
 3. 1, 2 and 4 processes on one file, each on its own targets: total cycles/s and the
    fewest cycles any single process completed.
+4. ``claimfsm audit`` over a legal history of 10,200,000 entries (100,000 targets, 34
+   dispatch cycles each, made by SQLite): seconds and entries per second.
 """
 
 from __future__ import annotations
@@ -236,6 +238,53 @@ def size_per_million(cycles: int) -> None:
     )
 
 
+def audit_scale(targets: int, cycles: int) -> None:
+    """Audit a legal history of ``targets`` x ``cycles`` dispatch cycles (3 entries each)
+    and its claim rows, written by SQLite: acquire, begin_send, confirm per epoch."""
+    from claimfsm.audit import audit
+
+    rows = targets * cycles * 3
+    print(f"== 4. audit: a legal history of {rows:,} entries, {targets:,} targets ==")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "audit.sqlite"
+        store = SQLiteStore(path)
+        seed = store.create_draft("seed", "x").draft_id
+        store.close()
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("BEGIN")
+        # Row i: target i % T; its j-th entry (j = i / T): epoch j / 3 + 1, step j % 3.
+        db.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :n - 1),"
+            " g(i, j) AS (SELECT i, i / :t FROM n)"
+            " INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner,"
+            " token_fp, draft_id, draft_version, draft_digest, idempotency_key, lease_deadline,"
+            " outcome, detail)"
+            " SELECT printf('t%07d', i % :t), j / 3 + 1,"
+            " CASE j % 3 WHEN 0 THEN 'acquire' WHEN 1 THEN 'begin_send' ELSE 'confirm' END,"
+            " CASE j % 3 WHEN 0 THEN 'unclaimed' WHEN 1 THEN 'reserved' ELSE 'sending' END,"
+            " CASE j % 3 WHEN 0 THEN 'reserved' WHEN 1 THEN 'sending' ELSE 'confirmed' END,"
+            " 1000 + j, 'w', 'a1b2c3d4', :d, 1, 'd', 'k', 1060 + j - j % 3, NULL, '' FROM g",
+            {"n": rows, "t": targets, "d": seed},
+        )
+        db.execute(
+            "WITH RECURSIVE n(t) AS (SELECT 0 UNION ALL SELECT t + 1 FROM n WHERE t < :t - 1)"
+            " INSERT INTO claims SELECT printf('t%07d', t), :c, 'confirmed', 'w',"
+            " 'a1b2c3d4' || printf('%056d', 0), :d, 1, 'd', 'k', 1060 + 3 * (:c - 1), NULL, 0"
+            " FROM n",
+            {"t": targets, "c": cycles, "d": seed},
+        )
+        db.execute("COMMIT")
+        db.close()
+        start = time.perf_counter()
+        found = audit(f"sqlite:///{path}")
+        seconds = time.perf_counter() - start
+    print(
+        f"  {found.entries:,} entries, {found.targets:,} targets:"
+        f" {'no violations' if found.ok else f'{found.total:,} violations (!)'}"
+        f" in {seconds:,.1f} s ({found.entries / seconds:,.0f} entries/s)"
+    )
+
+
 def _size(path: Path) -> int:
     db = sqlite3.connect(path)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -297,6 +346,7 @@ def main() -> None:
     history_of_one_target(1_000 if args.quick else 100_000)
     size_per_million(1_000 if args.quick else 20_000)
     processes(1.0 if args.quick else 4.0)
+    audit_scale(1_000 if args.quick else 100_000, 34)
 
 
 if __name__ == "__main__":
