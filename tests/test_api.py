@@ -21,6 +21,7 @@ LAYERS = [
     "machine",
     "store",
     "audit",
+    "metrics",
     "replay",
     "service",
     "demo",

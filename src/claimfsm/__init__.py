@@ -10,6 +10,7 @@ Layout, and the one direction dependencies run (each layer imports only those be
     store     drafts, claims, history; one guarded write per transition (SQLite,
               PostgreSQL, memory)
     audit     a database's history checked against the declaration, read-only
+    metrics   Prometheus metrics from a store's observed transitions (optional extra)
     checker   the model checker and the claim model (imports spec alone)
     diagrams  state diagrams and sequence charts drawn from a declaration (spec alone)
     review    the design-review report (checker, diagrams)

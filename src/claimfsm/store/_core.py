@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from claimfsm.errors import (
+    ClaimFSMError,
     DeclarationMismatch,
     IllegalTransition,
     InvalidArgument,
@@ -24,10 +25,13 @@ from claimfsm.errors import (
     Refused,
     StaleClaim,
     TargetBusy,
+    UsageError,
 )
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
 from claimfsm.spec import State
 from claimfsm.store import _validate as check
+from claimfsm.store._observe import Observed, Observer
+from claimfsm.store._observe import log as log_observed
 from claimfsm.store._tokens import content_digest, fingerprint, new_token, token_hash
 from claimfsm.store._types import (
     Claim,
@@ -184,6 +188,36 @@ class Store(ABC):
         self.clock: Clock = clock if clock is not None else time.time
         self.machine = machine if machine is not None else claim_machine()
         self.spec = self.machine.spec
+        self._observers: list[Observer] = [log_observed]
+
+    def observe(self, observer: Observer) -> None:
+        """Call ``observer`` with an :class:`Observed` after every transition and refusal
+        (after commit; lapses applied by an acquire or a sweep each get their own).
+        Observers run in the calling thread and must not raise."""
+        if not callable(observer):
+            raise InvalidArgument("observer must be a callable taking an Observed")
+        self._observers.append(observer)
+
+    def _emit(self, record: Observed) -> None:
+        for observer in self._observers:
+            observer(record)
+
+    def _failed(
+        self, event: str, target_id: str | None, epoch: int | None, start: float, exc: Exception
+    ) -> None:
+        """Report a refused (or failed) operation, then let the caller re-raise."""
+        outcome = "refused" if isinstance(exc, (Refused, UsageError)) else "error"
+        seconds = time.perf_counter() - start
+        self._emit(Observed(event, target_id, epoch, outcome, type(exc).__name__, seconds=seconds))
+
+    def _lapsed(self, done: list[Transitioned], start: float) -> None:
+        seconds = time.perf_counter() - start
+        for t in done:
+            self._emit(
+                Observed(
+                    t.event, t.target_id, t.epoch, "ok", None, t.from_state, t.to_state, seconds
+                )
+            )
 
     # -- what a backend provides ---------------------------------------------------------
     def _transaction(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
@@ -325,17 +359,14 @@ class Store(ABC):
                 lease_deadline=now + seconds,
             )
 
-        row = self._single_statement("acquire", facts_at, "")
-        if row is not None:
-            return Claim(self, row, token)
-
-        def take(tx: Tx) -> ClaimRow:
+        def take(tx: Tx) -> tuple[ClaimRow, list[Transitioned]]:
             now = tx.now()
             facts = facts_at(now)
             # One statement reads the draft, pins it and derives its key, so the pinned
             # version and the key always belong together (even under READ COMMITTED).
             row = tx.acquire_write(facts)
-            if row is None and self._apply_everywhere(tx, "lapse", facts):
+            lapsed = [] if row is not None else self._apply_everywhere(tx, "lapse", facts)
+            if lapsed:
                 # The current epoch was reserved with a lapsed lease: now recorded as
                 # expired (in this transaction, before the new epoch), so try once more.
                 row = tx.acquire_write(facts)
@@ -348,9 +379,31 @@ class Store(ABC):
                 previous = tx.claim_row(target_id)
                 raise self._diagnose("acquire", State.UNCLAIMED, previous, facts.with_draft(draft))
             tx.append_history([_record("acquire", State.UNCLAIMED, row, now, row.token_hash)])
-            return row
+            return row, lapsed
 
-        return Claim(self, self._atomically(take), token)
+        start = time.perf_counter()
+        try:
+            row = self._single_statement("acquire", facts_at, "")
+            lapsed: list[Transitioned] = []
+            if row is None:
+                row, lapsed = self._atomically(take)
+        except ClaimFSMError as exc:
+            self._failed("acquire", target_id, None, start, exc)
+            raise
+        self._lapsed(lapsed, start)
+        self._emit(
+            Observed(
+                "acquire",
+                target_id,
+                row.epoch,
+                "ok",
+                None,
+                State.UNCLAIMED,
+                row.state,
+                time.perf_counter() - start,
+            )
+        )
+        return Claim(self, row, token)
 
     def resume(self, target_id: str, epoch: int, token: str) -> Claim:
         """The handle for a worker that restarts with what it saved; StaleClaim if superseded."""
@@ -378,14 +431,30 @@ class Store(ABC):
                 self._record_discard(tx, "resume", row, facts, refusal)
             return row, refusal
 
-        row, refusal = self._atomically(check_owner)
-        if refusal is not None:
-            raise refusal  # after commit, so the discard record is kept
+        start = time.perf_counter()
+        try:
+            row, refusal = self._atomically(check_owner)
+            if refusal is not None:
+                raise refusal  # after commit, so the discard record is kept
+        except ClaimFSMError as exc:
+            self._failed("resume", target_id, epoch, start, exc)
+            raise
+        seconds = time.perf_counter() - start
+        self._emit(Observed("resume", target_id, epoch, "ok", None, row.state, row.state, seconds))
         return Claim(self, row, token)
 
     def sweep(self) -> list[Transitioned]:
         """Apply lease expiry everywhere: lapsed reserved → expired, lapsed sending → uncertain."""
-        return self._atomically(lambda tx: self._apply_everywhere(tx, "lapse", Facts(now=tx.now())))
+        start = time.perf_counter()
+        try:
+            done = self._atomically(
+                lambda tx: self._apply_everywhere(tx, "lapse", Facts(now=tx.now()))
+            )
+        except ClaimFSMError as exc:
+            self._failed("lapse", None, None, start, exc)
+            raise
+        self._lapsed(done, start)
+        return done
 
     def reconcile(self, target_id: str, epoch: int, evidence: Evidence) -> ClaimInfo:
         """uncertain → reconciled, with readback ``evidence`` (see :class:`Evidence`).
@@ -409,6 +478,7 @@ class Store(ABC):
                 outcome=evidence.outcome,
                 fenced_through=evidence.fenced_through,
             ),
+            epoch=epoch,
         )
         return ClaimInfo.from_row(row)
 
@@ -444,6 +514,7 @@ class Store(ABC):
                 lease_deadline=now + seconds,
                 remote_dedups=remote_dedups,
             ),
+            epoch=epoch,
         )
         return Claim(self, row, token)
 
@@ -531,6 +602,7 @@ class Store(ABC):
                 token_hash=hashed,
                 lease_deadline=None if deadline is None else now + deadline,
             ),
+            epoch=claim.epoch,
             detail=reason,
         )
         claim._refresh(row)
@@ -538,7 +610,28 @@ class Store(ABC):
 
     # -- the one path every guarded event takes -------------------------------------------
     def _event(
-        self, target_id: str, event: str, make_facts: Callable[[float], Facts], *, detail: str = ""
+        self,
+        target_id: str,
+        event: str,
+        make_facts: Callable[[float], Facts],
+        *,
+        epoch: int,
+        detail: str = "",
+    ) -> ClaimRow:
+        """Apply one guarded event (of ``epoch``, as the caller names it), and report it."""
+        start = time.perf_counter()
+        try:
+            row = self._apply_event(target_id, event, make_facts, detail)
+        except ClaimFSMError as exc:
+            self._failed(event, target_id, epoch, start, exc)
+            raise
+        source = self.spec.source_of(event, row.state)
+        seconds = time.perf_counter() - start
+        self._emit(Observed(event, target_id, row.epoch, "ok", None, source, row.state, seconds))
+        return row
+
+    def _apply_event(
+        self, target_id: str, event: str, make_facts: Callable[[float], Facts], detail: str
     ) -> ClaimRow:
         """Apply one guarded event in one transaction; ``make_facts`` gets the store's time."""
         done = self._single_statement(event, make_facts, detail)
