@@ -11,6 +11,7 @@
     ├── Refused                     the protocol said no; nothing changed
     │   ├── StaleClaim              epoch or owner token is not current (recorded as discard)
     │   ├── LeaseExpired            the lease lapsed; the claim can no longer be used to send
+    │   ├── LeaseLost               a keep-alive could not keep the lease: stop, do not send
     │   ├── TargetBusy              the target's current claim does not free it
     │   ├── DraftNotApproved        the draft is not approved (or not for this target)
     │   ├── DraftChanged            the pinned draft was edited or unapproved since acquire
@@ -76,6 +77,11 @@ class StaleClaim(Refused):
 
 class LeaseExpired(Refused):
     """The claim's lease has lapsed, so it may not start sending or be renewed."""
+
+
+class LeaseLost(Refused):
+    """A ``KeepAlive`` lost the claim's lease: a renew was refused, or none succeeded before
+    the lease ran out. The guarded work must stop before it sends; ``__cause__`` says why."""
 
 
 class TargetBusy(Refused):

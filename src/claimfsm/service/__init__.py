@@ -1,6 +1,8 @@
-"""What an embedding service calls: the Dispatcher and the Remote protocol it drives."""
+"""What an embedding service calls: the Dispatcher, the Remote protocol it drives, and the
+lease keep-alive."""
 
 from claimfsm.service._dispatcher import Dispatcher, DispatchResult, StepHook
+from claimfsm.service._keepalive import KeepAlive
 from claimfsm.service._remote import (
     Effect,
     Faults,
@@ -18,6 +20,7 @@ __all__ = [
     "Dispatcher",
     "Effect",
     "Faults",
+    "KeepAlive",
     "Remote",
     "RemoteMode",
     "SendAmbiguous",

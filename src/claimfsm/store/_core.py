@@ -9,6 +9,7 @@ drift apart on anything but the guarded write itself.
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from claimfsm.errors import (
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
 from claimfsm.spec import State
 from claimfsm.store import _validate as check
+from claimfsm.store._observe import LOG as STORE_LOG
 from claimfsm.store._observe import Observed, Observer
 from claimfsm.store._observe import log as log_observed
 from claimfsm.store._tokens import content_digest, fingerprint, new_token, token_hash
@@ -201,6 +203,11 @@ class Store(ABC):
     def _emit(self, record: Observed) -> None:
         for observer in self._observers:
             observer(record)
+
+    def _watched(self) -> bool:
+        """Whether anyone listens: an observer added, or the log enabled at INFO (when
+        nobody does, no record is even built: it would cost the hot path a tenth)."""
+        return len(self._observers) > 1 or STORE_LOG.isEnabledFor(logging.INFO)
 
     def _failed(
         self, event: str, target_id: str | None, epoch: int | None, start: float, exc: Exception
@@ -390,6 +397,8 @@ class Store(ABC):
         except ClaimFSMError as exc:
             self._failed("acquire", target_id, None, start, exc)
             raise
+        if not self._watched():
+            return Claim(self, row, token)
         self._lapsed(lapsed, start)
         self._emit(
             Observed(
@@ -625,9 +634,12 @@ class Store(ABC):
         except ClaimFSMError as exc:
             self._failed(event, target_id, epoch, start, exc)
             raise
-        source = self.spec.source_of(event, row.state)
-        seconds = time.perf_counter() - start
-        self._emit(Observed(event, target_id, row.epoch, "ok", None, source, row.state, seconds))
+        if self._watched():
+            source = self.spec.source_of(event, row.state)
+            seconds = time.perf_counter() - start
+            self._emit(
+                Observed(event, target_id, row.epoch, "ok", None, source, row.state, seconds)
+            )
         return row
 
     def _apply_event(
