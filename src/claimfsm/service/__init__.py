@@ -2,6 +2,7 @@
 lease keep-alive."""
 
 from claimfsm.service._dispatcher import Dispatcher, DispatchResult, StepHook
+from claimfsm.service._http import HttpRemote, RemoteUnavailable
 from claimfsm.service._keepalive import KeepAlive
 from claimfsm.service._remote import (
     Effect,
@@ -20,9 +21,11 @@ __all__ = [
     "Dispatcher",
     "Effect",
     "Faults",
+    "HttpRemote",
     "KeepAlive",
     "Remote",
     "RemoteMode",
+    "RemoteUnavailable",
     "SendAmbiguous",
     "SendRejected",
     "SendRequest",

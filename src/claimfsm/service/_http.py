@@ -1,0 +1,132 @@
+"""A ``Remote`` adapter over HTTP, on httpx: ``pip install 'claimfsm[http]'``.
+
+The receiving service implements three endpoints under a base URL (the whole contract,
+for the team that builds it, is in docs/remote-adapters.md):
+
+- ``POST {base}/targets/{target}/effects``, headers ``Idempotency-Key`` and
+  ``Claimfsm-Epoch`` (the fencing token), JSON body ``{"draft_id", "content"}``:
+  2xx once the effect is applied (or, deduplicating, was already applied under that key);
+  409 when the epoch is fenced; any other 4xx for a request it refused without applying.
+- ``GET {base}/targets/{target}/effects/{key}``: 200 if the effect of ``key`` is present,
+  404 if not; it must see every effect applied before it was asked.
+- ``POST {base}/targets/{target}/fence``, header ``Claimfsm-Epoch``: from now on reject
+  every send at that epoch or below; answer 2xx only once none can still land.
+
+What the adapter tells the Dispatcher: a 2xx send returns (confirm). A 409 or other 4xx
+raises ``SendRejected``; a 5xx, a timeout, a reset or a lost response raises
+``SendAmbiguous``; either way the claim becomes uncertain and readback decides. Readback
+and fence raise ``RemoteUnavailable`` when they get no definite answer, and the claim
+stays uncertain until a later reconcile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from claimfsm.errors import InvalidArgument
+from claimfsm.service._remote import SendAmbiguous, SendRejected, SendRequest
+
+try:
+    import httpx
+except ImportError:  # pragma: no cover - exercised only without the extra
+    httpx = None  # type: ignore[assignment]
+
+
+class RemoteUnavailable(Exception):
+    """The remote gave no definite answer to a readback or a fence."""
+
+
+class HttpRemote:
+    """The HTTP remote contract (see the module) as a ``Remote`` adapter.
+
+    ``fences_epochs`` and ``dedups_by_key`` must say what the receiving service really does:
+    claimfsm's promise rests on them. ``timeout`` bounds every request (seconds). Pass a
+    configured ``httpx.Client`` as ``client`` for TLS, authentication or a proxy (requests
+    still go to ``base_url``; ``close()`` leaves a client it did not make open).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        fences_epochs: bool,
+        dedups_by_key: bool,
+        timeout: float = 10.0,
+        client: Any = None,
+    ) -> None:
+        if httpx is None:
+            raise InvalidArgument("HttpRemote needs the 'http' extra: pip install 'claimfsm[http]'")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InvalidArgument(f"base_url must be an http:// or https:// URL, not {base_url!r}")
+        for name, flag in (("fences_epochs", fences_epochs), ("dedups_by_key", dedups_by_key)):
+            if not isinstance(flag, bool):
+                raise InvalidArgument(f"{name} must be True or False, not {flag!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise InvalidArgument(f"timeout must be a positive number of seconds, not {timeout!r}")
+        self.base_url = base_url.rstrip("/")
+        self.fences_epochs = fences_epochs
+        self.dedups_by_key = dedups_by_key
+        self._client = client if client is not None else httpx.Client(timeout=timeout)
+        self._owns_client = client is None
+        self.timeout = float(timeout)
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> HttpRemote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _url(self, target_id: str, *rest: str) -> str:
+        parts = [quote(target_id, safe=""), *(quote(r, safe="") for r in rest)]
+        return f"{self.base_url}/targets/" + "/".join(parts)
+
+    # -- the Remote protocol ------------------------------------------------------------------
+    def send(self, request: SendRequest) -> None:
+        try:
+            response = self._client.post(
+                self._url(request.target_id, "effects"),
+                headers={
+                    "Idempotency-Key": request.idempotency_key,
+                    "Claimfsm-Epoch": str(request.epoch),
+                },
+                json={"draft_id": request.draft_id, "content": request.content},
+                timeout=self.timeout,
+            )
+        except httpx.TimeoutException as exc:
+            raise SendAmbiguous(f"no answer within {self.timeout:g} s: {exc!r}") from exc
+        except httpx.TransportError as exc:  # reset, refused, closed without an answer
+            raise SendAmbiguous(f"the connection failed: {exc!r}") from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        if status == 409:
+            raise SendRejected(f"epoch {request.epoch} is fenced at the remote (409)")
+        if 400 <= status < 500:
+            raise SendRejected(f"the remote refused the send ({status}): {response.text[:200]}")
+        raise SendAmbiguous(f"the remote answered {status}; the effect may have been applied")
+
+    def readback(self, target_id: str, idempotency_key: str, epoch: int) -> bool:
+        try:
+            response = self._client.get(self._url(target_id, "effects", idempotency_key))
+        except httpx.HTTPError as exc:
+            raise RemoteUnavailable(f"readback of {idempotency_key!r} failed: {exc!r}") from exc
+        if response.status_code == 200:
+            return True
+        if response.status_code == 404:
+            return False
+        raise RemoteUnavailable(f"readback of {idempotency_key!r} answered {response.status_code}")
+
+    def fence(self, target_id: str, epoch: int) -> None:
+        try:
+            response = self._client.post(
+                self._url(target_id, "fence"), headers={"Claimfsm-Epoch": str(epoch)}
+            )
+        except httpx.HTTPError as exc:
+            raise RemoteUnavailable(f"fence of epoch {epoch} failed: {exc!r}") from exc
+        if not 200 <= response.status_code < 300:
+            raise RemoteUnavailable(f"fence of epoch {epoch} answered {response.status_code}")
