@@ -112,6 +112,7 @@ def assert_promises_held(report: CampaignReport) -> None:
     # The promises, read from the remote's own log and the store's history.
     assert f.overlapping_sends == 0 and f.left_sending == 0
     assert f.missing_epochs == 0 and f.reused_epochs == 0 and f.history_mismatches == 0
+    assert f.audit_violations == 0 and f.audit_examples == []  # claimfsm audit: clean
     assert f.confirmed_without_effect == 0 and f.absent_but_landed == 0
     assert f.effects_unaccounted == 0
     if report.config.remote != "plain":

@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from claimfsm.audit import audit
 from claimfsm.campaign._config import CampaignConfig, CampaignReport
 from claimfsm.campaign._database import DatabaseFaults, drop_schema
 from claimfsm.campaign._remote import RemoteClient, serve
@@ -410,6 +411,17 @@ class _Campaign:
             self.close_out(admin, remote)
             verdict = judge(admin, remote.log(), self.c.remote, self.targets)
             remote.close()
+            audited = audit(self.store_url("audit"), keep=5)
+            verdict.findings.audit_violations = audited.total
+            verdict.findings.audit_examples = [
+                f"[{v.kind}] target {v.target_id!r} entries {list(v.seqs)}: {v.message}"
+                for v in audited.violations
+            ]
+            if not audited.ok:
+                verdict.violations.append(
+                    f"the audit of the database's history found {audited.total} violations"
+                    f" ({dict(audited.counts)})"
+                )
         finally:
             admin.close()
             self.remote_process.terminate()

@@ -45,6 +45,8 @@ class Findings:
     missing_epochs: int = 0
     reused_epochs: int = 0
     history_mismatches: int = 0  # targets whose history does not replay to the current row
+    audit_violations: int = 0  # what ``claimfsm audit`` finds in the database afterwards
+    audit_examples: list[str] = field(default_factory=list)  # the first few, for the report
     # the store and the remote against each other
     confirmed_without_effect: int = 0
     absent_but_landed: int = 0  # reconciled absent, yet an effect of that epoch exists

@@ -179,6 +179,7 @@ def print_report(r: CampaignReport) -> None:
         ("claims left sending", f.left_sending),
         ("epochs missing / reused", f"{f.missing_epochs} / {f.reused_epochs}"),
         ("targets whose history does not replay", f.history_mismatches),
+        ("history entries the audit rejects (claimfsm audit)", f.audit_violations),
         ("effects the store does not account for", f.effects_unaccounted),
     ]
     for what, count in rows:
@@ -193,6 +194,8 @@ def print_report(r: CampaignReport) -> None:
         )
     for example in f.overlap_examples:
         console.print(f"overlap: {example}")
+    for example in f.audit_examples:
+        console.print(f"audit: {example}")
     if r.ok:
         console.print("[green]every promise held[/green]")
     for v in r.violations:
