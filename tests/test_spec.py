@@ -80,7 +80,7 @@ def test_unreadable_file_is_a_spec_error(tmp_path: Path) -> None:
 def test_machine_refuses_a_declaration_with_other_states() -> None:
     r = raw()
     r["states"]["limbo"] = {"meaning": "not in the protocol"}
-    with pytest.raises(SpecError, match="exactly the states"):
+    with pytest.raises(SpecError, match="built for the claim protocol"):
         ClaimMachine(parse_spec(r))
 
 

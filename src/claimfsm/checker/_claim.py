@@ -29,7 +29,7 @@ from typing import Any, Literal, NamedTuple
 
 from claimfsm.checker._engine import Model, Property
 from claimfsm.errors import InvalidArgument
-from claimfsm.spec import Spec
+from claimfsm.spec import Spec, require_claim_protocol
 
 RemoteMode = Literal["plain", "fencing", "dedup"]
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
@@ -143,7 +143,9 @@ class ClaimModelConfig:
 def claim_model(
     spec: Spec, config: ClaimModelConfig | None = None
 ) -> Model[World, tuple[Any, ...]]:
-    """The checker model of ``spec`` (the correct declaration or a wrong-design variant)."""
+    """The checker model of ``spec`` (the correct declaration or a wrong-design variant).
+    Another lifecycle is refused (``SpecError``): this model is the claim protocol's."""
+    require_claim_protocol(spec, "the model checker's claim model")
     cfg = config or ClaimModelConfig()
     table = compile_table(spec)
     frees = frozenset(spec.states_where("frees_target")) | {spec.initial}

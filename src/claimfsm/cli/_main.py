@@ -499,6 +499,7 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
 
 
 @main.command()
+@click.argument("declaration", required=False)
 @click.option(
     "--design",
     default="claim",
@@ -559,6 +560,7 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
+    declaration: str | None,
     design: str,
     list_designs: bool,
     workers: int,
@@ -579,6 +581,9 @@ def check(
 ) -> None:
     """Model-check a declaration: every interleaving, within the bounds given.
 
+    DECLARATION is a built-in name or the path of a variant of the claim protocol (a
+    declaration with `base = "../claim.toml"`); --design does the same by name.
+
     Exit status 0: every property holds and the search was complete. 1: a property is
     violated (the shortest counterexample is printed) or a deadlock was found. 3: a limit
     stopped the search before it was complete.
@@ -596,11 +601,8 @@ def check(
                     else f"{name}  {s.description}"
                 )
             return
-        if design != "claim" and design not in wrong:
-            raise click.UsageError(
-                f"unknown design {design!r}; use claim or one of: {', '.join(wrong)}"
-            )
-        spec = claim_spec() if design == "claim" else wrong[design]
+        spec = _declaration(declaration or design, {"claim": claim_spec(), **wrong})
+        design = spec.name
         config = ClaimModelConfig(
             workers=workers,
             targets=targets,
@@ -625,7 +627,7 @@ def check(
             .max_depth(max_depth)
             .max_states(max_states)
             .time_limit(time_limit)
-            .stop_on_violation(design != "claim")
+            .stop_on_violation(design != claim_spec().name)
             .progress(
                 lambda unique, depth, secs: click.echo(
                     f"... {unique:,} unique states, depth {depth}, {secs:.0f} s", err=True
@@ -674,6 +676,19 @@ def check(
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
 
 
+def _declaration(name: str, builtin: dict[str, Any]) -> Any:
+    """A built-in declaration by name, or the declaration in the file ``name``."""
+    if name in builtin:
+        return builtin[name]
+    path = Path(name)
+    if path.suffix == ".toml" or path.exists():
+        return load_spec(path)  # SpecError names the file and what is wrong in it
+    raise click.UsageError(
+        f"no declaration {name!r}: give the path of a .toml declaration or one of: "
+        + ", ".join(builtin)
+    )
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -718,6 +733,7 @@ def _replay_token(spec: Any, config: Any, token: str) -> Any:
 
 
 @main.command()
+@click.argument("declaration", required=False)
 @click.option(
     "--design",
     default="all",
@@ -732,21 +748,22 @@ def _replay_token(spec: Any, config: Any, token: str) -> Any:
     help="Folder to write into.",
 )
 @click.option("--no-images", is_flag=True, help="Write only the DOT and Mermaid text.")
-def diagram(design: str, out: Path, no_images: bool) -> None:
-    """Write state diagrams generated from the declarations: DOT, Mermaid, SVG and PNG.
+def diagram(declaration: str | None, design: str, out: Path, no_images: bool) -> None:
+    """Write state diagrams generated from declarations: DOT, Mermaid, SVG and PNG.
 
-    SVG and PNG need Graphviz's dot; without it the text formats are still written.
+    DECLARATION is a path to a declaration of your own (any lifecycle) or a built-in name;
+    without it, --design chooses (all: every built-in one). SVG and PNG need Graphviz's
+    dot; without it the text formats are still written.
     """
     from claimfsm.diagrams import GraphvizMissing, write_diagrams
     from claimfsm.spec import claim_spec, designs
 
     with _library_errors():
         specs = {"claim": claim_spec(), **designs()}
-        if design != "all" and design not in specs:
-            raise click.UsageError(
-                f"unknown design {design!r}; use all or one of: {', '.join(specs)}"
-            )
-        chosen = specs.values() if design == "all" else [specs[design]]
+        if declaration is None and design == "all":
+            chosen = list(specs.values())
+        else:
+            chosen = [_declaration(declaration or design, specs)]
         images = not no_images
         for spec in chosen:
             try:

@@ -170,7 +170,7 @@ def to_dot(
             )
             g.edge(last.dest, "violation", style="dotted", color=_RED, arrowhead="none")
     if legend:
-        _legend(g)
+        _legend(g, spec, path, changes)
     return str(g.source)
 
 
@@ -180,26 +180,50 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
-_LEGEND = f"""<<TABLE BORDER="1" COLOR="grey" CELLBORDER="0" CELLSPACING="4" CELLPADDING="3">
-<TR><TD COLSPAN="2"><B>legend</B></TD></TR>
-<TR><TD><TABLE BORDER="1" CELLBORDER="1" CELLSPACING="2"><TR><TD>state</TD></TR></TABLE></TD>
-<TD ALIGN="LEFT">final: nothing leaves it</TD></TR>
-<TR><TD BORDER="1" BGCOLOR="#f6b26b">state</TD><TD ALIGN="LEFT">only evidence leaves it</TD></TR>
-<TR><TD BORDER="1" STYLE="dashed">state</TD><TD ALIGN="LEFT">lease expiry may act on it</TD></TR>
-<TR><TD BORDER="1" BGCOLOR="#d9d9d9">state</TD>
-<TD ALIGN="LEFT">a stale owner returns here</TD></TR>
-<TR><TD><FONT COLOR="{_RED}">(n) event &#8594;</FONT></TD>
-<TD ALIGN="LEFT">a counterexample's step n</TD></TR>
-<TR><TD><FONT COLOR="{_BLUE}">changed: event &#8594;</FONT></TD>
-<TD ALIGN="LEFT">changed from the correct design</TD></TR>
-<TR><TD><FONT COLOR="#616161">removed: event &#8594;</FONT></TD>
-<TD ALIGN="LEFT">removed from the correct design</TD></TR>
-</TABLE>>"""
+#: The legend's rows, each drawn only where the diagram shows what it explains.
+_LEGEND_ROWS = {
+    "final": """<TR><TD><TABLE BORDER="1" CELLBORDER="1" CELLSPACING="2"><TR><TD>state</TD></TR>
+</TABLE></TD><TD ALIGN="LEFT">final: nothing leaves it</TD></TR>""",
+    "evidence": """<TR><TD BORDER="1" BGCOLOR="#f6b26b">state</TD>
+<TD ALIGN="LEFT">only evidence leaves it</TD></TR>""",
+    "lease": """<TR><TD BORDER="1" STYLE="dashed">state</TD>
+<TD ALIGN="LEFT">lease expiry may act on it</TD></TR>""",
+    "stale": """<TR><TD BORDER="1" BGCOLOR="#d9d9d9">state</TD>
+<TD ALIGN="LEFT">a stale owner returns here</TD></TR>""",
+    "step": f"""<TR><TD><FONT COLOR="{_RED}">(n) event &#8594;</FONT></TD>
+<TD ALIGN="LEFT">a counterexample's step n</TD></TR>""",
+    "changed": f"""<TR><TD><FONT COLOR="{_BLUE}">changed: event &#8594;</FONT></TD>
+<TD ALIGN="LEFT">changed from the correct design</TD></TR>""",
+    "removed": """<TR><TD><FONT COLOR="#616161">removed: event &#8594;</FONT></TD>
+<TD ALIGN="LEFT">removed from the correct design</TD></TR>""",
+}
 
 
-def _legend(g: graphviz.Digraph) -> None:
-    """One compact node: the styles, and what red and blue edges mean."""
-    g.node("legend", label=_LEGEND, shape="plain", fontsize="10")
+def _legend(
+    g: graphviz.Digraph,
+    spec: Spec,
+    path: Sequence[DrawnStep],
+    changes: Differences | None,
+) -> None:
+    """One compact node: the styles this diagram uses, and what its red and blue edges
+    mean; nothing it does not show."""
+    shown = {
+        "final": any(_final(spec, n) for n in spec.states),
+        "evidence": "uncertain" in spec.states,
+        "lease": any(s.lease for s in spec.states.values()),
+        "stale": any(s.stale for s in spec.states.values()),
+        "step": bool(path),
+        "changed": bool(changes and changes.changed),
+        "removed": bool(changes and changes.removed),
+    }
+    rows = [_LEGEND_ROWS[k] for k, on in shown.items() if on]
+    if not rows:
+        return
+    label = (
+        '<<TABLE BORDER="1" COLOR="grey" CELLBORDER="0" CELLSPACING="4" CELLPADDING="3">\n'
+        '<TR><TD COLSPAN="2"><B>legend</B></TD></TR>\n' + "\n".join(rows) + "\n</TABLE>>"
+    )
+    g.node("legend", label=label, shape="plain", fontsize="10")
 
 
 def sequence_mermaid(steps: Sequence[DrawnStep], title: str) -> str:

@@ -22,12 +22,11 @@ from claimfsm.errors import (
     IllegalTransition,
     InvalidArgument,
     Refused,
-    SpecError,
     StaleClaim,
 )
 from claimfsm.machine._facts import ClaimRow, Facts
 from claimfsm.machine._guards import Guard, build_guards
-from claimfsm.spec import Event, Spec, State, claim_spec
+from claimfsm.spec import Spec, claim_spec, require_claim_protocol
 
 
 class _Subject:
@@ -144,12 +143,7 @@ def claim_machine() -> ClaimMachine:
 
 
 def _check_vocabulary(spec: Spec) -> None:
-    states, events = set(spec.states), set(spec.events)
-    if states != {s.value for s in State} or events != {e.value for e in Event}:
-        raise SpecError(
-            f"{spec.path or spec.name}: a claim machine needs exactly the states "
-            f"{sorted(s.value for s in State)} and events {sorted(e.value for e in Event)}"
-        )
+    require_claim_protocol(spec, "the claim machine")
 
 
 def _where(row: ClaimRow | None, facts: Facts) -> str:

@@ -15,7 +15,7 @@ from claimfsm.spec._load import (
     load_spec,
     parse_spec,
 )
-from claimfsm.spec._vocabulary import Event, State
+from claimfsm.spec._vocabulary import Event, State, require_claim_protocol
 
 __all__ = [
     "MODEL_OPTIONS",
@@ -33,4 +33,5 @@ __all__ = [
     "differences",
     "load_spec",
     "parse_spec",
+    "require_claim_protocol",
 ]

@@ -37,3 +37,29 @@ class Event(StrEnum):
     RECONCILE = "reconcile"
     RETRY = "retry"
     DISCARD = "discard"
+
+
+def require_claim_protocol(spec: object, what: str) -> None:
+    """Raise ``SpecError`` unless ``spec`` declares the claim protocol's states and events
+    (``claim.toml`` or a variant of it): what ``what`` (the checker's model, the machine,
+    the stores) is built for. Any declaration can be loaded, shown and drawn."""
+    from claimfsm.errors import SpecError
+
+    states = set(getattr(spec, "states", ()))
+    events = set(getattr(spec, "events", ()))
+    want_states, want_events = {s.value for s in State}, {e.value for e in Event}
+    if states == want_states and events == want_events:
+        return
+    where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+    differ = []
+    if states != want_states:
+        differ.append(f"states {sorted(states)}")
+    if events != want_events:
+        differ.append(f"events {sorted(events)}")
+    raise SpecError(
+        f"{where}: {what} is built for the claim protocol and its variants (specs/claim.toml:"
+        f" states {sorted(want_states)}, events {sorted(want_events)}); this declaration has "
+        + " and ".join(differ)
+        + ". `claimfsm spec` and `claimfsm diagram` take any declaration; checking, storing"
+        " and replaying a lifecycle of your own is not built yet"
+    )
