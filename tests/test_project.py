@@ -96,3 +96,22 @@ def test_the_design_document_is_in_the_repository_and_everything_cites_it() -> N
 def test_the_readme_describes_no_finished_work_as_open() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "open issue" not in readme and "## Not yet" not in readme
+
+
+def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
+    from claimfsm.spec import _load
+
+    page = (ROOT / "docs" / "declarations.md").read_text()
+    sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", page, flags=re.S | re.M))
+
+    def keys(title: str) -> set[str]:
+        rows = re.findall(r"^\| `\[*([a-z_]+)(?:\.NAME)?\]*` \|", sections[title], flags=re.M)
+        return set(rows)
+
+    assert keys("Top level") == _load._TOP_KEYS
+    assert keys("`[states.NAME]`") == _load._STATE_KEYS
+    assert keys("`[guards.NAME]`") == _load._GUARD_KEYS
+    assert keys("`[[transitions]]`") == _load._TRANSITION_KEYS
+    assert keys('Variants: `base = "..."`') == _load._OVERLAY_KEYS
+    for option in _load.MODEL_OPTIONS:
+        assert f"`{option}`" in sections['Variants: `base = "..."`']

@@ -80,6 +80,7 @@ def test_unreadable_file_is_a_spec_error(tmp_path: Path) -> None:
 def test_machine_refuses_a_declaration_with_other_states() -> None:
     r = raw()
     r["states"]["limbo"] = {"meaning": "not in the protocol"}
+    r["transitions"].append({"event": "release", "source": "reserved", "dest": "limbo"})
     with pytest.raises(SpecError, match="built for the claim protocol"):
         ClaimMachine(parse_spec(r))
 
@@ -94,9 +95,53 @@ def test_machine_is_built_without_auto_transitions_and_shared() -> None:
 
 
 def test_stores_refuse_a_declaration_whose_destination_does_not_name_the_source() -> None:
+    # Stores and history name a transition's source by its event and destination; the
+    # checker does not need to (lapse_reclaims_sending is such a declaration).
     from claimfsm.store._sql import compile_writes
 
     r = raw()
     r["transitions"].append({"event": "lapse", "source": "uncertain", "dest": "expired"})
+    spec = parse_spec(r)
     with pytest.raises(SpecError, match="from both"):
-        compile_writes(parse_spec(r), lambda name: f":{name}")
+        compile_writes(spec, lambda name: f":{name}")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda t: t.replace('dest = "sending"', 'dest = "sendng"', 1),
+            r"claim\.toml:\d+: transition #2 \(begin_send\): dest 'sendng' is not a declared",
+        ),
+        (
+            lambda t: t.replace("terminal = true", 'terminal = "yes"', 1),
+            r"claim\.toml:\d+: state 'confirmed': terminal must be true or false",
+        ),
+        (
+            lambda t: t.replace('guards = ["owner_matches"]', 'guards = ["owner_match"]', 1),
+            r"claim\.toml:\d+: transition #3 \(release\): guard 'owner_match' is not declared",
+        ),
+        (
+            lambda t: t.replace('name = "claim"', 'name = "../claim"', 1),
+            r"claim\.toml: name must be a word",
+        ),
+        (
+            lambda t: t.replace('initial = "unclaimed"', "initial = unclaimed", 1),
+            r"claim\.toml: cannot read the declaration: .*line \d+",
+        ),
+    ],
+)
+def test_bad_declarations_name_the_file_the_line_and_the_fix(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    path = tmp_path / "claim.toml"
+    path.write_text(edit((declarations_dir() / "claim.toml").read_text()))
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+
+
+def test_an_unreachable_state_is_refused() -> None:
+    r = raw()
+    r["states"]["limbo"] = {"meaning": "nothing leads here"}
+    with pytest.raises(SpecError, match=r"states \['limbo'\] cannot be reached"):
+        parse_spec(r)

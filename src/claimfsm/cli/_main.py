@@ -681,10 +681,14 @@ def _declaration(name: str, builtin: dict[str, Any]) -> Any:
     if name in builtin:
         return builtin[name]
     path = Path(name)
-    if path.suffix == ".toml" or path.exists():
+    try:
+        is_file = path.suffix == ".toml" or path.exists()
+    except (OSError, ValueError):  # a name too long for a path, a NUL byte
+        is_file = False
+    if is_file:
         return load_spec(path)  # SpecError names the file and what is wrong in it
     raise click.UsageError(
-        f"no declaration {name!r}: give the path of a .toml declaration or one of: "
+        f"no declaration {name[:100]!r}: give the path of a .toml declaration or one of: "
         + ", ".join(builtin)
     )
 

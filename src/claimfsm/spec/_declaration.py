@@ -78,7 +78,8 @@ class Spec:
         )
 
     def source_of(self, event: str, dest: str) -> str:
-        """The one state from which ``event`` reaches ``dest`` (the loader ensures it is one)."""
+        """The state from which ``event`` reaches ``dest``: the one, for a declaration a store
+        runs (``compile_writes`` refuses one where two sources reach it); else the first."""
         return self._source_by_dest[(event, dest)]
 
     def states_where(self, flag: str) -> tuple[str, ...]:

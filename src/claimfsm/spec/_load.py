@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import replace
 from functools import cache
@@ -49,9 +50,38 @@ def load_spec(path: str | Path) -> Spec:
     """
     path = Path(path)
     raw = _read(path)
-    if "base" not in raw:
+    if "base" in raw:
+        return _overlay(raw, path)
+    try:
         return parse_spec(raw, path=path)
-    return _overlay(raw, path)
+    except SpecError as exc:
+        raise SpecError(_with_line(str(exc), path)) from None
+
+
+def _with_line(message: str, path: Path) -> str:
+    """``path: what`` -> ``path:LINE: what`` where the table the message names is found."""
+    prefix = f"{path}: "
+    if not message.startswith(prefix):
+        return message
+    what = message[len(prefix) :]
+    header = None
+    if m := re.match(r"transition #(\d+)", what):
+        header, nth = "[[transitions]]", int(m.group(1))
+    elif m := re.match(r"(state|guard) '([^']*)'", what):
+        header, nth = f"[{m.group(1)}s.{m.group(2)}]", 1
+    if header is None:
+        return message
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return message
+    seen = 0
+    for number, line in enumerate(lines, start=1):
+        if line.strip().replace(" ", "") == header:
+            seen += 1
+            if seen == nth:
+                return f"{path}:{number}: {what}"
+    return message
 
 
 def designs() -> dict[str, Spec]:
@@ -66,7 +96,7 @@ def designs() -> dict[str, Spec]:
 def _read(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpecError(f"{path}: cannot read the declaration: {exc}") from exc
 
 
@@ -77,8 +107,29 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
     _only(raw, _OVERLAY_KEYS, "a variant", fail)
     if not isinstance(raw.get("description"), str) or not raw["description"]:
         raise fail("a variant needs a one-line 'description' of how it differs")
+    if not isinstance(raw["base"], str) or not raw["base"]:
+        raise fail("base must be the path of the declaration it varies, like '../claim.toml'")
+    shapes = {"replace": ("event", "source"), "drop_guard": ("event", "guard"), "add": ()}
+    for key, needed in shapes.items():
+        changes = raw.get(key, [])
+        if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
+            raise fail(f"{key} must be an array of tables: [[{key}]]")
+        for c in changes:
+            missing = [k for k in needed if not isinstance(c.get(k), str)]
+            if missing:
+                raise fail(f"[[{key}]] needs {' and '.join(repr(k) for k in missing)}")
+    if not isinstance(raw.get("model", {}), dict) or not all(
+        isinstance(v, bool) for v in raw.get("model", {}).values()
+    ):
+        raise fail("model must be a table of options set to true or false")
     base_path = (path.parent / raw["base"]).resolve()
+    if base_path == path.resolve():
+        raise fail("a variant cannot be its own base")
     base = _read(base_path)
+    if not isinstance(base.get("transitions"), list) or not all(
+        isinstance(t, dict) and "event" in t for t in base["transitions"]
+    ):
+        raise fail(f"its base {raw['base']} has no valid [[transitions]]")
     transitions = [dict(t) for t in base["transitions"]]
     for change in raw.get("replace", []):
         hits = [
@@ -120,57 +171,81 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     for key in ("name", "initial", "states", "transitions"):
         if key not in raw:
             raise fail(f"missing {key!r}")
+    name = raw["name"]
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise fail(
+            f"name must be a word of letters, digits, '_' or '-' (it names the diagram"
+            f" files), not {name!r}"
+        )
+    if not isinstance(raw.get("description", ""), str):
+        raise fail("description must be a string (one line)")
+    if not isinstance(raw["states"], dict) or not raw["states"]:
+        raise fail("states must be tables: [states.NAME] with a 'meaning'")
+    if not isinstance(raw["transitions"], list):
+        raise fail("transitions must be an array of tables: [[transitions]]")
 
     states: dict[str, StateDecl] = {}
-    for name, body in raw["states"].items():
-        if not name.isidentifier():
-            raise fail(f"state name {name!r} must be an identifier (letters, digits, _)")
-        _only(body, _STATE_KEYS, f"state {name!r}", fail)
+    for state, body in raw["states"].items():
+        if not state.isidentifier():
+            raise fail(f"state name {state!r} must be an identifier (letters, digits, _)")
+        _only(body, _STATE_KEYS, f"state {state!r}", fail)
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"state {name!r} needs a one-line 'meaning'")
-        states[name] = StateDecl(name=name, **body)
+            raise fail(f"state {state!r} needs a one-line 'meaning'")
+        _flags(body, _STATE_KEYS - {"meaning"}, f"state {state!r}", fail)
+        states[state] = StateDecl(name=state, **body)
 
     guards: dict[str, GuardDecl] = {}
-    for name, body in raw.get("guards", {}).items():
-        _only(body, _GUARD_KEYS, f"guard {name!r}", fail)
+    declared_guards = raw.get("guards", {})
+    if not isinstance(declared_guards, dict):
+        raise fail("guards must be tables: [guards.NAME] with a 'meaning'")
+    for guard, body in declared_guards.items():
+        _only(body, _GUARD_KEYS, f"guard {guard!r}", fail)
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"guard {name!r} needs a one-line 'meaning'")
+            raise fail(f"guard {guard!r} needs a one-line 'meaning'")
+        _flags(body, {"stale"}, f"guard {guard!r}", fail)
         refusal = body.get("refusal")
-        if refusal is not None and refusal not in REFUSALS:
+        if refusal is not None and (not isinstance(refusal, str) or refusal not in REFUSALS):
             raise fail(
-                f"guard {name!r}: unknown refusal {refusal!r}; use one of {sorted(REFUSALS)}"
+                f"guard {guard!r}: unknown refusal {refusal!r}; use one of {sorted(REFUSALS)}"
             )
-        guards[name] = GuardDecl(name=name, **body)
+        guards[guard] = GuardDecl(name=guard, **body)
 
     initial = raw["initial"]
-    if initial not in states:
+    if not isinstance(initial, str) or initial not in states:
         raise fail(f"initial state {initial!r} is not declared")
 
     transitions: list[TransitionDecl] = []
     for i, body in enumerate(raw["transitions"], start=1):
-        label = f"transition #{i} ({body.get('event', '?')})"
+        event = body.get("event", "?") if isinstance(body, dict) else "?"
+        label = f"transition #{i} ({event})"
         _only(body, _TRANSITION_KEYS, label, fail)
         event, source = body.get("event"), body.get("source")
-        internal = bool(body.get("internal", False))
+        _flags(body, {"internal"}, label, fail)
+        internal = body.get("internal", False)
         if not isinstance(event, str) or not event.isidentifier():
             raise fail(f"{label}: 'event' must be an identifier")
         if internal == ("dest" in body):
             raise fail(f"{label}: give either 'dest' or 'internal = true'")
-        names = tuple(body.get("guards", ()))
+        names = body.get("guards", [])
+        if not isinstance(names, list) or not all(isinstance(g, str) for g in names):
+            raise fail(f"{label}: 'guards' must be a list of guard names")
         for g in names:
             if g not in guards:
                 raise fail(f"{label}: guard {g!r} is not declared under [guards]")
+        if not isinstance(source, str):
+            raise fail(f"{label}: 'source' must be a state name, or \"*\" for every state")
         sources = list(states) if source == "*" else [source]
         for src in sources:
             if src not in states:
                 raise fail(f"{label}: source {src!r} is not a declared state")
             dest = src if internal else body["dest"]
-            if dest not in states:
+            if not isinstance(dest, str) or dest not in states:
                 raise fail(f"{label}: dest {dest!r} is not a declared state")
-            transitions.append(TransitionDecl(event, src, dest, names, internal))
+            transitions.append(TransitionDecl(event, src, dest, tuple(names), internal))
+    _reachable(initial, states, transitions, fail)
 
     return Spec(
-        name=raw["name"],
+        name=name,
         initial=initial,
         states=states,
         guards=guards,
@@ -178,6 +253,34 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         path=path,
         description=str(raw.get("description", "")),
     )
+
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+
+def _flags(body: dict[str, Any], flags: set[str], what: str, fail: Any) -> None:
+    for flag in sorted(flags & set(body)):
+        if not isinstance(body[flag], bool):
+            raise fail(f"{what}: {flag} must be true or false, not {body[flag]!r}")
+
+
+def _reachable(
+    initial: str, states: dict[str, StateDecl], transitions: list[TransitionDecl], fail: Any
+) -> None:
+    """Every declared state must be reachable from the initial one."""
+    seen, todo = {initial}, [initial]
+    while todo:
+        here = todo.pop()
+        for t in transitions:
+            if t.source == here and t.dest not in seen:
+                seen.add(t.dest)
+                todo.append(t.dest)
+    unreachable = [s for s in states if s not in seen]
+    if unreachable:
+        raise fail(
+            f"states {unreachable} cannot be reached from the initial state {initial!r}:"
+            " add a transition into them, or remove them"
+        )
 
 
 def _only(body: Any, allowed: set[str], what: str, fail: Any) -> None:

@@ -1,0 +1,76 @@
+"""Declarations are user input: mutated ones (Hypothesis) fed to every command that reads a
+declaration end in one clear error or a valid run, never a traceback."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from claimfsm.cli import main
+from claimfsm.spec import declarations_dir
+
+from .test_own_declarations import DOCFLOW
+
+CLAIM = (declarations_dir() / "claim.toml").read_text()
+VARIANTS = [p.read_text() for p in sorted((declarations_dir() / "wrong").glob("*.toml"))]
+VALUES = ['"x"', "3", "true", "[]", '["a"]', "{}", '"*"', '""', "-1", '"reserved"', "1.5"]
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    lines = draw(st.sampled_from([CLAIM, DOCFLOW, *VARIANTS])).splitlines()
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(lines) - 1))
+        kind = draw(st.sampled_from(["drop", "duplicate", "value", "key", "garbage", "cut"]))
+        if kind == "drop":
+            del lines[i]
+        elif kind == "duplicate":
+            lines.insert(i, lines[i])
+        elif kind == "value" and "=" in lines[i]:
+            key = lines[i].split("=", 1)[0]
+            lines[i] = f"{key}= {draw(st.sampled_from(VALUES))}"
+        elif kind == "key" and "=" in lines[i]:
+            value = lines[i].split("=", 1)[1]
+            key = draw(st.sampled_from(["event", "source", "dest", "guards", "terminal", "x"]))
+            lines[i] = f"{key} ={value}"
+        elif kind == "garbage":
+            lines.insert(i, draw(st.sampled_from(["[[", "[states]", "= 1", "[states.a]", "é"])))
+        elif kind == "cut":
+            lines = lines[:i]
+        if not lines:
+            lines = [""]
+    return "\n".join(lines) + "\n"
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=mutated())
+def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str) -> None:
+    runner = CliRunner()
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "claim.toml").write_text(CLAIM)  # what a variant's base names
+        (Path(tmp) / "wrong").mkdir()
+        path = Path(tmp) / "wrong" / "mutant.toml"
+        path.write_text(text, encoding="utf-8")
+        for args in (
+            ["spec", str(path)],
+            ["spec", str(path), "--json"],
+            ["diagram", str(path), "--out", str(Path(tmp) / "d"), "--no-images"],
+            ["check", str(path), "--workers", "1", "--epochs", "1", "--drafts", "1"],
+        ):
+            result = runner.invoke(main, args)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                raise AssertionError(
+                    f"claimfsm {' '.join(args[:1])} raised {result.exception!r} on:\n{text}"
+                ) from result.exception
+            if result.exit_code not in (0, 1, 3):
+                raise AssertionError(
+                    f"claimfsm {args[0]} exited {result.exit_code}: {result.output}"
+                )
+            if result.exit_code == 1:
+                assert "Error: " in result.output or "violated" in result.output, result.output
