@@ -26,26 +26,11 @@ from typing import Any
 
 from claimfsm.spec import Spec
 from claimfsm.store._core import CHECKPOINT, DISCARD
+from claimfsm.store._sql import HISTORY_COLUMNS
 
-#: The entry columns the auditor reads, in this order (``detail`` is left out: long text
-#: that no rule reads).
-COLUMNS = (
-    "seq",
-    "target_id",
-    "epoch",
-    "event",
-    "from_state",
-    "to_state",
-    "at",
-    "owner",
-    "token_fp",
-    "draft_id",
-    "draft_version",
-    "draft_digest",
-    "idempotency_key",
-    "lease_deadline",
-    "outcome",
-)
+#: The entry columns the auditor reads: the store's history columns after ``seq``, without
+#: ``detail`` (long text that no rule reads).
+COLUMNS = ("seq", *(c for c in HISTORY_COLUMNS if c != "detail"))
 SEQ, TARGET, EPOCH, EVENT, FROM, TO, AT, OWNER, TOKEN = range(9)
 LEASE, OUTCOME = 13, 14
 #: The replayed fields compared with the claim row: entry columns 2, 4.. 14 but ``at``.

@@ -55,6 +55,7 @@ from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import CHECKPOINT, DISCARD, Clock, HistoryRecord, Store
 from claimfsm.store._sql import (
     CLAIM_COLUMNS,
+    HISTORY_COLUMNS,
     Compiled,
     compile_single_statements,
     compile_writes,
@@ -169,11 +170,9 @@ class _Queries:
             f" detail FROM {self.history}"
         )
         self.prune_permit = f"{s}.prune_permit"
+        marks = ", ".join("%s" for _ in HISTORY_COLUMNS)
         self.insert_history = (
-            f"INSERT INTO {self.history} (target_id, epoch, event, from_state, to_state, at,"  # noqa: S608
-            " owner, token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
-            " lease_deadline, outcome, detail)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            f"INSERT INTO {self.history} ({', '.join(HISTORY_COLUMNS)}) VALUES ({marks})"  # noqa: S608
         )
 
 
