@@ -25,6 +25,8 @@ import pytest
 
 from claimfsm.store import MemoryStore, SQLiteStore, Store
 
+from ._async_face import LoopThread, open_blocking
+
 
 def needs_dot() -> None:
     """Skip (or, with CLAIMFSM_REQUIRE_GRAPHVIZ=1 as in .ci/run, fail) without Graphviz."""
@@ -225,6 +227,7 @@ class Backend:
     opened: list[Store] = field(default_factory=list)
     _memory: MemoryStore | None = None
     _schema: tuple[str, str] | None = None
+    _loop: LoopThread | None = None  # the async face's event loop (its own thread)
 
     def open(self) -> Store:
         """Another handle on the same database (a new connection or pool)."""
@@ -233,7 +236,18 @@ class Backend:
                 self._memory = MemoryStore(clock=self.clock)
             return self._memory
         store: Store
-        if self.name in ("postgresql", "pgbouncer"):
+        if self.name.endswith("-async"):  # the asyncio face, driven through the sync API
+            if self._loop is None:
+                self._loop = LoopThread()
+            if self.name == "postgresql-async":
+                assert self.pg_database is not None
+                if self._schema is None:
+                    self._schema = pg_schema_url(self.pg_database)
+                url = self._schema[1]
+            else:
+                url = f"sqlite:///{self.path}"
+            store = open_blocking(url, self._loop, clock=self.clock, pool_size=2)
+        elif self.name in ("postgresql", "pgbouncer"):
             from claimfsm.store._postgres import PostgresStore
 
             assert self.pg_database is not None
@@ -249,6 +263,8 @@ class Backend:
     def close(self) -> None:
         for s in self.opened:
             s.close()
+        if self._loop is not None:
+            self._loop.stop()
         if self._schema is not None and self.pg_database is not None:
             drop_schema(self.pg_database, self._schema[0])
 
@@ -275,9 +291,11 @@ def pgbouncer(pg_database: str) -> Iterator[str]:
         bouncer.stop()
 
 
-@pytest.fixture(params=["sqlite", "memory", "postgresql", "pgbouncer"])
+@pytest.fixture(
+    params=["sqlite", "memory", "postgresql", "pgbouncer", "sqlite-async", "postgresql-async"]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Backend]:
-    if request.param in ("postgresql", "pgbouncer"):
+    if request.param in ("postgresql", "pgbouncer", "postgresql-async"):
         b = Backend(request.param, clock, pg_database=request.getfixturevalue("pg_database"))
         if request.param == "pgbouncer":
             b.via = request.getfixturevalue("pgbouncer")

@@ -33,6 +33,11 @@ LAYERS = [
 def test_exported_names_are_pinned_and_sorted() -> None:
     assert claimfsm.__all__ == sorted(claimfsm.__all__)
     assert set(claimfsm.__all__) == {
+        "AsyncClaim",
+        "AsyncDispatcher",
+        "AsyncKeepAlive",
+        "AsyncRemote",
+        "AsyncStore",
         "Claim",
         "ClaimFSMError",
         "ClaimInfo",

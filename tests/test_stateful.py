@@ -35,6 +35,7 @@ from claimfsm.spec import claim_spec
 from claimfsm.store import Claim, ClaimInfo, Evidence, MemoryStore, SQLiteStore, Store, replay
 from claimfsm.store import claim_fields as fields_of
 
+from ._async_face import LoopThread, open_blocking
 from .conftest import FakeClock, drop_schema, pg_schema_url
 
 WORKERS = 3
@@ -478,6 +479,62 @@ def test_postgresql_agrees_with_the_reference_model_long(
     run_state_machine_as_test(machine, settings=LONG_PG)
 
 
+class SQLiteAsyncFace(ClaimProtocol):
+    """The same program through the asyncio face: each worker its own ``AsyncStore``
+    (on SQLite, the core in a worker thread), all on one event loop."""
+
+    def open_store(self) -> Store:
+        if not hasattr(self, "loop"):
+            self.loop = LoopThread()
+            self.dir = Path(tempfile.mkdtemp(prefix="claimfsm-stateful-"))
+        return open_blocking(f"sqlite:///{self.dir / 'claims.sqlite'}", self.loop, clock=self.clock)
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            self.loop.stop()
+
+
+class PostgresAsyncFace(OnPostgres):
+    """... and on PostgreSQL: psycopg's async pool (one connection per worker), the core
+    in greenlets on the loop."""
+
+    def open_store(self) -> Store:
+        if not hasattr(self, "loop"):
+            self.loop = LoopThread()
+            self.schema, self.url = pg_schema_url(self.database_url)
+        return open_blocking(self.url, self.loop, clock=self.clock, pool_size=1)
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            self.loop.stop()
+
+
+@pytest.mark.parametrize("dedup", [False, True], ids=["fencing", "dedup"])
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgresql"])
+def test_the_async_face_agrees_with_the_reference_model(
+    backend_name: str, dedup: bool, request: pytest.FixtureRequest
+) -> None:
+    machine: type[ClaimProtocol]
+    if backend_name == "postgresql":
+        machine = type("Machine", (PostgresAsyncFace,), {"dedup": dedup})
+        machine.database_url = request.getfixturevalue("pg_database")  # type: ignore[attr-defined]
+    else:
+        machine = type("Machine", (SQLiteAsyncFace,), {"dedup": dedup})
+    run_state_machine_as_test(machine, settings=QUICK_ASYNC)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dedup", [False, True], ids=["fencing", "dedup"])
+def test_the_async_face_agrees_with_the_reference_model_long(pg_database: str, dedup: bool) -> None:
+    machine = type("Machine", (PostgresAsyncFace,), {"dedup": dedup, "database_url": pg_database})
+    run_state_machine_as_test(machine, settings=LONG_PG)
+
+
+QUICK_ASYNC = settings(max_examples=12, stateful_step_count=50, deadline=None)
 QUICK_PG = settings(max_examples=25, stateful_step_count=50, deadline=None)
 LONG_PG = settings(max_examples=150, stateful_step_count=80, deadline=None)
 QUICK = settings(max_examples=60, stateful_step_count=50, deadline=None)

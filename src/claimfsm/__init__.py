@@ -15,7 +15,8 @@ Layout, and the one direction dependencies run (each layer imports only those be
     diagrams  state diagrams and sequence charts drawn from a declaration (spec alone)
     review    the design-review report (checker, diagrams)
     replay    model paths replayed on a real store, with coverage
-    service   Dispatcher and the Remote protocol an adapter implements
+    service   Dispatcher and the Remote protocol an adapter implements (and their asyncio
+              faces, which run the same core)
     demo      the demonstration run by ``claimfsm demo``
     campaign  the crash and fault campaign run by ``claimfsm campaign``
     cli       the ``claimfsm`` command; nothing imports it
@@ -48,6 +49,9 @@ from claimfsm.errors import (
 )
 from claimfsm.machine import ClaimMachine, claim_machine
 from claimfsm.service import (
+    AsyncDispatcher,
+    AsyncKeepAlive,
+    AsyncRemote,
     Dispatcher,
     DispatchResult,
     KeepAlive,
@@ -60,6 +64,8 @@ from claimfsm.service import (
 )
 from claimfsm.spec import Event, Spec, State, claim_spec, load_spec
 from claimfsm.store import (
+    AsyncClaim,
+    AsyncStore,
     Claim,
     ClaimInfo,
     Draft,
@@ -73,6 +79,11 @@ from claimfsm.store import (
 )
 
 __all__ = [
+    "AsyncClaim",
+    "AsyncDispatcher",
+    "AsyncKeepAlive",
+    "AsyncRemote",
+    "AsyncStore",
     "Claim",
     "ClaimFSMError",
     "ClaimInfo",

@@ -20,10 +20,23 @@ quietly.
 It renews through a handle of its own (same epoch and token), so the caller's handle is
 never written from the keeper's thread; ``deadline`` is the lease deadline of its last
 renew. On exit, normal or by exception, the thread is stopped and joined.
+
+``AsyncKeepAlive`` is the same keeper for coroutines (an ``AsyncClaim``; a task, not a
+thread). On loss it also cancels the guarded block, as ``asyncio.timeout`` does, and the
+block's ``async with`` raises ``LeaseLost`` instead of the cancellation::
+
+    async with AsyncKeepAlive(claim, lease_seconds=30):
+        await prepare_payload()   # cancelled at once if the lease is lost
+        await claim.begin_send()
+
+``cancel_on_loss=False`` keeps the block running; then check ``lost`` (an
+``asyncio.Event``) or call ``check()``. Both keepers share every decision below (what is
+lost, what is retried, when to stop); only the waiting differs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 import threading
@@ -32,22 +45,19 @@ from collections.abc import Callable
 from types import TracebackType
 
 from claimfsm.errors import InvalidArgument, LeaseLost, Refused, StoreError, UsageError
-from claimfsm.store import Claim
+from claimfsm.store import AsyncClaim, Claim
 
 
-class KeepAlive:
-    """Keep ``claim``'s lease alive while the ``with`` block runs (see the module)."""
+class _Keeper:
+    """What both keepers decide: arguments, and what each renew's outcome means."""
 
     def __init__(
         self,
         claim: Claim,
         lease_seconds: float,
-        *,
-        every: float = 1 / 3,
-        on_lost: Callable[[LeaseLost], None] | None = None,
+        every: float,
+        on_lost: Callable[[LeaseLost], None] | None,
     ) -> None:
-        if not isinstance(claim, Claim):
-            raise InvalidArgument(f"claim must be a Claim, not {type(claim).__name__}")
         if (
             isinstance(lease_seconds, bool)
             or not isinstance(lease_seconds, (int, float))
@@ -64,16 +74,72 @@ class KeepAlive:
         self.lease_seconds = float(lease_seconds)
         self.interval = self.lease_seconds * every
         self.on_lost = on_lost
-        self.lost = threading.Event()
         self.error: LeaseLost | None = None
         self.renewals = 0
         self._claim = claim  # the caller's handle: read here, never written
-        self._handle = copy.copy(claim)  # the keeper's own handle: same epoch and token
         self.deadline = claim.lease_deadline
         self._leased = frozenset(claim._store.spec.states_where("lease"))
+        self._expires = time.monotonic() + self.lease_seconds  # renewed before entering
+
+    def check(self) -> None:
+        """Raise ``LeaseLost`` if the lease was lost; call it before anything irreversible."""
+        if self.error is not None:
+            raise self.error
+
+    def _moved_on(self) -> bool:
+        """The caller moved the claim on (confirmed, released): nothing left to keep."""
+        return self._claim.state not in self._leased
+
+    def _renewed(self, handle: Claim) -> None:
+        self.renewals += 1
+        self.deadline = handle.lease_deadline
+        self._expires = time.monotonic() + self.lease_seconds
+
+    def _failed(self, exc: Exception) -> bool:
+        """A renew raised ``exc``: whether to stop (the lease is lost, or nothing is left
+        to keep). A refusal loses it at once; a store error only once no renew succeeded
+        before the last renewed lease ran out (until then the next tick tries again)."""
+        if isinstance(exc, (Refused, UsageError)):
+            if self._moved_on():
+                return True  # ... while this renew was on its way
+            self._lose(f"renew was refused: {exc}", exc)
+            return True
+        if time.monotonic() >= self._expires:
+            self._lose(f"no renew succeeded before the lease ran out: {exc}", exc)
+            return True
+        return False
+
+    def _lose(self, why: str, cause: Exception) -> None:
+        h = self._claim
+        error = LeaseLost(f"lease of target {h.target_id!r} epoch {h.epoch} lost: {why}")
+        error.__cause__ = cause
+        self.error = error
+        self._signal()
+        if self.on_lost is not None:
+            self.on_lost(error)
+
+    def _signal(self) -> None:
+        raise NotImplementedError
+
+
+class KeepAlive(_Keeper):
+    """Keep ``claim``'s lease alive while the ``with`` block runs (see the module)."""
+
+    def __init__(
+        self,
+        claim: Claim,
+        lease_seconds: float,
+        *,
+        every: float = 1 / 3,
+        on_lost: Callable[[LeaseLost], None] | None = None,
+    ) -> None:
+        if not isinstance(claim, Claim):
+            raise InvalidArgument(f"claim must be a Claim, not {type(claim).__name__}")
+        super().__init__(claim, lease_seconds, every, on_lost)
+        self.lost = threading.Event()
+        self._handle = copy.copy(claim)  # the keeper's own handle: same epoch and token
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._expires = time.monotonic() + self.lease_seconds  # renewed before entering
 
     def __enter__(self) -> KeepAlive:
         self._thread = threading.Thread(
@@ -96,36 +162,95 @@ class KeepAlive:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def check(self) -> None:
-        """Raise ``LeaseLost`` if the lease was lost; call it before anything irreversible."""
-        if self.error is not None:
-            raise self.error
+    def _signal(self) -> None:
+        self.lost.set()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            if self._claim.state not in self._leased:
-                return  # the caller moved the claim on (confirmed, released): nothing to keep
+            if self._moved_on():
+                return
             try:
                 self._handle.renew(self.lease_seconds)
-            except (Refused, UsageError) as exc:
-                if self._claim.state not in self._leased:
-                    return  # ... while this renew was on its way
-                self._lose(f"renew was refused: {exc}", exc)
-                return
-            except StoreError as exc:
-                if time.monotonic() >= self._expires:
-                    self._lose(f"no renew succeeded before the lease ran out: {exc}", exc)
+            except (Refused, UsageError, StoreError) as exc:
+                if self._failed(exc):
                     return
                 continue
-            self.renewals += 1
-            self.deadline = self._handle.lease_deadline
-            self._expires = time.monotonic() + self.lease_seconds
+            self._renewed(self._handle)
 
-    def _lose(self, why: str, cause: Exception) -> None:
-        h = self._handle
-        error = LeaseLost(f"lease of target {h.target_id!r} epoch {h.epoch} lost: {why}")
-        error.__cause__ = cause
-        self.error = error
+
+class AsyncKeepAlive(_Keeper):
+    """Keep an ``AsyncClaim``'s lease alive while the ``async with`` block runs; on loss,
+    cancel the block and raise ``LeaseLost`` from it (see the module)."""
+
+    def __init__(
+        self,
+        claim: AsyncClaim,
+        lease_seconds: float,
+        *,
+        every: float = 1 / 3,
+        on_lost: Callable[[LeaseLost], None] | None = None,
+        cancel_on_loss: bool = True,
+    ) -> None:
+        if not isinstance(claim, AsyncClaim):
+            raise InvalidArgument(f"claim must be an AsyncClaim, not {type(claim).__name__}")
+        if not isinstance(cancel_on_loss, bool):
+            raise InvalidArgument(f"cancel_on_loss must be True or False, not {cancel_on_loss!r}")
+        super().__init__(claim.claim, lease_seconds, every, on_lost)
+        self.cancel_on_loss = cancel_on_loss
+        self.lost = asyncio.Event()
+        self._handle = AsyncClaim(claim._face, copy.copy(claim.claim))  # same epoch and token
+        self._task: asyncio.Task[None] | None = None
+        self._block: asyncio.Task[object] | None = None
+        self._cancelled_block = False
+
+    async def __aenter__(self) -> AsyncKeepAlive:
+        self._block = asyncio.current_task()
+        self._task = asyncio.create_task(
+            self._run(), name=f"claimfsm-keepalive-{self._handle.target_id}"
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if self._cancelled_block and exc_type is asyncio.CancelledError:
+            assert self._block is not None and self.error is not None
+            if self._block.uncancel() == 0:  # our cancellation, not someone else's
+                self.error.__context__ = exc  # its cause stays the refusal
+                raise self.error
+
+    async def stop(self) -> None:
+        """Stop renewing and wait for the keeper's task (idempotent)."""
+        task = self._task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                if task.cancelled():
+                    pass  # the keeper's own cancellation
+                else:  # pragma: no cover - the keeper swallows nothing else
+                    raise
+
+    def _signal(self) -> None:
         self.lost.set()
-        if self.on_lost is not None:
-            self.on_lost(error)
+        if self.cancel_on_loss and self._block is not None and not self._block.done():
+            self._cancelled_block = True
+            self._block.cancel(f"claimfsm: {self.error}")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if self._moved_on():
+                return
+            try:
+                await self._handle.renew(self.lease_seconds)
+            except (Refused, UsageError, StoreError) as exc:
+                if self._failed(exc):
+                    return
+                continue
+            self._renewed(self._handle.claim)

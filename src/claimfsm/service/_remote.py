@@ -55,6 +55,20 @@ class Remote(Protocol):
     def fence(self, target_id: str, epoch: int) -> None: ...
 
 
+@runtime_checkable
+class AsyncRemote(Protocol):
+    """``Remote`` for coroutines (``AsyncDispatcher``): the same contract, the same flags,
+    and ``send``, ``readback`` and ``fence`` as coroutine functions. ``check_remote(remote,
+    asynchronous=True)`` checks an adapter."""
+
+    fences_epochs: bool
+    dedups_by_key: bool
+
+    async def send(self, request: SendRequest) -> None: ...
+    async def readback(self, target_id: str, idempotency_key: str, epoch: int) -> bool: ...
+    async def fence(self, target_id: str, epoch: int) -> None: ...
+
+
 #: A request to check a ``send`` signature with (nothing is sent).
 PROBE_REQUEST = SendRequest("target", 1, 1, "key", "")
 #: What claimfsm calls on an adapter: each method's parameters, and probe arguments.
@@ -66,11 +80,13 @@ _CALLS: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 _FLAGS = ("fences_epochs", "dedups_by_key")
 
 
-def check_remote(remote: object) -> None:
+def check_remote(remote: object, *, asynchronous: bool = False) -> None:
     """Raise :class:`InvalidRemote` naming everything wrong with ``remote`` as an adapter:
     a missing or non-bool flag (with the near-miss name it has instead, if any), a missing
     method, a method left as the protocol's stub, or one whose signature does not take the
-    arguments claimfsm passes. Nothing is called."""
+    arguments claimfsm passes. ``asynchronous``: an ``AsyncRemote``, whose methods must be
+    coroutine functions (and a ``Remote``'s must not be). Nothing is called."""
+    protocol: type = AsyncRemote if asynchronous else Remote
     problems: list[str] = []
     names = [n for n in dir(remote) if not n.startswith("__")]
 
@@ -92,8 +108,17 @@ def check_remote(remote: object) -> None:
         if not callable(bound):
             problems.append(f"{method} must be a method, not {type(bound).__name__}")
             continue
-        if getattr(type(remote), method, None) is getattr(Remote, method):
-            problems.append(f"the method {method} is the Remote protocol's stub: implement it")
+        if getattr(type(remote), method, None) is getattr(protocol, method):
+            problems.append(
+                f"the method {method} is the {protocol.__name__} protocol's stub: implement it"
+            )
+            continue
+        if inspect.iscoroutinefunction(bound) != asynchronous:
+            problems.append(
+                f"{method} must be a coroutine function (async def) for AsyncDispatcher"
+                if asynchronous
+                else f"{method} is a coroutine function: use AsyncDispatcher, or a plain def"
+            )
             continue
         try:
             inspect.signature(bound).bind(*args)
@@ -105,7 +130,7 @@ def check_remote(remote: object) -> None:
             pass
     if problems:
         raise InvalidRemote(
-            f"{type(remote).__name__} is not a usable Remote adapter: "
+            f"{type(remote).__name__} is not a usable {protocol.__name__} adapter: "
             + "; ".join(problems)
             + " (the contract: docs/remote-adapters.md)",
             problems=problems,

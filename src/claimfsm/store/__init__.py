@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from claimfsm.errors import InvalidArgument, NotFound
+from claimfsm.store._async import AsyncClaim, AsyncStore, open_async_store
 from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
 from claimfsm.store._memory import MemoryStore
 from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore
@@ -66,6 +67,8 @@ def _must_exist(path: Path) -> None:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AsyncClaim",
+    "AsyncStore",
     "Claim",
     "ClaimInfo",
     "Clock",
@@ -78,6 +81,7 @@ __all__ = [
     "Transitioned",
     "claim_fields",
     "idempotency_key",
+    "open_async_store",
     "open_store",
     "replay",
 ]

@@ -317,7 +317,8 @@ class _PostgresTx:
     def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]:
         params = facts.sql_params()
         if facts.target_id is None:
-            return [ClaimRow(*r) for r in self.conn.execute(self.sql.everywhere[event], params)]
+            rows = self.conn.execute(self.sql.everywhere[event], params).fetchall()
+            return [ClaimRow(*r) for r in rows]
         rows = self.conn.execute(self.sql.events[event], params).fetchall()
         if not rows:
             self._lock(facts.target_id)
@@ -436,16 +437,14 @@ class PostgresStore(Store):
             for e in self.spec.events
             if all(t.source == t.dest for t in self.spec.transitions if t.event == e)
         )
-        self._pool = ConnectionPool(
-            self.url,
+        # Transactions are opened explicitly. No session settings, and with
+        # prepared_statements=off no server-side prepared statements either: a transaction
+        # pooler (PgBouncer) may run each transaction on another server connection. (On,
+        # psycopg prepares a statement on its fifth use.)
+        self._pool = self._make_pool(
             min_size=1,
             max_size=pool_size,
-            # Transactions are opened explicitly. No session settings, and with
-            # prepared_statements=off no server-side prepared statements either: a
-            # transaction pooler (PgBouncer) may run each transaction on another server
-            # connection. (On, psycopg prepares a statement on its fifth use.)
             kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
-            open=False,
             name=f"claimfsm-{self.schema}",
         )
         try:
@@ -461,6 +460,13 @@ class PostgresStore(Store):
         except BaseException:
             self._pool.close()
             raise
+
+    def _make_pool(self, **options: Any) -> Any:
+        """The connection pool (the asyncio face gives psycopg's async pool instead)."""
+        return ConnectionPool(self.url, open=False, **options)
+
+    def _sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     # -- schema --------------------------------------------------------------------------------
     def _ensure_schema(self) -> None:
@@ -482,7 +488,7 @@ class PostgresStore(Store):
             assert has_meta is not None and tables is not None
 
             def run(script: str) -> None:
-                conn.execute(script.replace("{schema}", ident.as_string(conn)).encode())
+                conn.execute(script.replace("{schema}", ident.as_string()).encode())
 
             if not has_meta[0] and tables[0] == 0:
                 run(DDL)  # version 1, then the same migration an existing schema gets
@@ -600,7 +606,7 @@ class PostgresStore(Store):
                     raise StoreError(
                         f"PostgreSQL transaction failed {attempt + 1} times: {exc.__cause__}"
                     ) from exc.__cause__
-                time.sleep(random.uniform(0, 0.002 * 2**attempt))
+                self._sleep(random.uniform(0, 0.002 * 2**attempt))
         raise AssertionError("unreachable")
 
     @contextmanager
