@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= $(ROOT)/.venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench bench-postgres bench-checker check diagrams campaign campaign-long campaign-dedup-stalls clean
+.PHONY: demo test test-all lint example-service bench bench-postgres bench-checker check diagrams campaign campaign-long campaign-dedup-stalls clean
 
 $(BIN)/.installed: $(ROOT)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(BIN)/.installed  ## SQLite figures
 
 bench-checker: $(BIN)/.installed  ## model-checker figures
 	$(BIN)/python $(ROOT)/bench/bench_checker.py
+
+example-service: $(BIN)/.installed  ## the asyncio example service: 12 drafts over HTTP, then stop
+	$(BIN)/python $(ROOT)/examples/dispatch_service.py --demo-receiver fencing --seed 12 --until-idle
 
 check: $(BIN)/.installed  ## model-check the claim protocol and every known-wrong design
 	$(BIN)/claimfsm check

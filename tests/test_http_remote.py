@@ -1,4 +1,4 @@
-"""HttpRemote against a real receiving service in its own process (tests/_http_server.py),
+"""HttpRemote against a real receiving service in its own process (examples/receiver.py),
 with every failure happening on the wire: slow replies past the client's timeout,
 connections reset after the request was read, 5xx after the effect was applied, lost
 responses. After each, the claim is uncertain and reconciliation finds the truth."""
@@ -28,7 +28,7 @@ from claimfsm.store import Store, open_store
 
 httpx = pytest.importorskip("httpx")
 
-SERVER = Path(__file__).parent / "_http_server.py"
+SERVER = Path(__file__).parent.parent / "examples" / "receiver.py"
 
 
 class Service:

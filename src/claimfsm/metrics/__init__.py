@@ -23,16 +23,20 @@ Series (prefix ``claimfsm_``, or the ``namespace`` given):
   its retries included.
 - ``claims_uncertain``: claims in ``uncertain`` now, read from the database at scrape time
   (an index lookup), so it is right across processes; NaN if the read fails.
+
+An ``AsyncStore`` works too: construct ``StoreMetrics`` on its event loop; the scrape (in
+prometheus_client's thread) reads ``claims_uncertain`` through that loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
 from claimfsm.errors import InvalidArgument, StoreError
 from claimfsm.spec import State
-from claimfsm.store import Store
+from claimfsm.store import AsyncStore, Store
 from claimfsm.store._observe import Observed
 
 try:
@@ -44,11 +48,21 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 class StoreMetrics:
     """Count ``store``'s transitions and refusals into a Prometheus registry."""
 
-    def __init__(self, store: Store, *, registry: Any = None, namespace: str = "claimfsm") -> None:
+    def __init__(
+        self, store: Store | AsyncStore, *, registry: Any = None, namespace: str = "claimfsm"
+    ) -> None:
         if prometheus_client is None:
             raise StoreError("metrics need the 'metrics' extra: pip install 'claimfsm[metrics]'")
-        if not isinstance(store, Store):
+        if not isinstance(store, (Store, AsyncStore)):
             raise InvalidArgument(f"store must be a claimfsm Store, not {type(store).__name__}")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if isinstance(store, AsyncStore):
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                raise InvalidArgument(
+                    "construct StoreMetrics for an AsyncStore on its event loop"
+                ) from None
         if registry is None:
             registry = prometheus_client.REGISTRY
         common: dict[str, Any] = {"namespace": namespace, "registry": registry}
@@ -81,8 +95,13 @@ class StoreMetrics:
 
     def _count_uncertain(self) -> float:
         try:
+            if isinstance(self._store, AsyncStore):
+                assert self._loop is not None
+                read = self._store.claims(state=State.UNCERTAIN)
+                found = asyncio.run_coroutine_threadsafe(read, self._loop).result(10.0)
+                return float(len(found))
             return float(len(self._store.claims(state=State.UNCERTAIN)))
-        except StoreError:
+        except (StoreError, TimeoutError, RuntimeError):
             return math.nan
 
 

@@ -1,5 +1,8 @@
-"""A receiving service that keeps the HTTP remote contract (docs/remote-adapters.md), run as
-its own process by the tests: ``python tests/_http_server.py MODE`` prints its port.
+"""A reference receiving service that keeps the HTTP remote contract
+(docs/remote-adapters.md), on the standard library alone: ``python examples/receiver.py
+MODE [PORT]`` serves on 127.0.0.1 (a free port unless PORT is given) and prints the port.
+The tests and the example dispatch service run it; a team building the real receiver can
+read it as the contract in code, and point their own fault tests at its fault queue.
 
 MODE ``fencing`` rejects a send whose epoch is at or below the target's fence or below the
 highest epoch it has seen; ``dedup`` applies each idempotency key once; ``plain`` applies
@@ -152,8 +155,8 @@ class Handler(BaseHTTPRequestHandler):
         parts = self._parts()
         if parts == ["_effects"]:
             with state.lock:
-                found = {"effects": state.effects, "overlaps": state.overlaps}
-                self._reply(200, {**found, "rejected": state.rejected})
+                listed = {"effects": state.effects, "overlaps": state.overlaps}
+                self._reply(200, {**listed, "rejected": state.rejected})
             return
         if len(parts) == 4 and parts[0] == "targets" and parts[2] == "effects":
             with state.target_lock(parts[1]):
@@ -167,14 +170,17 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode: str) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
+    def __init__(self, mode: str, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), Handler)
         self.state = State(mode)
 
 
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "fencing"
-    server = Server(mode)
+    if mode not in ("fencing", "dedup", "plain") or len(sys.argv) > 3:
+        sys.exit("usage: python examples/receiver.py [fencing|dedup|plain] [PORT]")
+    port = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 0
+    server = Server(mode, port)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
