@@ -259,7 +259,8 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
 
 
 @pytest.mark.parametrize(
-    ("fault", "applied"), [(None, True), ("slow", True), ("reset", False), ("5xx", True)]
+    ("fault", "applied"),
+    [(None, True), ("slow", True), ("reset", False), ("5xx", True), ("lost", True)],
 )
 def test_async_http_dispatch_over_every_wire_failure(
     service: Service, url: str, fault: str | None, applied: bool
