@@ -170,7 +170,7 @@ def test_leaving_uncertain_without_evidence_is_found(db: tuple[Db, Store, FakeCl
     b.mark_uncertain()
     d.append(d.last("b"), event="reconcile", from_state="uncertain", to_state="reconciled")
     # (outcome stays NULL: no readback recorded)
-    assert kinds(d.url) == [("left_uncertain_without_evidence", "b"), ("claim_row_disagrees", "b")]
+    assert kinds(d.url) == [("evidence_not_recorded", "b"), ("claim_row_disagrees", "b")]
 
 
 def test_an_undeclared_transition_is_found(db: tuple[Db, Store, FakeClock]) -> None:

@@ -110,7 +110,10 @@ def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
 
     assert keys("Top level") == _load._TOP_KEYS
     assert keys("`[states.NAME]`") == _load._STATE_KEYS
+    guards, _, kinds = sections["`[guards.NAME]`"].partition("### Guard kinds")
+    sections["`[guards.NAME]`"], sections["kinds"] = guards, kinds
     assert keys("`[guards.NAME]`") == _load._GUARD_KEYS
+    assert keys("kinds") == set(_load.GUARD_KINDS)
     assert keys("`[[transitions]]`") == _load._TRANSITION_KEYS
     assert keys('Variants: `base = "..."`') == _load._OVERLAY_KEYS
     for option in _load.MODEL_OPTIONS:

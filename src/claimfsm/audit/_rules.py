@@ -9,10 +9,11 @@ last state of each of its epochs. For every entry it asks:
   initial state starts a new epoch, which must be the previous epoch + 1 (``epoch_order``).
 - Every other transition must be of the current epoch (``stale_epoch_changed``).
 - Do the guards that history can show hold for it? Each declared guard that a history row
-  can witness is evaluated on the row before the entry and the entry itself (``GUARDS``
-  below); a guard history cannot show (the draft, the remote's fencing) is assumed. An
-  entry is legal if some declared transition with its event, source and destination has
-  all of its visible guards holding; otherwise the first failing guard names the violation.
+  can witness is evaluated, by its declared kind, on the row before the entry and the
+  entry itself (``KINDS`` below); a guard history cannot show (the draft, the remote's
+  fencing) is assumed. An entry is legal if some declared transition with its event, source
+  and destination has all of its visible guards holding; otherwise the first failing guard
+  names the violation.
 - A ``checkpoint`` (written by pruning) may only open a target's history.
 
 At the end of a target, the row its history replays to must equal its claim row.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.spec import Spec
+from claimfsm.spec import GuardDecl, Spec, compare
 from claimfsm.store._core import CHECKPOINT, DISCARD
 from claimfsm.store._sql import HISTORY_COLUMNS
 
@@ -51,24 +52,25 @@ class Track:
     pruned: bool = False  # opened by a checkpoint: older epochs are not in history
 
 
-#: Guards a history row can witness: (the target's row before the entry, the entry) -> holds.
-GUARDS: dict[str, Callable[[Track, tuple[Any, ...]], bool]] = {
-    "owner_matches": lambda t, e: e[EPOCH] == t.epoch and e[TOKEN] == t.holder,
-    "epoch_current": lambda t, e: e[EPOCH] == t.epoch,
-    "lease_live": lambda t, e: t.lease is not None and e[AT] < t.lease,
-    "lease_lapsed": lambda t, e: t.lease is not None and e[AT] >= t.lease,
-    "effect_present": lambda t, e: e[OUTCOME] == "present",
-    "effect_absent": lambda t, e: e[OUTCOME] == "absent",
+#: Guard kinds a history row can witness: (the target's row before the entry, the entry, the
+#: guard) -> holds. A ``compare`` is witnessed when its fact is one history records (the
+#: row's ``outcome`` after the entry); the draft and the remote's fencing are not recorded.
+KINDS: dict[str, Callable[[Track, tuple[Any, ...], GuardDecl], bool]] = {
+    "owner": lambda t, e, g: e[EPOCH] == t.epoch and e[TOKEN] == t.holder,
+    "epoch": lambda t, e, g: e[EPOCH] == t.epoch,
+    "live": lambda t, e, g: t.lease is not None and e[AT] < t.lease,
+    "lapsed": lambda t, e, g: t.lease is not None and e[AT] >= t.lease,
 }
-#: What a failing guard means, as a violation kind and a sentence.
+#: Facts of a ``compare`` guard that history records, and the entry column holding each.
+RECORDED_FACTS = {"outcome": OUTCOME}
+#: What a failing guard of each kind means, as a violation kind and a sentence.
 BROKEN = {
-    "owner_matches": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
-    "epoch_current": ("stale_epoch_changed", "changed an epoch that is not the current one"),
-    "lease_live": ("lapsed_lease_used", "an owner acted at or after its lease deadline"),
-    "lease_lapsed": ("live_lease_lapsed", "a lease was lapsed before its deadline"),
-    "effect_present": ("left_uncertain_without_evidence", "no readback outcome recorded"),
-    "effect_absent": ("left_uncertain_without_evidence", "no readback outcome recorded"),
-    "target_free": ("target_not_free", "acquired while the target's epoch did not free it"),
+    "owner": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
+    "epoch": ("stale_epoch_changed", "changed an epoch that is not the current one"),
+    "live": ("lapsed_lease_used", "an owner acted at or after its lease deadline"),
+    "lapsed": ("live_lease_lapsed", "a lease was lapsed before its deadline"),
+    "free": ("target_not_free", "acquired while the target's epoch did not free it"),
+    "compare": ("evidence_not_recorded", "history does not record the evidence it needs"),
 }
 
 
@@ -149,7 +151,10 @@ class Rules:
             else:  # one violation per entry: the guards only where the path holds
                 failing = self._visible_guards(track, e, target_free=True)
         if failing is not None:
-            kind, why = BROKEN[failing]
+            g = self.spec.guards[failing]
+            kind, why = BROKEN[g.kind]
+            if g.kind == "compare":
+                why = f"{failing} needs {g.fact} {g.op} {g.value!r}; {why}"
             report(kind, (*last_seq, e[SEQ]), f"{event} {e[FROM]} -> {e[TO]}: {why}")
         self._apply(track, e)
 
@@ -161,18 +166,24 @@ class Rules:
         failing guard of the transition that fails fewest."""
         best: list[str] | None = None
         for guards in self.declared[(e[EVENT], e[FROM], e[TO])]:
-            failing = [
-                g
-                for g in guards
-                if (g == "target_free" and not target_free)
-                or (g in GUARDS and not GUARDS[g](track, e))
-            ]
+            failing = [g for g in guards if not self._witnessed(g, track, e, target_free)]
             if not failing:
                 return None
             if best is None or len(failing) < len(best):
                 best = failing
         assert best
         return best[0]
+
+    def _witnessed(self, name: str, track: Track, e: tuple[Any, ...], target_free: bool) -> bool:
+        """False only if history shows the guard failed (unrecorded ones are assumed)."""
+        g = self.spec.guards[name]
+        if g.kind == "free":
+            return target_free
+        if g.kind in KINDS:
+            return KINDS[g.kind](track, e, g)
+        if g.kind == "compare" and g.column is None and g.fact in RECORDED_FACTS:
+            return compare(g.op or "=", e[RECORDED_FACTS[g.fact]], g.value)
+        return True
 
     def _discard(self, track: Track, e: tuple[Any, ...], report: Callable[..., None]) -> None:
         """A refused stale operation changes no row. The store records it against the epoch

@@ -29,7 +29,7 @@ from typing import Any, Literal, NamedTuple
 
 from claimfsm.checker._engine import Model, Property
 from claimfsm.errors import InvalidArgument
-from claimfsm.spec import Spec, require_claim_protocol
+from claimfsm.spec import GUARD_KINDS, Spec, compare, require_claim_protocol
 
 RemoteMode = Literal["plain", "fencing", "dedup"]
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
@@ -156,6 +156,21 @@ def claim_model(
     send_first = bool(opts.get("send_before_intent"))
     fresh_key = bool(opts.get("retry_with_fresh_key"))
     fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+    # The guards true in a situation, by the kind each is declared with (the checker's
+    # truth values are compiled from the declaration, as the machine's and the SQL are).
+    kinds = {kind: frozenset(spec.guards_of_kind(kind)) for kind in GUARD_KINDS}
+    comparisons = [spec.guards[name] for name in kinds["compare"]]
+
+    def compared(facts: dict[str, Any], tg: Target) -> set[str]:
+        """The ``compare`` guards true for these evidence facts and this target's row."""
+        row = {"epoch": tg.epoch, "draft_version": tg.version, "outcome": tg.outcome or None}
+        return {
+            g.name
+            for g in comparisons
+            if compare(
+                g.op or "=", facts.get(g.fact or ""), g.value if g.column is None else row[g.column]
+            )
+        }
 
     def init() -> list[World]:
         drafts = tuple(
@@ -175,16 +190,16 @@ def claim_model(
     # -- guard semantics ----------------------------------------------------------------------
     def owner_truths(w: World, t: int, epoch: int, token: int) -> set[str]:
         tg = w.targets[t]
-        true = set()
+        true: set[str] = set()
         if tg.epoch == epoch and tg.token == token and epoch > 0:
-            true.add("owner_matches")
+            true |= kinds["owner"]
         if tg.epoch == epoch:
-            true.add("epoch_current")
-        true.add("lease_live" if tg.lease_live else "lease_lapsed")
+            true |= kinds["epoch"]
+        true |= kinds["live"] if tg.lease_live else kinds["lapsed"]
         if tg.draft >= 0:
             status, version = w.drafts[t][tg.draft]
             if status == "a" and version == tg.version:
-                true.add("draft_unchanged")
+                true |= kinds["draft_pinned"]
         return true
 
     def is_stale(w: World, t: int, epoch: int, token: int) -> bool:
@@ -311,11 +326,11 @@ def claim_model(
             _, i, t, d = a
             w = lapse(w, t)  # a lapsed reserved epoch is recorded as expired first
             tg = w.targets[t]
-            true = set()
+            true: set[str] = set()
             if tg.state in frees:
-                true.add("target_free")
+                true |= kinds["free"]
             if w.drafts[t][d][0] == "a":
-                true.add("draft_approved")
+                true |= kinds["draft_ready"]
             if fire(table, "acquire", "unclaimed", frozenset(true)) is None:
                 return None  # refused: nothing changes (the same world is not a new state)
             version = w.drafts[t][d][1]
@@ -412,9 +427,12 @@ def claim_model(
                     remote=put(w.remote, t, Remote(kept, rm.landed, max(rm.fence, tg.epoch)))
                 )
                 found = present(w, t)
-            true = {"epoch_current", "effect_present" if found else "effect_absent"}
-            if w.remote[t].fence >= tg.epoch:
-                true.add("remote_fenced")
+            evidence = {
+                "outcome": "present" if found else "absent",
+                "fenced_through": w.remote[t].fence,
+                "remote_dedups": False,
+            }
+            true = set(kinds["epoch"]) | compared(evidence, tg)
             dest = fire(table, "reconcile", tg.state, frozenset(true))
             if dest is None:
                 return None
@@ -423,7 +441,7 @@ def claim_model(
         if kind == "retry":
             _, i, t = a
             tg = w.targets[t]
-            true = {"epoch_current"} | ({"remote_dedups"} if dedup else set())
+            true = set(kinds["epoch"]) | compared({"remote_dedups": dedup}, tg)
             dest = fire(table, "retry", tg.state, frozenset(true))
             if dest is None:
                 return None
@@ -633,9 +651,12 @@ def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> l
     the current epoch (as the stores do) gives two steps, the lapse and then the acquire.
     """
     table, free = compile_table(spec), _free_states(spec)
+    lapsed = frozenset(spec.guards_of_kind("lapsed"))
     steps: list[PathStep] = []
     for before, after in itertools.pairwise(path):
-        parts = _parts(table, free, model.show_action, before.state, after.action, after.state)
+        parts = _parts(
+            table, free, lapsed, model.show_action, before.state, after.action, after.state
+        )
         for part in parts:
             steps.append(part._replace(number=len(steps) + 1))
     return steps
@@ -656,6 +677,7 @@ def _remote_view(w: World, target: int) -> tuple[tuple[int, ...], tuple[tuple[in
 def _parts(
     table: Any,
     free: frozenset[str],
+    lapsed_guards: frozenset[str],
     show_action: Callable[[tuple[Any, ...]], str],
     before: World,
     a: tuple[Any, ...],
@@ -681,7 +703,7 @@ def _parts(
     event = a[2] if kind == "wake" else _EVENTS.get(kind)
     busy = ""
     if kind == "acquire" and source != "unclaimed":
-        lapsed = fire(table, "lapse", source, frozenset({"lease_lapsed"}))
+        lapsed = fire(table, "lapse", source, lapsed_guards)
         if lapsed is not None and not before.targets[target].lease_live:
             flight, effects = _remote_view(before, target)
             parts.append(
@@ -734,9 +756,10 @@ def _explainer(
     """For the engine: each state change of an action as a numbered step of its own, with
     the declared transition it takes."""
     table, free = compile_table(spec), _free_states(spec)
+    lapsed = frozenset(spec.guards_of_kind("lapsed"))
 
     def explain(before: World, a: tuple[Any, ...], after: World) -> list[tuple[str, str | None]]:
-        parts = _parts(table, free, show_action, before, a, after)
+        parts = _parts(table, free, lapsed, show_action, before, a, after)
         shown: list[tuple[str, str | None]] = []
         for i, p in enumerate(parts):
             moved = p.event is not None and p.source != p.dest

@@ -1,8 +1,9 @@
-"""The guards' meaning in Python: the reference semantics the stores' SQL must agree with.
+"""The guards' meaning in Python, compiled from each guard's declared kind: the reference
+semantics the stores' SQL (compiled from the same kinds) must agree with.
 
 Each guard takes the target's current claim row (None when the target has never been
-claimed) and the event's facts. ``claimfsm.store`` holds the same guards as SQL; the
-tests prove the two agree on every declared transition.
+claimed) and the event's facts. The tests prove Python and SQL agree on every declared
+transition; ``explain`` below gives the sentence a refusal carries, by kind too.
 """
 
 from __future__ import annotations
@@ -12,75 +13,97 @@ from collections.abc import Callable
 
 from claimfsm.errors import SpecError
 from claimfsm.machine._facts import ClaimRow, Facts
-from claimfsm.spec import Spec
+from claimfsm.spec import GuardDecl, Spec, compare
 
 Guard = Callable[[ClaimRow | None, Facts], bool]
 
 
 def build_guards(spec: Spec) -> dict[str, Guard]:
-    frees = frozenset(spec.states_where("frees_target"))
+    """Every declared guard as a Python predicate, by its kind."""
+    return {name: compile_guard(spec, g) for name, g in spec.guards.items()}
 
-    def target_free(row: ClaimRow | None, f: Facts) -> bool:
-        return row is None or row.state in frees
 
-    def draft_approved(row: ClaimRow | None, f: Facts) -> bool:
-        d = f.draft
-        return d is not None and d.status == "approved" and d.target_id == f.target_id
-
-    def owner_matches(row: ClaimRow | None, f: Facts) -> bool:
-        return (
+def compile_guard(spec: Spec, g: GuardDecl) -> Guard:
+    kind = g.kind
+    if kind == "free":
+        frees = frozenset(spec.states_where("frees_target"))
+        return lambda row, f: row is None or row.state in frees
+    if kind == "draft_ready":
+        return lambda row, f: (
+            f.draft is not None
+            and f.draft.status == "approved"
+            and f.draft.target_id == f.target_id
+        )
+    if kind == "owner":
+        return lambda row, f: (
             row is not None
             and f.epoch == row.epoch
             and f.token_hash is not None
             and hmac.compare_digest(f.token_hash, row.token_hash)
         )
-
-    def epoch_current(row: ClaimRow | None, f: Facts) -> bool:
-        return row is not None and f.epoch == row.epoch
-
-    def lease_live(row: ClaimRow | None, f: Facts) -> bool:
-        return row is not None and f.now < row.lease_deadline
-
-    def lease_lapsed(row: ClaimRow | None, f: Facts) -> bool:
-        return row is not None and f.now >= row.lease_deadline
-
-    def draft_unchanged(row: ClaimRow | None, f: Facts) -> bool:
-        d = f.draft
-        return (
+    if kind == "epoch":
+        return lambda row, f: row is not None and f.epoch == row.epoch
+    if kind == "live":
+        return lambda row, f: row is not None and f.now < row.lease_deadline
+    if kind == "lapsed":
+        return lambda row, f: row is not None and f.now >= row.lease_deadline
+    if kind == "draft_pinned":
+        return lambda row, f: (
             row is not None
-            and d is not None
-            and d.draft_id == row.draft_id
-            and d.status == "approved"
-            and d.version == row.draft_version
-            and d.digest == row.draft_digest
+            and f.draft is not None
+            and f.draft.draft_id == row.draft_id
+            and f.draft.status == "approved"
+            and f.draft.version == row.draft_version
+            and f.draft.digest == row.draft_digest
         )
+    if kind == "compare":
+        assert g.fact is not None and g.op is not None  # the loader checked
+        fact, op, column, value = g.fact, g.op, g.column, g.value
+        if column is None:
+            return lambda row, f: compare(op, getattr(f, fact), value)
+        return lambda row, f: (
+            row is not None and compare(op, getattr(f, fact), getattr(row, column))
+        )
+    raise SpecError(f"{spec.name}: guard {g.name!r} has kind {kind!r}, which claimfsm cannot run")
 
-    def effect_present(row: ClaimRow | None, f: Facts) -> bool:
-        return f.outcome == "present"
 
-    def effect_absent(row: ClaimRow | None, f: Facts) -> bool:
-        return f.outcome == "absent"
-
-    def remote_fenced(row: ClaimRow | None, f: Facts) -> bool:
-        return row is not None and f.fenced_through is not None and f.fenced_through >= row.epoch
-
-    def remote_dedups(row: ClaimRow | None, f: Facts) -> bool:
-        return f.remote_dedups
-
-    implemented: dict[str, Guard] = {
-        "target_free": target_free,
-        "draft_approved": draft_approved,
-        "owner_matches": owner_matches,
-        "epoch_current": epoch_current,
-        "lease_live": lease_live,
-        "lease_lapsed": lease_lapsed,
-        "draft_unchanged": draft_unchanged,
-        "effect_present": effect_present,
-        "effect_absent": effect_absent,
-        "remote_fenced": remote_fenced,
-        "remote_dedups": remote_dedups,
-    }
-    missing = sorted(set(spec.guards) - set(implemented))
-    if missing:
-        raise SpecError(f"{spec.name}: guards {missing} have no meaning in claimfsm.machine")
-    return {name: implemented[name] for name in spec.guards}
+def why(g: GuardDecl, row: ClaimRow | None, facts: Facts) -> str:
+    """A sentence for a failed guard that says what is wrong and what to do: the guard's
+    declared ``hint`` if it has one, else one written for its kind."""
+    if g.hint:
+        return g.hint
+    kind = g.kind
+    if kind in ("owner", "epoch"):
+        if row is None:
+            return "the target has no claim"
+        if facts.epoch != row.epoch:
+            return (
+                f"epoch {facts.epoch} is not current (current epoch {row.epoch}); "
+                "this worker no longer holds the claim: drop the handle and acquire again"
+            )
+        return "the owner token does not match the current claim"
+    if kind == "live" and row is not None:
+        return (
+            f"the lease lapsed at {row.lease_deadline:.3f} (now {facts.now:.3f}); "
+            "renew before the deadline, or release and acquire again"
+        )
+    if kind == "free" and row is not None:
+        return f"epoch {row.epoch} is {row.state}; wait for it to end (or sweep and reconcile)"
+    if kind == "draft_ready":
+        d = facts.draft
+        if d is None:
+            return f"draft {facts.draft_id} does not exist"
+        if d.target_id != facts.target_id:
+            return f"draft {d.draft_id} belongs to target {d.target_id!r}"
+        return f"draft {d.draft_id} is {d.status}; approve it first"
+    if kind == "draft_pinned" and row is not None:
+        d = facts.draft
+        now = f"version {d.version}, {d.status}" if d else "missing"
+        return (
+            f"draft {row.draft_id} changed since it was claimed (pinned version "
+            f"{row.draft_version}, now {now}); release and acquire it again"
+        )
+    if kind == "compare":
+        other = repr(g.value) if g.column is None else f"the claim's {g.column}"
+        return f"{g.name} requires {g.fact} {g.op} {other}: {g.meaning}"
+    return f"{g.name} does not hold: {g.meaning}"

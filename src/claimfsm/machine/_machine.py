@@ -25,7 +25,7 @@ from claimfsm.errors import (
     StaleClaim,
 )
 from claimfsm.machine._facts import ClaimRow, Facts
-from claimfsm.machine._guards import Guard, build_guards
+from claimfsm.machine._guards import Guard, build_guards, why
 from claimfsm.spec import Spec, claim_spec, require_claim_protocol
 
 
@@ -106,7 +106,9 @@ class ClaimMachine:
         where = _where(row, facts)
         for g in self._stale_guards.get(event, ()):
             if not self.guards[g](row, facts):
-                return _refusal(self.spec, g, f"{event} refused for {where}: {_why(g, row, facts)}")
+                return _refusal(
+                    self.spec, g, f"{event} refused for {where}: {_why(self.spec, g, row, facts)}"
+                )
         if self._stale_guards.get(event) and self.spec.states[state].stale:
             err = StaleClaim(
                 f"{event} refused for {where}: the epoch is {state} (its lease lapsed); "
@@ -133,7 +135,9 @@ class ClaimMachine:
                 best = (first, t.guards[first])
         assert best is not None
         guard = best[1]
-        return _refusal(self.spec, guard, f"{event} refused for {where}: {_why(guard, row, facts)}")
+        return _refusal(
+            self.spec, guard, f"{event} refused for {where}: {_why(self.spec, guard, row, facts)}"
+        )
 
 
 @cache
@@ -152,46 +156,8 @@ def _where(row: ClaimRow | None, facts: Facts) -> str:
     return f"target {target!r}" + (f" epoch {epoch}" if epoch is not None else "")
 
 
-def _why(guard: str, row: ClaimRow | None, facts: Facts) -> str:
-    """A sentence for a failed guard that says what is wrong and what to do."""
-    if guard in ("owner_matches", "epoch_current"):
-        if row is None:
-            return "the target has no claim"
-        if facts.epoch != row.epoch:
-            return (
-                f"epoch {facts.epoch} is not current (current epoch {row.epoch}); "
-                "this worker no longer holds the claim: drop the handle and acquire again"
-            )
-        return "the owner token does not match the current claim"
-    if guard == "lease_live" and row is not None:
-        return (
-            f"the lease lapsed at {row.lease_deadline:.3f} (now {facts.now:.3f}); "
-            "renew before the deadline, or release and acquire again"
-        )
-    if guard == "target_free" and row is not None:
-        return f"epoch {row.epoch} is {row.state}; wait for it to end (or sweep and reconcile)"
-    if guard == "draft_approved":
-        d = facts.draft
-        if d is None:
-            return f"draft {facts.draft_id} does not exist"
-        if d.target_id != facts.target_id:
-            return f"draft {d.draft_id} belongs to target {d.target_id!r}"
-        return f"draft {d.draft_id} is {d.status}; approve it first"
-    if guard == "draft_unchanged" and row is not None:
-        d = facts.draft
-        now = f"version {d.version}, {d.status}" if d else "missing"
-        return (
-            f"draft {row.draft_id} changed since it was claimed (pinned version "
-            f"{row.draft_version}, now {now}); release and acquire it again"
-        )
-    if guard in ("effect_present", "effect_absent", "remote_fenced"):
-        return (
-            "uncertain is left only with readback evidence: the effect present, or absent "
-            "with the remote fenced through this epoch"
-        )
-    if guard == "remote_dedups":
-        return "a retry of an uncertain attempt needs a remote that deduplicates by key"
-    return f"guard {guard} failed"
+def _why(spec: Spec, guard: str, row: ClaimRow | None, facts: Facts) -> str:
+    return why(spec.guards[guard], row, facts)
 
 
 def _refusal(spec: Spec, guard: str, message: str) -> Refused:

@@ -6,6 +6,7 @@ stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
 
 from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDecl
 from claimfsm.spec._differences import Differences, differences
+from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS, compare
 from claimfsm.spec._load import (
     MODEL_OPTIONS,
     available,
@@ -18,7 +19,11 @@ from claimfsm.spec._load import (
 from claimfsm.spec._vocabulary import Event, State, require_claim_protocol
 
 __all__ = [
+    "COLUMNS",
+    "FACTS",
+    "GUARD_KINDS",
     "MODEL_OPTIONS",
+    "OPERATORS",
     "Differences",
     "Event",
     "GuardDecl",
@@ -28,6 +33,7 @@ __all__ = [
     "TransitionDecl",
     "available",
     "claim_spec",
+    "compare",
     "declarations_dir",
     "designs",
     "differences",

@@ -21,8 +21,15 @@ class StateDecl:
 class GuardDecl:
     name: str
     meaning: str
+    kind: str  # what it checks: one of spec.GUARD_KINDS
     refusal: str | None = None  # exception name in claimfsm.errors.REFUSALS
     stale: bool = False  # failing it marks the caller as a stale owner
+    hint: str = ""  # for a refusal: what is wrong and what to do (else a sentence by kind)
+    # kind "compare": fact OP column, or fact OP value
+    fact: str | None = None
+    op: str | None = None
+    column: str | None = None
+    value: str | int | float | bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,10 @@ class Spec:
         """The state from which ``event`` reaches ``dest``: the one, for a declaration a store
         runs (``compile_writes`` refuses one where two sources reach it); else the first."""
         return self._source_by_dest[(event, dest)]
+
+    def guards_of_kind(self, kind: str) -> tuple[str, ...]:
+        """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""
+        return tuple(name for name, g in self.guards.items() if g.kind == kind)
 
     def states_where(self, flag: str) -> tuple[str, ...]:
         """Names of the states whose boolean ``flag`` (terminal, frees_target, ...) is set."""

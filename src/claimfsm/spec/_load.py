@@ -12,9 +12,10 @@ from typing import Any
 
 from claimfsm.errors import REFUSALS, SpecError
 from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
 
 _STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
-_GUARD_KEYS = {"meaning", "refusal", "stale"}
+_GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "column", "value"}
 _TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal"}
 _TOP_KEYS = {"name", "initial", "states", "guards", "transitions", "description"}
 _OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "add", "model"}
@@ -208,6 +209,9 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
             raise fail(
                 f"guard {guard!r}: unknown refusal {refusal!r}; use one of {sorted(REFUSALS)}"
             )
+        if not isinstance(body.get("hint", ""), str):
+            raise fail(f"guard {guard!r}: hint must be a string (one line)")
+        _guard_kind(guard, body, fail)
         guards[guard] = GuardDecl(name=guard, **body)
 
     initial = raw["initial"]
@@ -256,6 +260,49 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
 
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def _guard_kind(guard: str, body: dict[str, Any], fail: Any) -> None:
+    """The guard's ``kind`` is known, and a ``compare`` reads a known fact and a known
+    column (or a constant of the fact's type); other kinds take none of those keys."""
+    what = f"guard {guard!r}"
+    kind = body.get("kind")
+    if not isinstance(kind, str) or kind not in GUARD_KINDS:
+        raise fail(
+            f"{what}: unknown guard kind {kind!r}; use one of {sorted(GUARD_KINDS)}"
+            " (docs/declarations.md says what each checks)"
+        )
+    operands = {"fact", "op", "column", "value"} & set(body)
+    if kind != "compare":
+        if operands:
+            raise fail(f"{what}: {sorted(operands)} belong to kind 'compare' only")
+        return
+    fact, op = body.get("fact"), body.get("op")
+    if not isinstance(fact, str) or fact not in FACTS:
+        raise fail(
+            f"{what}: fact {fact!r} is not a fact a caller brings; use one of {sorted(FACTS)}"
+        )
+    if not isinstance(op, str) or op not in OPERATORS:
+        raise fail(f"{what}: op {op!r} is not an operator; use one of {list(OPERATORS)}")
+    if ("column" in body) == ("value" in body):
+        raise fail(f"{what}: compare the fact with either a 'column' of the row or a 'value'")
+    if "column" in body:
+        column = body["column"]
+        if not isinstance(column, str) or column not in COLUMNS:
+            raise fail(
+                f"{what}: column {column!r} is not a declared column of the row; "
+                f"use one of {sorted(COLUMNS)}"
+            )
+        return
+    value, types = body["value"], FACTS[fact]
+    if isinstance(value, bool) != (bool in types) or not isinstance(value, types):
+        raise fail(
+            f"{what}: value {value!r} cannot be compared with {fact}, which is "
+            + " or ".join(t.__name__ for t in types)
+        )
+    if isinstance(value, str) and not _WORD.fullmatch(value):
+        raise fail(f"{what}: a text value must be a word (letters, digits, _), not {value!r}")
 
 
 def _flags(body: dict[str, Any], flags: set[str], what: str, fail: Any) -> None:

@@ -191,6 +191,8 @@ class Store(ABC):
         self.machine = machine if machine is not None else claim_machine()
         self.spec = self.machine.spec
         self._observers: list[Observer] = [log_observed]
+        # What resuming checks: the guards that say the caller holds the epoch.
+        self._owner_guards = self.spec.guards_of_kind("owner")
 
     def observe(self, observer: Observer) -> None:
         """Call ``observer`` with an :class:`Observed` after every transition and refusal
@@ -426,7 +428,7 @@ class Store(ABC):
             )
             refusal: Refused | None = None
             row = self._claim_or_raise(tx, target_id)
-            if not self.machine.guards["owner_matches"](row, facts):
+            if not all(self.machine.guards[g](row, facts) for g in self._owner_guards):
                 refusal = StaleClaim(
                     f"resume refused for target {target_id!r} epoch {epoch}: the epoch or token "
                     f"is not current (current epoch {row.epoch}); acquire again"

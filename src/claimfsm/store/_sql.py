@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimfsm.errors import SpecError
-from claimfsm.spec import Spec, State
+from claimfsm.spec import OPERATORS, GuardDecl, Spec, State
 from claimfsm.store._core import DISPATCHED_WHEN, EFFECTS, IDEMPOTENCY_KEY_SQL
 
 Param = Callable[[str], str]
@@ -38,27 +38,51 @@ CLAIM_COLUMNS = (
 
 
 def guard_sql(spec: Spec, p: Param, table: Callable[[str], str] = str) -> dict[str, str]:
-    """Each guard's predicate over the ``claims`` row (and the draft ``d`` for acquire).
-    ``table`` names a table in the statement (PostgreSQL qualifies it with the schema)."""
+    """Each guard's predicate over the ``claims`` row (and the draft ``d`` for acquire),
+    compiled from its declared kind. ``table`` names a table in the statement (PostgreSQL
+    qualifies it with the schema)."""
     frees = ", ".join(_literal(s) for s in spec.states_where("frees_target"))
-    return {
-        "target_free": f"claims.state IN ({frees})",
-        "draft_approved": f"d.status = 'approved' AND d.target_id = {p('target_id')}",
-        "owner_matches": f"claims.epoch = {p('epoch')} AND claims.token_hash = {p('token_hash')}",
-        "epoch_current": f"claims.epoch = {p('epoch')}",
-        "lease_live": f"claims.lease_deadline > {p('now')}",
-        "lease_lapsed": f"claims.lease_deadline <= {p('now')}",
-        "draft_unchanged": (
+    by_kind = {
+        "free": f"claims.state IN ({frees})",
+        "draft_ready": f"d.status = 'approved' AND d.target_id = {p('target_id')}",
+        "owner": f"claims.epoch = {p('epoch')} AND claims.token_hash = {p('token_hash')}",
+        "epoch": f"claims.epoch = {p('epoch')}",
+        "live": f"claims.lease_deadline > {p('now')}",
+        "lapsed": f"claims.lease_deadline <= {p('now')}",
+        "draft_pinned": (
             f"EXISTS (SELECT 1 FROM {table('drafts')} AS pinned"  # noqa: S608
             " WHERE pinned.draft_id = claims.draft_id"
             " AND pinned.status = 'approved' AND pinned.version = claims.draft_version"
             " AND pinned.digest = claims.draft_digest)"
         ),
-        "effect_present": f"{p('outcome')} = 'present'",
-        "effect_absent": f"{p('outcome')} = 'absent'",
-        "remote_fenced": f"{p('fenced_through')} >= claims.epoch",
-        "remote_dedups": f"{p('remote_dedups')} = 1",
     }
+    compiled = {}
+    for name, g in spec.guards.items():
+        if g.kind == "compare":
+            compiled[name] = _compare_sql(g, p)
+        elif g.kind in by_kind:
+            compiled[name] = by_kind[g.kind]
+        else:
+            raise SpecError(f"{spec.name}: guard {name!r} has kind {g.kind!r}, which has no SQL")
+    return compiled
+
+
+def _compare_sql(g: GuardDecl, p: Param) -> str:
+    """``fact OP column`` or ``fact OP constant``. The fact is a bound parameter; a
+    constant is one the loader checked (a word, a number or a bool), so it is written in."""
+    assert g.fact is not None and g.op is not None
+    op = OPERATORS[g.op][1]
+    left = p(g.fact)
+    if g.column is not None:
+        return f"{left} {op} claims.{g.column}"
+    value = g.value
+    if isinstance(value, bool):
+        right = "1" if value else "0"  # Facts.sql_params sends bools as 0 or 1
+    elif isinstance(value, (int, float)):
+        right = repr(value)
+    else:
+        right = _literal(str(value))
+    return f"{left} {op} {right}"
 
 
 @dataclass(frozen=True)
@@ -112,20 +136,28 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
         everywhere[event] = f"{head}{where} {returning}"
 
     (acq,) = [t for t in spec.transitions if t.event == "acquire"]
-    extra = [g for g in acq.guards if g not in ("target_free", "draft_approved")]
+    extra = [g for g in acq.guards if spec.guards[g].kind not in ("free", "draft_ready")]
     if extra or acq.source != State.UNCLAIMED:
-        raise SpecError(f"{spec.name}: acquire must go from unclaimed with the two acquire guards")
+        raise SpecError(
+            f"{spec.name}: acquire must go from unclaimed with guards of kinds free and"
+            " draft_ready only"
+        )
+
+    def of_kind(kind: str) -> str:
+        terms = [guards[g] for g in acq.guards if spec.guards[g].kind == kind]
+        return terms[0] if len(terms) == 1 else " AND ".join(f"({t})" for t in terms) or "TRUE"
+
     acquire = (
         f"INSERT INTO {table('claims')} (" + ", ".join(CLAIM_COLUMNS) + ") "  # noqa: S608
         f"SELECT {p('target_id')}, 1, {_literal(acq.dest)}, {p('owner')}, {p('token_hash')},"
         f" d.draft_id, d.version, d.digest, {IDEMPOTENCY_KEY_SQL}, {p('lease_deadline')},"
         f" NULL, {p('now')} FROM {table('drafts')} AS d WHERE d.draft_id = {p('draft_id')}"
-        f" AND {guards['draft_approved']} "
+        f" AND {of_kind('draft_ready')} "
         "ON CONFLICT (target_id) DO UPDATE SET epoch = claims.epoch + 1,"
         + ", ".join(
             f" {c} = excluded.{c}" for c in CLAIM_COLUMNS if c not in ("target_id", "epoch")
         )
-        + f" WHERE {guards['target_free']} {returning}"
+        + f" WHERE {of_kind('free')} {returning}"
     )
     return Compiled(events=events, everywhere=everywhere, acquire=acquire)
 

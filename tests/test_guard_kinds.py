@@ -1,0 +1,119 @@
+"""A guard's meaning is declared once, as a kind, and every consumer compiles it: one edit
+to a guard in the TOML changes the machine's check, the stores' SQL, a real store's
+behaviour and the checker's verdict together; a bad kind is one clear error."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+from claimfsm.errors import InsufficientEvidence, SpecError
+from claimfsm.machine import ClaimMachine, ClaimRow, Facts
+from claimfsm.spec import claim_spec, declarations_dir, load_spec
+from claimfsm.store import Evidence, SQLiteStore
+from claimfsm.store._sql import compile_writes
+
+from .conftest import FakeClock
+
+CLAIM = (declarations_dir() / "claim.toml").read_text()
+SRC = Path(__file__).parent.parent / "src" / "claimfsm"
+
+
+def edited(tmp_path: Path, old: str, new: str, name: str = "edited.toml") -> Path:
+    assert CLAIM.count(old) == 1, old
+    path = tmp_path / name
+    path.write_text(CLAIM.replace(old, new))
+    return path
+
+
+STRICT_FENCE = ('op = ">="\ncolumn = "epoch"', 'op = ">"\ncolumn = "epoch"')
+
+
+def row(epoch: int) -> ClaimRow:
+    return ClaimRow("t", epoch, "uncertain", "w", "h", 1, 1, "d", "k", 0.0, None, 0.0)
+
+
+def test_one_edit_to_a_guard_reaches_the_machine_the_sql_and_a_store(tmp_path: Path) -> None:
+    spec = load_spec(edited(tmp_path, *STRICT_FENCE))
+    fenced_at_3 = Facts(now=0.0, target_id="t", epoch=3, outcome="absent", fenced_through=3)
+    assert ClaimMachine(claim_spec()).guards["remote_fenced"](row(3), fenced_at_3)
+    assert not ClaimMachine(spec).guards["remote_fenced"](row(3), fenced_at_3)
+
+    def reconcile_sql(s: object) -> str:
+        return compile_writes(s, lambda n: f":{n}").events["reconcile"]  # type: ignore[arg-type]
+
+    assert ":fenced_through >= claims.epoch" in reconcile_sql(claim_spec())
+    assert ":fenced_through > claims.epoch" in reconcile_sql(spec)
+    assert ">=" not in reconcile_sql(spec).split("fenced_through")[1][:4]
+
+    for s, accepted in ((claim_spec(), True), (spec, False)):
+        clock = FakeClock()
+        store = SQLiteStore(tmp_path / f"{accepted}.sqlite", clock=clock, machine=ClaimMachine(s))
+        draft = store.create_draft("t", "x")
+        store.approve_draft(draft.draft_id)
+        claim = store.acquire("t", draft.draft_id, "w", 30).begin_send()
+        claim.mark_uncertain("timeout")
+        if accepted:
+            assert store.reconcile("t", 1, Evidence.absent_fenced(1)).state == "reconciled"
+        else:
+            with pytest.raises(InsufficientEvidence, match="readback evidence") as caught:
+                store.reconcile("t", 1, Evidence.absent_fenced(1))  # the declared hint
+            assert caught.value.guard == "remote_fenced"
+        store.close()
+
+
+def test_one_edit_to_a_guard_changes_the_checker_verdict(tmp_path: Path) -> None:
+    """Fenced through the epoch no longer counts as fenced: an absent effect can never be
+    reconciled, and the checker (which fences exactly through the epoch) finds the target
+    stuck, where the declaration as shipped holds."""
+    config = ClaimModelConfig(workers=1, drafts=1, epochs=2)
+    shipped = Checker(claim_model(claim_spec(), config)).run()
+    strict = Checker(claim_model(load_spec(edited(tmp_path, *STRICT_FENCE)), config)).run()
+    assert shipped.verdict == "ok"
+    assert strict.verdict == "violated", strict.text()
+    assert strict.unique != shipped.unique
+
+
+def test_an_effect_present_guard_compiled_from_its_constant(tmp_path: Path) -> None:
+    """Swap the two readback constants: present evidence now satisfies effect_absent."""
+    path = edited(tmp_path, 'value = "present"', 'value = "presentx"')
+    machine = ClaimMachine(load_spec(path))
+    facts = Facts(now=0.0, target_id="t", epoch=1, outcome="present")
+    assert not machine.guards["effect_present"](row(1), facts)
+    assert "'presentx'" in compile_writes(load_spec(path), lambda n: f":{n}").events["reconcile"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('kind = "live"', 'kind = "alive"', r"unknown guard kind 'alive'; use one of \["),
+        ('column = "epoch"', 'column = "epochs"', "column 'epochs' is not a declared column"),
+        ('fact = "fenced_through"', 'fact = "fenced"', "fact 'fenced' is not a fact a caller"),
+        ('op = ">="', 'op = "=>"', "op '=>' is not an operator"),
+        ("value = true", 'value = "yes"', "value 'yes' cannot be compared with remote_dedups"),
+        ('kind = "epoch"', 'kind = "epoch"\nop = "="', "belong to kind 'compare' only"),
+        ('column = "epoch"', 'column = "epoch"\nvalue = 1', "either a 'column' of the row or a"),
+    ],
+)
+def test_a_bad_guard_is_one_error_naming_the_file_and_line(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    path = edited(tmp_path, old, new)
+    with pytest.raises(SpecError, match=message) as caught:
+        load_spec(path)
+    assert re.match(rf"{re.escape(str(path))}:\d+: guard '", str(caught.value))
+
+
+def test_no_guard_name_of_the_claim_protocol_is_written_in_the_code() -> None:
+    """Every consumer reads a guard's meaning from its kind: none names a claim guard."""
+    names = set(claim_spec().guards)
+    facts = {"remote_dedups"}  # also the name of a fact the caller brings (Facts)
+    found = []
+    for path in SRC.rglob("*.py"):
+        for name in re.findall(r"[\"']([a-z_]+)[\"']", path.read_text()):
+            if name in names - facts:
+                found.append(f"{path.relative_to(SRC)}: {name}")
+    assert found == []
