@@ -161,16 +161,27 @@ def claim_model(
     kinds = {kind: frozenset(spec.guards_of_kind(kind)) for kind in GUARD_KINDS}
     comparisons = [spec.guards[name] for name in kinds["compare"]]
 
-    def compared(facts: dict[str, Any], tg: Target) -> set[str]:
+    seen_comparisons: dict[tuple[Any, ...], frozenset[str]] = {}
+
+    def compared(
+        outcome: str | None, fenced_through: int | None, dedups: bool, tg: Target
+    ) -> frozenset[str]:
         """The ``compare`` guards true for these evidence facts and this target's row."""
-        row = {"epoch": tg.epoch, "draft_version": tg.version, "outcome": tg.outcome or None}
-        return {
-            g.name
-            for g in comparisons
-            if compare(
-                g.op or "=", facts.get(g.fact or ""), g.value if g.column is None else row[g.column]
+        key = (outcome, fenced_through, dedups, tg.epoch, tg.version, tg.outcome)
+        found = seen_comparisons.get(key)
+        if found is None:
+            facts = {"outcome": outcome, "fenced_through": fenced_through, "remote_dedups": dedups}
+            row = {"epoch": tg.epoch, "draft_version": tg.version, "outcome": tg.outcome or None}
+            found = seen_comparisons[key] = frozenset(
+                g.name
+                for g in comparisons
+                if compare(
+                    g.op or "=",
+                    facts[g.fact or ""],
+                    g.value if g.column is None else row[g.column],
+                )
             )
-        }
+        return found
 
     def init() -> list[World]:
         drafts = tuple(
@@ -188,19 +199,37 @@ def claim_model(
         ]
 
     # -- guard semantics ----------------------------------------------------------------------
-    def owner_truths(w: World, t: int, epoch: int, token: int) -> set[str]:
+    # The guards true for an owner's operation, for each combination of what can hold
+    # (owner, epoch, lease live, draft pinned): looked up, not rebuilt, in the inner loop.
+    truths = {
+        (owner, epoch, live, pinned): frozenset(
+            (kinds["owner"] if owner else frozenset())
+            | (kinds["epoch"] if epoch else frozenset())
+            | (kinds["live"] if live else kinds["lapsed"])
+            | (kinds["draft_pinned"] if pinned else frozenset())
+        )
+        for owner in (False, True)
+        for epoch in (False, True)
+        for live in (False, True)
+        for pinned in (False, True)
+    }
+
+    acquirable = {
+        (free, ready): (kinds["free"] if free else frozenset())
+        | (kinds["draft_ready"] if ready else frozenset())
+        for free in (False, True)
+        for ready in (False, True)
+    }
+
+    def owner_truths(w: World, t: int, epoch: int, token: int) -> frozenset[str]:
         tg = w.targets[t]
-        true: set[str] = set()
-        if tg.epoch == epoch and tg.token == token and epoch > 0:
-            true |= kinds["owner"]
-        if tg.epoch == epoch:
-            true |= kinds["epoch"]
-        true |= kinds["live"] if tg.lease_live else kinds["lapsed"]
+        pinned = False
         if tg.draft >= 0:
             status, version = w.drafts[t][tg.draft]
-            if status == "a" and version == tg.version:
-                true |= kinds["draft_pinned"]
-        return true
+            pinned = status == "a" and version == tg.version
+        current = tg.epoch == epoch
+        owner = current and tg.token == token and epoch > 0
+        return truths[(owner, current, tg.lease_live, pinned)]
 
     def is_stale(w: World, t: int, epoch: int, token: int) -> bool:
         tg = w.targets[t]
@@ -235,7 +264,7 @@ def claim_model(
 
     def lapse(w: World, t: int) -> World:
         tg = w.targets[t]
-        dest = fire(table, "lapse", tg.state, frozenset(owner_truths(w, t, -1, -1)))
+        dest = fire(table, "lapse", tg.state, owner_truths(w, t, -1, -1))
         return w if dest is None or dest == tg.state else move(w, t, "lapse", dest)
 
     def mark_dispatched(w: World, t: int) -> World:
@@ -252,7 +281,7 @@ def claim_model(
     def owner_event(w: World, i: int, event: str, epoch: int, token: int, t: int) -> World | None:
         """Apply ``event`` with a handle; None when refused (the caller records that)."""
         tg = w.targets[t]
-        dest = fire(table, event, tg.state, frozenset(owner_truths(w, t, epoch, token)))
+        dest = fire(table, event, tg.state, owner_truths(w, t, epoch, token))
         if dest is None:
             return None
         if is_stale(w, t, epoch, token) and dest != tg.state:
@@ -326,12 +355,8 @@ def claim_model(
             _, i, t, d = a
             w = lapse(w, t)  # a lapsed reserved epoch is recorded as expired first
             tg = w.targets[t]
-            true: set[str] = set()
-            if tg.state in frees:
-                true |= kinds["free"]
-            if w.drafts[t][d][0] == "a":
-                true |= kinds["draft_ready"]
-            if fire(table, "acquire", "unclaimed", frozenset(true)) is None:
+            true = acquirable[(tg.state in frees, w.drafts[t][d][0] == "a")]
+            if fire(table, "acquire", "unclaimed", true) is None:
                 return None  # refused: nothing changes (the same world is not a new state)
             version = w.drafts[t][d][1]
             epoch, token = tg.epoch + 1, tg.token + 1
@@ -427,13 +452,9 @@ def claim_model(
                     remote=put(w.remote, t, Remote(kept, rm.landed, max(rm.fence, tg.epoch)))
                 )
                 found = present(w, t)
-            evidence = {
-                "outcome": "present" if found else "absent",
-                "fenced_through": w.remote[t].fence,
-                "remote_dedups": False,
-            }
-            true = set(kinds["epoch"]) | compared(evidence, tg)
-            dest = fire(table, "reconcile", tg.state, frozenset(true))
+            evidence = compared("present" if found else "absent", w.remote[t].fence, False, tg)
+            true = kinds["epoch"] | evidence
+            dest = fire(table, "reconcile", tg.state, true)
             if dest is None:
                 return None
             w = move(w, t, "reconcile", dest, outcome="present" if found else "absent")
@@ -441,8 +462,8 @@ def claim_model(
         if kind == "retry":
             _, i, t = a
             tg = w.targets[t]
-            true = set(kinds["epoch"]) | compared({"remote_dedups": dedup}, tg)
-            dest = fire(table, "retry", tg.state, frozenset(true))
+            true = kinds["epoch"] | compared(None, None, dedup, tg)
+            dest = fire(table, "retry", tg.state, true)
             if dest is None:
                 return None
             token = tg.token + 1
