@@ -86,7 +86,7 @@ def test_every_commit_entering_sending_is_fully_synced_and_no_other(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     durable = entering_sending()
-    assert durable == {"begin_send", "retry"}
+    assert durable == {"begin_send", "retry"} == claim_spec().durable_events()
     store = SQLiteStore(tmp_path / "c.sqlite", clock=clock)
     trace: list[str] = []
     store._conn.set_trace_callback(trace.append)

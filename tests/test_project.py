@@ -115,6 +115,7 @@ def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
     assert keys("`[guards.NAME]`") == _load._GUARD_KEYS
     assert keys("kinds") == set(_load.GUARD_KINDS)
     assert keys("`[[transitions]]`") == _load._TRANSITION_KEYS
+    assert keys("`[events.NAME]`") == _load._EVENT_KEYS
     assert keys('Variants: `base = "..."`') == _load._OVERLAY_KEYS
     for option in _load.MODEL_OPTIONS:
         assert f"`{option}`" in sections['Variants: `base = "..."`']

@@ -161,6 +161,7 @@ def claim_model(
     kinds = {kind: frozenset(spec.guards_of_kind(kind)) for kind in GUARD_KINDS}
     comparisons = [spec.guards[name] for name in kinds["compare"]]
 
+    retry_sets = spec.effects["retry"].sets if "retry" in spec.effects else ()
     seen_comparisons: dict[tuple[Any, ...], frozenset[str]] = {}
 
     def compared(
@@ -466,14 +467,16 @@ def claim_model(
             dest = fire(table, "retry", tg.state, true)
             if dest is None:
                 return None
-            token = tg.token + 1
+            # What retry writes is declared ([events.retry]): a fresh token makes every
+            # earlier handle stale; a new lease makes the epoch live again.
+            token = tg.token + 1 if "fresh_token" in retry_sets else tg.token
             w = move(
                 w,
                 t,
                 "retry",
                 dest,
                 token=token,
-                lease_live=True,
+                lease_live=True if "lease" in retry_sets else tg.lease_live,
                 retries=tg.retries + 1,
                 nonce=tg.nonce + 1 if fresh_key else tg.nonce,
             )

@@ -33,6 +33,15 @@ class GuardDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class EventDecl:
+    """What an event writes besides the state (``[events.NAME]``)."""
+
+    name: str
+    sets: tuple[str, ...] = ()  # effects, in spec.EFFECTS: lease, outcome, owner, fresh_token
+    durable: bool = False  # its commit must survive power loss
+
+
+@dataclass(frozen=True, slots=True)
 class TransitionDecl:
     event: str
     source: str
@@ -54,6 +63,7 @@ class Spec:
     description: str = ""  # one line; for a variant: how it differs from its base
     base: str | None = None  # the declaration a variant overlays
     options: Mapping[str, bool] = field(default_factory=dict)  # model options of a variant
+    effects: Mapping[str, EventDecl] = field(default_factory=dict)  # events that write more
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -88,6 +98,17 @@ class Spec:
         """The state from which ``event`` reaches ``dest``: the one, for a declaration a store
         runs (``compile_writes`` refuses one where two sources reach it); else the first."""
         return self._source_by_dest[(event, dest)]
+
+    def event_effects(self, event: str) -> tuple[tuple[str, str], ...]:
+        """(column, Facts field) of each effect ``event`` declares, in declaration order."""
+        from claimfsm.spec._effects import EFFECTS
+
+        decl = self.effects.get(event)
+        return () if decl is None else tuple(EFFECTS[e] for e in decl.sets)
+
+    def durable_events(self) -> frozenset[str]:
+        """Events whose commit must survive power loss."""
+        return frozenset(e for e, d in self.effects.items() if d.durable)
 
     def guards_of_kind(self, kind: str) -> tuple[str, ...]:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from claimfsm.errors import REFUSALS, SpecError
-from claimfsm.spec._declaration import GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._declaration import EventDecl, GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
 
 _STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
 _GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "column", "value"}
 _TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal"}
-_TOP_KEYS = {"name", "initial", "states", "guards", "transitions", "description"}
+_TOP_KEYS = {"name", "initial", "states", "guards", "events", "transitions", "description"}
+_EVENT_KEYS = {"sets", "durable"}
 _OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "add", "model"}
 #: Options a variant may set for the checker's model of the world around the claim row.
 MODEL_OPTIONS = {
@@ -68,7 +70,7 @@ def _with_line(message: str, path: Path) -> str:
     header = None
     if m := re.match(r"transition #(\d+)", what):
         header, nth = "[[transitions]]", int(m.group(1))
-    elif m := re.match(r"(state|guard) '([^']*)'", what):
+    elif m := re.match(r"(state|guard|event) '([^']*)'", what):
         header, nth = f"[{m.group(1)}s.{m.group(2)}]", 1
     if header is None:
         return message
@@ -247,6 +249,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
                 raise fail(f"{label}: dest {dest!r} is not a declared state")
             transitions.append(TransitionDecl(event, src, dest, tuple(names), internal))
     _reachable(initial, states, transitions, fail)
+    effects = _events(raw.get("events", {}), {t.event for t in transitions}, fail)
 
     return Spec(
         name=name,
@@ -256,6 +259,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         transitions=tuple(transitions),
         path=path,
         description=str(raw.get("description", "")),
+        effects=effects,
     )
 
 
@@ -303,6 +307,27 @@ def _guard_kind(guard: str, body: dict[str, Any], fail: Any) -> None:
         )
     if isinstance(value, str) and not _WORD.fullmatch(value):
         raise fail(f"{what}: a text value must be a word (letters, digits, _), not {value!r}")
+
+
+def _events(declared: Any, events: set[str], fail: Any) -> dict[str, EventDecl]:
+    """``[events.NAME]``: what a declared event writes besides the state."""
+    if not isinstance(declared, dict):
+        raise fail("events must be tables: [events.NAME] with 'sets' and/or 'durable'")
+    found = {}
+    for event, body in declared.items():
+        what = f"event {event!r}"
+        _only(body, _EVENT_KEYS, what, fail)
+        if event not in events:
+            raise fail(f"{what} has no transition; declare [events.NAME] for an event that fires")
+        _flags(body, {"durable"}, what, fail)
+        sets = body.get("sets", [])
+        if not isinstance(sets, list) or not all(isinstance(e, str) for e in sets):
+            raise fail(f"{what}: sets must be a list of effect names")
+        unknown = [e for e in sets if e not in EFFECTS]
+        if unknown or len(set(sets)) != len(sets):
+            raise fail(f"{what}: sets {sets!r} must name each effect once, from {sorted(EFFECTS)}")
+        found[event] = EventDecl(event, tuple(sets), bool(body.get("durable", False)))
+    return found
 
 
 def _flags(body: dict[str, Any], flags: set[str], what: str, fail: Any) -> None:

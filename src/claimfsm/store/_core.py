@@ -47,22 +47,6 @@ from claimfsm.store._types import (
 Clock = Callable[[], float]
 R = TypeVar("R")
 
-#: Columns an event sets besides ``state`` and ``updated_at``: (column, Facts field).
-#: Both backends apply exactly these (SQLite compiles them into its SET clauses).
-EFFECTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "renew": (("lease_deadline", "lease_deadline"),),
-    "reconcile": (("outcome", "outcome"),),
-    "retry": (
-        ("owner", "owner"),
-        ("token_hash", "new_token_hash"),
-        ("lease_deadline", "lease_deadline"),
-    ),
-}
-
-#: Events whose commit must survive power loss: they enter ``sending``, after which the
-#: external call may happen at any moment.
-DURABLE_EVENTS = frozenset({"begin_send", "retry"})
-
 #: The claim states (with the outcome, where it matters) whose entry makes the pinned draft
 #: ``dispatched``: the effect is known to have happened. Python and SQL both read this.
 DISPATCHED_WHEN: tuple[tuple[str, str | None], ...] = (
@@ -193,6 +177,8 @@ class Store(ABC):
         self._observers: list[Observer] = [log_observed]
         # What resuming checks: the guards that say the caller holds the epoch.
         self._owner_guards = self.spec.guards_of_kind("owner")
+        # Commits that must survive power loss (declared: an external call may follow).
+        self._durable = self.spec.durable_events()
 
     def observe(self, observer: Observer) -> None:
         """Call ``observer`` with an :class:`Observed` after every transition and refusal
@@ -665,7 +651,7 @@ class Store(ABC):
                 self._record_discard(tx, event, current, facts, refusal)
             return refusal
 
-        result = self._atomically(apply, durable=event in DURABLE_EVENTS)
+        result = self._atomically(apply, durable=event in self._durable)
         if isinstance(result, Exception):
             raise result  # raised after commit, so the discard record is kept
         return result

@@ -19,7 +19,6 @@ from claimfsm.spec import State
 from claimfsm.store._core import (
     CHECKPOINT,
     DISCARD,
-    EFFECTS,
     Clock,
     HistoryRecord,
     Store,
@@ -140,7 +139,7 @@ class _MemoryTx:
             except ClaimFSMError:
                 continue
             row.state = new_state
-            for column, field in EFFECTS.get(event, ()):
+            for column, field in self.machine.spec.event_effects(event):
                 setattr(row, column, getattr(facts, field))
             row.updated_at = facts.now
             changed.append(replace(row))

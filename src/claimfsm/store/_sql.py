@@ -17,7 +17,7 @@ from typing import Any
 
 from claimfsm.errors import SpecError
 from claimfsm.spec import OPERATORS, GuardDecl, Spec, State
-from claimfsm.store._core import DISPATCHED_WHEN, EFFECTS, IDEMPOTENCY_KEY_SQL
+from claimfsm.store._core import DISPATCHED_WHEN, IDEMPOTENCY_KEY_SQL
 
 Param = Callable[[str], str]
 
@@ -128,7 +128,7 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
             if all(t.source == t.dest for t in decls)
             else [f"state = {_destination(decls, terms)}"]
         )
-        sets += [f"{col} = {p(field)}" for col, field in EFFECTS.get(event, ())]
+        sets += [f"{col} = {p(field)}" for col, field in spec.event_effects(event)]
         sets.append(f"updated_at = {p('now')}")
         where = " OR ".join(f"({cond})" for cond, _ in terms)
         head = f"UPDATE {table('claims')} SET {', '.join(sets)} WHERE "  # noqa: S608

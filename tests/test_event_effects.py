@@ -1,0 +1,105 @@
+"""What an event writes besides the state is declared once (``[events.NAME]``): one edit
+there changes the compiled SQL, the reference store and SQLite's stores together, and
+which commits are synced in full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from claimfsm.errors import SpecError
+from claimfsm.machine import ClaimMachine
+from claimfsm.spec import claim_spec, declarations_dir, load_spec
+from claimfsm.store import MemoryStore, SQLiteStore, Store
+from claimfsm.store._sql import compile_writes
+
+from .conftest import FakeClock
+
+CLAIM = (declarations_dir() / "claim.toml").read_text()
+
+
+def edited(tmp_path: Path, old: str, new: str) -> Path:
+    assert CLAIM.count(old) == 1, old
+    path = tmp_path / "edited.toml"
+    path.write_text(CLAIM.replace(old, new))
+    return path
+
+
+def renewed_deadline(store: Store, clock: FakeClock) -> float:
+    draft = store.create_draft("t", "x")
+    store.approve_draft(draft.draft_id)
+    claim = store.acquire("t", draft.draft_id, "w", 30)
+    clock.advance(10)
+    claim.renew(30)
+    info = store.get_claim("t")
+    assert info is not None
+    return info.lease_deadline
+
+
+def test_dropping_an_effect_reaches_the_sql_and_every_store(tmp_path: Path) -> None:
+    """renew without ``lease``: it still fires (its guards hold) but moves no deadline."""
+    spec = load_spec(edited(tmp_path, '[events.renew]\nsets = ["lease"]', "[events.renew]"))
+    p = lambda n: f":{n}"  # noqa: E731
+    assert "lease_deadline = :lease_deadline" in compile_writes(claim_spec(), p).events["renew"]
+    assert "lease_deadline" not in compile_writes(spec, p).events["renew"].split("WHERE")[0]
+    for s, moved in ((claim_spec(), True), (spec, False)):
+        for backend in ("memory", "sqlite"):
+            clock = FakeClock(1000.0)
+            store: Store = (
+                MemoryStore(clock=clock, machine=ClaimMachine(s))
+                if backend == "memory"
+                else SQLiteStore(tmp_path / f"{moved}.sqlite", clock=clock, machine=ClaimMachine(s))
+            )
+            assert renewed_deadline(store, clock) == (1040.0 if moved else 1030.0), backend
+            store.close()
+
+
+def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
+    """begin_send without ``durable``: its commit is no longer synced in full."""
+    spec = load_spec(edited(tmp_path, "[events.begin_send]\ndurable = true", ""))
+    assert spec.durable_events() == {"retry"}
+    for s, full in ((claim_spec(), True), (spec, False)):
+        clock = FakeClock()
+        store = SQLiteStore(tmp_path / f"{full}.sqlite", clock=clock, machine=ClaimMachine(s))
+        draft = store.create_draft("t", "x")
+        store.approve_draft(draft.draft_id)
+        claim = store.acquire("t", draft.draft_id, "w", 30)
+        trace: list[str] = []
+        store._conn.set_trace_callback(trace.append)
+        claim.begin_send()
+        assert ("PRAGMA synchronous = FULL" in trace) == full
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('sets = ["outcome"]', 'sets = ["result"]', r"must name each effect once, from \["),
+        ('sets = ["outcome"]', 'sets = ["outcome", "outcome"]', "must name each effect once"),
+        ("[events.renew]", "[events.renews]", "event 'renews' has no transition"),
+        ("durable = true\n\n[events.renew]", 'durable = "yes"\n\n[events.renew]', "durable must"),
+        ('sets = ["lease"]', 'sets = ["lease"]\nwrites = 1', "unknown keys"),
+    ],
+)
+def test_a_bad_event_table_is_one_error_naming_the_file_and_line(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    path = edited(tmp_path, old, new)
+    with pytest.raises(SpecError, match=message) as caught:
+        load_spec(path)
+    assert str(caught.value).startswith(f"{path}:")
+
+
+def test_the_checker_reads_what_retry_writes(tmp_path: Path) -> None:
+    """retry without ``fresh_token`` keeps the token: the worker that retries holds the
+    same token as the handle that timed out, so fewer distinct worlds are reachable."""
+    from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+
+    old = '[events.retry]\nsets = ["owner", "fresh_token", "lease"]'
+    spec = load_spec(edited(tmp_path, old, '[events.retry]\nsets = ["owner", "lease"]'))
+    config = ClaimModelConfig(workers=2, drafts=1, epochs=2, remote="dedup")
+    shipped = Checker(claim_model(claim_spec(), config)).run()
+    same_token = Checker(claim_model(spec, config)).run()
+    assert shipped.verdict == same_token.verdict == "ok"
+    assert (shipped.unique, same_token.unique) == (7805, 5031)
