@@ -103,3 +103,54 @@ def test_the_checker_reads_what_retry_writes(tmp_path: Path) -> None:
     same_token = Checker(claim_model(spec, config)).run()
     assert shipped.verdict == same_token.verdict == "ok"
     assert (shipped.unique, same_token.unique) == (7805, 5031)
+
+
+NO_DISPATCH = ("dispatches = true  # acknowledged: the pinned draft is dispatched\n", "")
+
+
+def test_a_transition_that_dispatches_is_declared_and_every_consumer_reads_it(
+    tmp_path: Path,
+) -> None:
+    """confirm without ``dispatches``: the stores leave the draft approved after an
+    acknowledged send, and the checker finds the duplicate effect that follows."""
+    from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+    from claimfsm.store._sql import compile_single_statements
+
+    spec = load_spec(edited(tmp_path, *NO_DISPATCH))
+    single = compile_single_statements(claim_spec(), "now()", str, 8)
+    assert "dispatched AS" in single["confirm"]
+    assert "dispatched AS" not in compile_single_statements(spec, "now()", str, 8)["confirm"]
+    for s, status in ((claim_spec(), "dispatched"), (spec, "approved")):
+        for backend in ("memory", "sqlite"):
+            clock = FakeClock()
+            machine = ClaimMachine(s)
+            store: Store = (
+                MemoryStore(clock=clock, machine=machine)
+                if backend == "memory"
+                else SQLiteStore(tmp_path / f"{status}.sqlite", clock=clock, machine=machine)
+            )
+            draft = store.create_draft("t", "x")
+            store.approve_draft(draft.draft_id)
+            store.acquire("t", draft.draft_id, "w", 30).begin_send().confirm()
+            assert store.get_draft(draft.draft_id).status == status, backend
+            store.close()
+    config = ClaimModelConfig(workers=1, drafts=1, epochs=2)
+    assert Checker(claim_model(claim_spec(), config)).run().verdict == "ok"
+    broken = Checker(claim_model(spec, config)).run()
+    assert [p.name for p in broken.violations] == ["effect_at_most_once"]
+
+
+def test_a_dispatch_a_store_cannot_tell_apart_is_refused(tmp_path: Path) -> None:
+    """Both reconcile transitions enter reconciled; without its fact guard the dispatching
+    one cannot be told from the other after the write."""
+    old = 'guards = ["epoch_current", "effect_present"]\ndispatches = true'
+    spec = load_spec(edited(tmp_path, old, 'guards = ["epoch_current"]\ndispatches = true'))
+    with pytest.raises(SpecError, match="no compare guard over the caller's facts tells them"):
+        compile_writes(spec, lambda n: f":{n}")
+    path = edited(
+        tmp_path,
+        'source = "*"\ninternal = true',
+        'source = "*"\ninternal = true\ndispatches = true',
+    )
+    with pytest.raises(SpecError, match="an internal transition cannot dispatch"):
+        load_spec(path)

@@ -161,6 +161,24 @@ def claim_model(
     kinds = {kind: frozenset(spec.guards_of_kind(kind)) for kind in GUARD_KINDS}
     comparisons = [spec.guards[name] for name in kinds["compare"]]
 
+    # Which transition fired, where it matters: the ones declared to dispatch the draft.
+    dispatch_flags = {
+        (t.event, t.source): tuple(
+            d.dispatches for d in spec.transitions if (d.event, d.source) == (t.event, t.source)
+        )
+        for t in spec.transitions
+    }
+
+    def dispatches(event: str, state: str, true: frozenset[str]) -> bool:
+        """Whether the transition ``fire`` takes (the first whose guards hold) dispatches."""
+        flags = dispatch_flags.get((event, state))
+        if not flags or not any(flags):
+            return False
+        for (guards, _dest, _internal), flag in zip(table[(event, state)], flags, strict=True):
+            if guards <= true:
+                return flag
+        return False
+
     retry_sets = spec.effects["retry"].sets if "retry" in spec.effects else ()
     seen_comparisons: dict[tuple[Any, ...], frozenset[str]] = {}
 
@@ -282,13 +300,14 @@ def claim_model(
     def owner_event(w: World, i: int, event: str, epoch: int, token: int, t: int) -> World | None:
         """Apply ``event`` with a handle; None when refused (the caller records that)."""
         tg = w.targets[t]
-        dest = fire(table, event, tg.state, owner_truths(w, t, epoch, token))
+        true = owner_truths(w, t, epoch, token)
+        dest = fire(table, event, tg.state, true)
         if dest is None:
             return None
         if is_stale(w, t, epoch, token) and dest != tg.state:
             w = w._replace(ghosts=w.ghosts._replace(stale_changed=True))
         w = move(w, t, event, dest)
-        if dest == "confirmed":
+        if dispatches(event, tg.state, true):
             w = mark_dispatched(w, t)
         return w
 
@@ -459,7 +478,7 @@ def claim_model(
             if dest is None:
                 return None
             w = move(w, t, "reconcile", dest, outcome="present" if found else "absent")
-            return mark_dispatched(w, t) if found else w
+            return mark_dispatched(w, t) if dispatches("reconcile", tg.state, true) else w
         if kind == "retry":
             _, i, t = a
             tg = w.targets[t]

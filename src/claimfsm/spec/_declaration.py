@@ -48,6 +48,7 @@ class TransitionDecl:
     dest: str  # equals source for an internal transition
     guards: tuple[str, ...] = ()
     internal: bool = False  # recorded only: no state is left or entered
+    dispatches: bool = False  # taking it makes the pinned draft dispatched (effect known)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,22 @@ class Spec:
 
         decl = self.effects.get(event)
         return () if decl is None else tuple(EFFECTS[e] for e in decl.sets)
+
+    def dispatching(self) -> dict[tuple[str, str], tuple[tuple[str, ...], ...]]:
+        """(event, dest) -> for each transition marked ``dispatches``: the guards that tell
+        it from another transition of that event into that state, which a store checks
+        after the write: the ``compare`` guards over the caller's facts alone (their
+        values do not change with the row). Empty tuple: always."""
+        found: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+        for t in self.transitions:
+            if t.dispatches:
+                own = tuple(
+                    g
+                    for g in t.guards
+                    if self.guards[g].kind == "compare" and self.guards[g].column is None
+                )
+                found.setdefault((t.event, t.dest), []).append(own)
+        return {k: tuple(v) for k, v in found.items()}
 
     def durable_events(self) -> frozenset[str]:
         """Events whose commit must survive power loss."""

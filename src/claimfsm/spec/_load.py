@@ -17,7 +17,7 @@ from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
 
 _STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
 _GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "column", "value"}
-_TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal"}
+_TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal", "dispatches"}
 _TOP_KEYS = {"name", "initial", "states", "guards", "events", "transitions", "description"}
 _EVENT_KEYS = {"sets", "durable"}
 _OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "add", "model"}
@@ -226,7 +226,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         label = f"transition #{i} ({event})"
         _only(body, _TRANSITION_KEYS, label, fail)
         event, source = body.get("event"), body.get("source")
-        _flags(body, {"internal"}, label, fail)
+        _flags(body, {"internal", "dispatches"}, label, fail)
         internal = body.get("internal", False)
         if not isinstance(event, str) or not event.isidentifier():
             raise fail(f"{label}: 'event' must be an identifier")
@@ -247,7 +247,10 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
             dest = src if internal else body["dest"]
             if not isinstance(dest, str) or dest not in states:
                 raise fail(f"{label}: dest {dest!r} is not a declared state")
-            transitions.append(TransitionDecl(event, src, dest, tuple(names), internal))
+            dispatches = bool(body.get("dispatches", False))
+            if dispatches and internal:
+                raise fail(f"{label}: an internal transition cannot dispatch (it enters no state)")
+            transitions.append(TransitionDecl(event, src, dest, tuple(names), internal, dispatches))
     _reachable(initial, states, transitions, fail)
     effects = _events(raw.get("events", {}), {t.event for t in transitions}, fail)
 

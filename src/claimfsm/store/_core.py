@@ -47,21 +47,6 @@ from claimfsm.store._types import (
 Clock = Callable[[], float]
 R = TypeVar("R")
 
-#: The claim states (with the outcome, where it matters) whose entry makes the pinned draft
-#: ``dispatched``: the effect is known to have happened. Python and SQL both read this.
-DISPATCHED_WHEN: tuple[tuple[str, str | None], ...] = (
-    (State.CONFIRMED, None),
-    (State.RECONCILED, "present"),
-)
-
-
-def dispatches(row: ClaimRow) -> bool:
-    """Whether entering ``row``'s state makes its pinned draft dispatched."""
-    return any(
-        row.state == state and (outcome is None or row.outcome == outcome)
-        for state, outcome in DISPATCHED_WHEN
-    )
-
 
 @dataclass(frozen=True, slots=True)
 class HistoryRecord:
@@ -179,6 +164,8 @@ class Store(ABC):
         self._owner_guards = self.spec.guards_of_kind("owner")
         # Commits that must survive power loss (declared: an external call may follow).
         self._durable = self.spec.durable_events()
+        # Transitions that make the pinned draft dispatched (declared ``dispatches``).
+        self._dispatching = self.spec.dispatching()
 
     def observe(self, observer: Observer) -> None:
         """Call ``observer`` with an :class:`Observed` after every transition and refusal
@@ -668,9 +655,18 @@ class Store(ABC):
     def _record(self, tx: Tx, event: str, row: ClaimRow, facts: Facts, detail: str) -> str:
         source = self.spec.source_of(event, row.state)
         tx.append_history([_record(event, source, row, facts.now, row.token_hash, detail)])
-        if dispatches(row):
+        if self._dispatches(event, row, facts):
             tx.mark_dispatched(row.draft_id, row.draft_version, facts.now)
         return source
+
+    def _dispatches(self, event: str, row: ClaimRow, facts: Facts) -> bool:
+        """Whether the transition ``event`` just took into ``row.state`` is one declared
+        ``dispatches`` (told apart from another into that state by its fact guards)."""
+        ways = self._dispatching.get((event, row.state))
+        if not ways:
+            return False
+        guards = self.machine.guards
+        return any(all(guards[g](row, facts) for g in way) for way in ways)
 
     def _diagnose(self, event: str, state: str, row: ClaimRow | None, facts: Facts) -> Exception:
         error = self.machine.explain(event, state, row, facts)

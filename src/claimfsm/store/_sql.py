@@ -17,7 +17,7 @@ from typing import Any
 
 from claimfsm.errors import SpecError
 from claimfsm.spec import OPERATORS, GuardDecl, Spec, State
-from claimfsm.store._core import DISPATCHED_WHEN, IDEMPOTENCY_KEY_SQL
+from claimfsm.store._core import IDEMPOTENCY_KEY_SQL
 
 Param = Callable[[str], str]
 
@@ -107,6 +107,15 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
             raise SpecError(
                 f"{spec.name}: event {t.event!r} reaches {t.dest!r} from both {prior!r} and "
                 f"{t.source!r}; a store could not tell which one it took: use two event names"
+            )
+    for t in spec.transitions:
+        ways = spec.dispatching().get((t.event, t.dest), ())
+        if not t.dispatches and () in ways:
+            raise SpecError(
+                f"{spec.name}: event {t.event!r} enters {t.dest!r} by a transition that "
+                "dispatches and by one that does not, and no compare guard over the caller's "
+                "facts tells them apart: a store could not tell whether the draft was "
+                "dispatched; add such a guard, or use two event names"
             )
     guards = guard_sql(spec, p, table)
     missing = sorted(set(spec.guards) - set(guards))
@@ -199,16 +208,20 @@ def compile_single_statements(
         return f"%({name})s"
 
     writes = compile_writes(spec, p, table)
+    guards = guard_sql(spec, p, table)
+    dispatching = spec.dispatching()
     statements = {}
     for event, write in [("acquire", writes.acquire), *writes.events.items()]:
         sources = {t.dest: t.source for t in spec.transitions if t.event == event}
-        # The draft's change, only for an event that can enter a dispatching state.
+        # The draft's change, only for the transitions declared to dispatch: the state
+        # written, and the fact guards that tell such a transition from another.
         dispatched = " OR ".join(
-            f"(w.state = {_literal(state)}"
-            + ("" if outcome is None else f" AND w.outcome = {_literal(outcome)}")
+            "("
+            + " AND ".join([f"w.state = {_literal(dest)}", *(f"({guards[g]})" for g in way)])
             + ")"
-            for state, outcome in DISPATCHED_WHEN
-            if state in sources
+            for (e, dest), ways in dispatching.items()
+            if e == event
+            for way in ways
         )
         whens = " ".join(
             f"WHEN {_literal(dest)} THEN {_literal(src)}" for dest, src in sources.items()
