@@ -585,6 +585,41 @@ def claim_model(
                 "an uncertain claim is reconciled absent against a fenced remote",
             )
         )
+
+    def waiting(w: World) -> bool:
+        """Some target is free, has an approved draft, and epochs left (the model's bound)."""
+        return any(
+            tg.state in frees
+            and tg.epoch < cfg.epochs
+            and any(status == "a" for status, _ in w.drafts[t])
+            for t, tg in enumerate(w.targets)
+        )
+
+    # Liveness, under weak fairness (an action that stays enabled is eventually taken).
+    if fencing:
+        props.append(
+            Property(
+                "uncertain_is_reconciled",
+                "eventually",
+                lambda w: all(t.state != "uncertain" for t in w.targets),
+                "against a fencing remote, every uncertain claim is eventually resolved",
+                trigger=lambda w: any(t.state == "uncertain" for t in w.targets),
+                fair=lambda a: ("reconcile", a[1]) if a[0] == "reconcile" else None,
+                fairness="readback (reconcile) of each target",
+            )
+        )
+    props.append(
+        Property(
+            "free_target_is_acquired",
+            "eventually",
+            lambda w: not waiting(w),
+            "a free target with an approved draft is acquired, or its draft stops being"
+            " approved, while some worker keeps trying",
+            trigger=waiting,
+            fair=lambda a: ("acquire", a[2]) if a[0] == "acquire" else None,
+            fairness="acquiring each target, by any worker, for any of its drafts",
+        )
+    )
     if cfg.crashes:
         props.append(
             Property(

@@ -5,7 +5,12 @@ states, the actions enabled in a state, the next state for an action (None: disa
 named properties. ``always`` properties must hold in every reachable state (a violation is
 a *counterexample*); ``sometimes`` properties must hold in at least one (a discovery is an
 *example*, and finding none in a complete search shows the model, or a design, cannot do
-something it should). States must be immutable and hashable.
+something it should). ``eventually`` properties are liveness: from every reachable state
+where ``trigger`` holds, every path reaches a state where ``holds`` holds, under weak
+fairness for the action classes ``fair`` names (an action class that stays enabled is
+eventually taken). A violation is a *lasso*: a path to a loop of states where ``holds``
+never holds that a fair scheduler may repeat forever, or a path to a state where nothing
+more can happen. States must be immutable and hashable.
 
 Symmetry reduction: a model may give ``canonical(state)``, a representative of the state's
 class under permutation of interchangeable parts (workers). The checker then visits one
@@ -19,6 +24,7 @@ import builtins
 import itertools
 import json
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,9 +39,16 @@ A = TypeVar("A")
 @dataclass(frozen=True)
 class Property(Generic[S]):
     name: str
-    kind: Literal["always", "sometimes"]
+    kind: Literal["always", "sometimes", "eventually"]
     holds: Callable[[S], bool]
     description: str = ""
+    #: ``eventually`` only: where the obligation starts (None: the initial states).
+    trigger: Callable[[S], bool] | None = None
+    #: ``eventually`` only: an action's fairness class (None: not under fairness). Each
+    #: class is weakly fair: if some action of it stays enabled, one is eventually taken.
+    fair: Callable[[Any], Hashable | None] | None = None
+    #: ``eventually`` only: the fairness assumption in words, for reports.
+    fairness: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,10 +94,15 @@ class Discovery(Generic[S, A]):
     property: Property[S]
     path: tuple[Step[S, A], ...]
     token: str  # replay token: the action indices along the path
+    #: A liveness counterexample's loop: the steps from this index on (to the end of the
+    #: path, which returns to the state at this index) may repeat forever. None: no loop
+    #: (a safety counterexample, an example, or a liveness path that ends where nothing
+    #: more can happen).
+    loop_from: int | None = None
 
     @builtins.property  # the field above shadows the builtin in this class body
     def kind(self) -> str:
-        return "counterexample" if self.property.kind == "always" else "example"
+        return "example" if self.property.kind == "sometimes" else "counterexample"
 
 
 @dataclass
@@ -105,7 +123,7 @@ class Report(Generic[S, A]):
 
     def outcome(self, prop: Property[S]) -> str:
         found = prop.name in self.discoveries
-        if prop.kind == "always":
+        if prop.kind in ("always", "eventually"):
             return "violated" if found else ("holds" if self.complete else "holds so far")
         return "found" if found else ("never happens" if self.complete else "not found yet")
 
@@ -140,7 +158,16 @@ class Report(Generic[S, A]):
                 lines.append(f"\n{p.name} ({p.kind}) never happens: {p.description}")
                 continue
             lines.append(f"\ncounterexample for {p.name}: {p.description}")
+            if p.kind == "eventually":
+                lines.append(f"  (under fairness: {p.fairness or 'none'})")
             lines += _numbered(m, d.path)
+            if p.kind == "eventually":
+                lines.append(
+                    f"  the last {len(d.path) - 1 - d.loop_from} actions repeat forever,"
+                    " and it never holds"
+                    if d.loop_from is not None
+                    else "  after the last step nothing more can happen, and it never held"
+                )
             lines.append(f"replay token: {d.token}")
         if self.deadlock:
             lines.append("\ndeadlock: no action is enabled after")
@@ -170,6 +197,9 @@ class Report(Generic[S, A]):
                     if p.name in self.discoveries
                     else [],
                     "token": self.discoveries[p.name].token if p.name in self.discoveries else None,
+                    "loop_from": self.discoveries[p.name].loop_from
+                    if p.name in self.discoveries
+                    else None,
                 }
                 for p in self.violations
             ],
@@ -255,6 +285,13 @@ class Checker(Generic[S, A]):
         report: Report[S, A] = Report(m)
         always = [p for p in m.properties if p.kind == "always"]
         sometimes = [p for p in m.properties if p.kind == "sometimes"]
+        eventually = [p for p in m.properties if p.kind == "eventually"]
+        # For liveness, the graph: key -> (the next keys, the index of the action that leads
+        # to each among the state's actions). Actions are not kept: the liveness pass asks
+        # the model again for the few states it needs them for.
+        edges: dict[Hashable, tuple[tuple[Hashable, ...], array[int]]] | None = (
+            {} if eventually else None
+        )
         # key -> (parent key, action, the concrete state first reached, depth)
         seen: dict[Hashable, tuple[Hashable | None, A | None, S, int]] = {}
         queue: deque[Hashable] = deque()
@@ -299,18 +336,27 @@ class Checker(Generic[S, A]):
                 report.stopped_by = "depth"
                 continue
             enabled = False
-            for action in m.actions(state):
+            out: list[Hashable] | None = None
+            out_index = array("H")
+            if edges is not None:
+                out = []
+            for index, action in enumerate(m.actions(state)):
                 nxt = m.next_state(state, action)
                 if nxt is None:
                     continue
                 enabled = True
                 report.states += 1
                 k2 = canon(nxt)
+                if out is not None:
+                    out.append(k2)
+                    out_index.append(index)
                 if k2 in seen:
                     continue
                 seen[k2] = (key, action, nxt, depth + 1)
                 visit(k2, nxt)
                 queue.append(k2)
+            if edges is not None and out is not None:
+                edges[key] = (tuple(out), out_index)
             if not enabled and report.deadlock is None and not m.may_stop(state):
                 report.deadlock = path_to(key)
             now = time.perf_counter()
@@ -323,9 +369,15 @@ class Checker(Generic[S, A]):
             if self._progress is not None and now >= next_progress:
                 self._progress(len(seen), depth, now - start)
                 next_progress = now + 1.0
+        report.complete = not queue and report.stopped_by is None
+        if report.complete and edges is not None:
+            for p in eventually:
+                found = _liveness(p, seen, _Graph(m, seen, edges))
+                if found is not None:
+                    path, loop_from = found
+                    report.discoveries[p.name] = Discovery(p, path, self._token(path), loop_from)
         report.unique = len(seen)
         report.seconds = time.perf_counter() - start
-        report.complete = not queue and report.stopped_by is None
         if report.complete:
             report.depth = max((v[3] for v in seen.values()), default=0)
         return report
@@ -339,6 +391,222 @@ class Checker(Generic[S, A]):
             indices.append(str(options.index(after.action)))  # type: ignore[arg-type]
         init = [s for s in m.init_states()]
         return ".".join([str(init.index(path[0].state)), *indices])
+
+
+class _Graph:
+    """A complete search's graph, with each edge's action found again on demand."""
+
+    def __init__(
+        self,
+        model: Model[Any, Any],
+        seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
+        edges: dict[Hashable, tuple[tuple[Hashable, ...], array[int]]],
+    ) -> None:
+        self.model, self.seen, self.edges = model, seen, edges
+        self._out: dict[Hashable, list[tuple[Any, Hashable]]] = {}
+
+    def succ(self, k: Hashable) -> tuple[Hashable, ...]:
+        found = self.edges.get(k)
+        return () if found is None else found[0]
+
+    def out(self, k: Hashable) -> list[tuple[Any, Hashable]]:
+        """(action, next key) of every enabled action of ``k``."""
+        found = self._out.get(k)
+        if found is None:
+            succ, index = self.edges.get(k, ((), array("H")))
+            actions = list(self.model.actions(self.seen[k][2])) if succ else []
+            found = self._out[k] = [(actions[i], k2) for i, k2 in zip(index, succ, strict=True)]
+        return found
+
+
+def _liveness(
+    p: Property[Any],
+    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
+    edges: _Graph,
+) -> tuple[tuple[Step[Any, Any], ...], int | None] | None:
+    """A shortest-prefix violation of ``eventually`` property ``p`` in a complete search's
+    graph, or None if it holds: a path to a state where nothing more can happen, or a lasso
+    whose loop a weakly fair scheduler may repeat forever, all in states where ``p`` does not
+    hold, from a state where its trigger does.
+
+    Weak fairness, per class: a loop is fair if each class is either taken on the loop or
+    disabled in one of its states. A strongly connected region of bad states hosts a fair
+    loop exactly when that holds of the whole region (a smaller loop is fair only if its
+    region is), so the maximal regions (Tarjan's algorithm) decide.
+    """
+    holds, fair = p.holds, p.fair
+
+    def fairness(action: Any) -> Hashable | None:
+        return None if fair is None else fair(action)
+
+    bad = {k for k, v in seen.items() if not holds(v[2])}
+    trigger = p.trigger
+    starts = [k for k in bad if (seen[k][0] is None if trigger is None else trigger(seen[k][2]))]
+    if not starts:
+        return None
+    # The bad states reachable from a start through bad states, in breadth-first order from
+    # the nearest starts, so the prefix found is short.
+    starts.sort(key=lambda k: seen[k][3])
+    via: dict[Hashable, tuple[Hashable | None, Any]] = {k: (None, None) for k in starts}
+    queue = deque(starts)
+    while queue:
+        k = queue.popleft()
+        for k2 in edges.succ(k):
+            if k2 in bad and k2 not in via:
+                via[k2] = (k, None)  # the action is found again for the path shown
+                queue.append(k2)
+
+    def lasso_prefix(k: Hashable) -> list[Step[Any, Any]]:
+        """The search's path to the start of the bad run, then the bad run to ``k``."""
+        tail: list[tuple[Any, Hashable]] = []
+        while via[k][0] is not None:
+            parent = via[k][0]
+            action = next(a for a, k2 in edges.out(parent) if k2 == k)
+            tail.append((action, k))
+            k = parent
+        steps = list(path_from(seen, k))
+        for action, key in reversed(tail):
+            steps.append(Step(action, seen[key][2]))
+        return steps
+
+    # Nothing more can happen in a bad state: the obligation is never met.
+    for k in via:
+        if not edges.succ(k):
+            return tuple(lasso_prefix(k)), None
+    order = {k: i for i, k in enumerate(via)}  # breadth-first: nearer states first
+    for region in _regions(via, edges):
+        inside = set(region)
+        if len(region) == 1 and region[0] not in edges.succ(region[0]):
+            continue  # a single state without a self-loop is no loop
+        classes_taken: set[Hashable] = set()
+        enabled_somewhere: set[Hashable] = set()
+        enabled_everywhere: set[Hashable] | None = None
+        for k in region:
+            here = set()
+            for action, k2 in edges.out(k) if fair is not None else ():
+                c = fairness(action)
+                if c is None:
+                    continue
+                here.add(c)
+                if k2 in inside:
+                    classes_taken.add(c)
+            enabled_somewhere |= here
+            enabled_everywhere = here if enabled_everywhere is None else enabled_everywhere & here
+        if enabled_everywhere and not enabled_everywhere <= classes_taken:
+            continue  # a class stays enabled and is never taken here: no fair loop
+        entry = min(region, key=order.__getitem__)
+        prefix = lasso_prefix(entry)
+        loop = _loop(entry, inside, edges, seen, fair, classes_taken, enabled_somewhere)
+        return tuple(prefix + loop), len(prefix) - 1
+    return None
+
+
+def _regions(nodes: dict[Hashable, Any], edges: _Graph) -> list[list[Hashable]]:
+    """The strongly connected regions of ``edges`` restricted to ``nodes`` (Tarjan's
+    algorithm, iteratively: the graphs are deeper than Python's recursion limit)."""
+    index: dict[Hashable, int] = {}
+    low: dict[Hashable, int] = {}
+    on_stack: set[Hashable] = set()
+    stack: list[Hashable] = []
+    found: list[list[Hashable]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work: list[tuple[Hashable, int]] = [(root, 0)]
+        while work:
+            k, i = work.pop()
+            if i == 0:
+                index[k] = low[k] = counter
+                counter += 1
+                stack.append(k)
+                on_stack.add(k)
+            succ = [k2 for k2 in edges.succ(k) if k2 in nodes]
+            recurse = False
+            while i < len(succ):
+                k2 = succ[i]
+                i += 1
+                if k2 not in index:
+                    work.append((k, i))
+                    work.append((k2, 0))
+                    recurse = True
+                    break
+                if k2 in on_stack:
+                    low[k] = min(low[k], index[k2])
+            if recurse:
+                continue
+            if low[k] == index[k]:
+                region = []
+                while True:
+                    k2 = stack.pop()
+                    on_stack.discard(k2)
+                    region.append(k2)
+                    if k2 == k:
+                        break
+                found.append(region)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[k])
+    return found
+
+
+def _loop(
+    entry: Hashable,
+    inside: set[Hashable],
+    edges: _Graph,
+    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
+    fair: Callable[[Any], Hashable | None] | None,
+    taken: set[Hashable],
+    somewhere: set[Hashable],
+) -> list[Step[Any, Any]]:
+    """A loop from ``entry`` back to it inside the region that is fair: it takes each
+    fairness class the region takes, and passes a state where each class enabled somewhere
+    in the region but never taken there is disabled."""
+
+    def fairness_class(action: Any) -> Hashable | None:
+        return None if fair is None else fair(action)
+
+    goals: list[tuple[str, Hashable]] = [("take", c) for c in sorted(taken, key=repr)]
+    goals += [("disabled", c) for c in sorted(somewhere - taken, key=repr)]
+    goals.append(("back", None))
+
+    def meets(goal: tuple[str, Hashable], a: Any, k2: Hashable) -> bool:
+        what, c = goal
+        if what == "take":
+            return fairness_class(a) == c
+        if what == "disabled":
+            return all(fairness_class(b) != c for b, _ in edges.out(k2))
+        return k2 == entry
+
+    steps: list[Step[Any, Any]] = []
+    here = entry
+    for goal in goals:
+        # The shortest way from here to an edge that meets the goal, inside the region.
+        via: dict[Hashable, tuple[Hashable, Any] | None] = {here: None}
+        queue = deque([here])
+        end: tuple[Hashable, Any, Hashable] | None = None
+        while queue and end is None:
+            k = queue.popleft()
+            for a, k2 in edges.out(k):
+                if k2 not in inside:
+                    continue
+                if meets(goal, a, k2):
+                    end = (k, a, k2)
+                    break
+                if k2 not in via:
+                    via[k2] = (k, a)
+                    queue.append(k2)
+        assert end is not None, "a strongly connected region reaches each of its states"
+        k, a, k2 = end
+        part = [(a, k2)]
+        while via[k] is not None:
+            parent, action = via[k]  # type: ignore[misc]
+            part.append((action, k))
+            k = parent
+        for action, key in reversed(part):
+            steps.append(Step(action, seen[key][2]))
+        here = k2
+    return steps
 
 
 def path_from(

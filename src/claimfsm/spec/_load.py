@@ -20,7 +20,7 @@ _GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "col
 _TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal", "dispatches"}
 _TOP_KEYS = {"name", "initial", "states", "guards", "events", "transitions", "description"}
 _EVENT_KEYS = {"sets", "durable"}
-_OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "add", "model"}
+_OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "drop", "add", "model"}
 #: Options a variant may set for the checker's model of the world around the claim row.
 MODEL_OPTIONS = {
     "one_live_draft_per_target": "one live draft per target (a partial unique index)",
@@ -112,7 +112,12 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
         raise fail("a variant needs a one-line 'description' of how it differs")
     if not isinstance(raw["base"], str) or not raw["base"]:
         raise fail("base must be the path of the declaration it varies, like '../claim.toml'")
-    shapes = {"replace": ("event", "source"), "drop_guard": ("event", "guard"), "add": ()}
+    shapes = {
+        "replace": ("event", "source"),
+        "drop_guard": ("event", "guard"),
+        "drop": ("event", "source"),
+        "add": (),
+    }
     for key, needed in shapes.items():
         changes = raw.get(key, [])
         if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
@@ -143,6 +148,19 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
         if len(hits) != 1:
             raise fail(f"replace: no single {change['event']} transition from {change['source']}")
         hits[0].update({k: v for k, v in change.items() if k in ("dest", "guards")})
+    for change in raw.get("drop", []):
+        hits = [
+            t
+            for t in transitions
+            if (t["event"], t["source"]) == (change["event"], change["source"])
+            and ("guards" not in change or t.get("guards", []) == change["guards"])
+        ]
+        if len(hits) != 1:
+            raise fail(
+                f"drop: no single {change['event']} transition from {change['source']}"
+                + ("" if "guards" in change else "; name its guards to pick one")
+            )
+        transitions.remove(hits[0])
     for change in raw.get("drop_guard", []):
         hits = [
             t

@@ -1,0 +1,121 @@
+"""Liveness: ``eventually`` properties under weak fairness, in the built-in engine.
+
+A toy model first, where each answer is known by hand: a loop that a fair scheduler must
+leave, one it need not leave (the way out is disabled on the loop), a dead end. Then the
+claim model: the correct design holds both of its liveness properties, and a wrong design
+that strands a target in ``uncertain`` fails one, with a path that ends where nothing more
+can happen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claimfsm.checker import Checker, ClaimModelConfig, Model, Property, claim_model, replay
+from claimfsm.spec import claim_spec, designs
+
+
+def spin_model(
+    *, exit_from: tuple[int, ...], fair: bool, dead_end: bool = False
+) -> Model[Any, Any]:
+    """States 0 -> 1 -> 2 -> 0 ("spin"), "exit" to "done" from the states in ``exit_from``;
+    with ``dead_end``, state 1 may also "stall" into a state where nothing is enabled."""
+
+    def actions(s: Any) -> list[str]:
+        if s in ("done", "stuck"):
+            return []
+        acts = ["spin"]
+        if s in exit_from:
+            acts.append("exit")
+        if dead_end and s == 1:
+            acts.append("stall")
+        return acts
+
+    def step(s: Any, a: str) -> Any:
+        return {
+            "spin": (s + 1) % 3 if isinstance(s, int) else None,
+            "exit": "done",
+            "stall": "stuck",
+        }[a]
+
+    prop: Property[Any] = Property(
+        "leaves",
+        "eventually",
+        lambda s: s == "done",
+        "the loop is eventually left",
+        fair=(lambda a: "exit" if a == "exit" else None) if fair else None,
+        fairness="exit" if fair else "",
+    )
+    return Model(
+        init_states=lambda: [0],
+        actions=actions,
+        next_state=step,
+        properties=[prop],
+        may_stop=lambda s: s in ("done", "stuck"),
+    )
+
+
+def test_an_unfair_loop_is_a_lasso_counterexample() -> None:
+    report = Checker(spin_model(exit_from=(0, 1, 2), fair=False)).run()
+    assert report.verdict == "violated"
+    found = report.discoveries["leaves"]
+    assert found.loop_from is not None
+    loop = found.path[found.loop_from :]
+    assert loop[0].state == loop[-1].state  # it returns where the loop began
+    assert {s.action for s in loop[1:]} == {"spin"}
+    assert [s.state for s in replay(report.model, found.token)] == [s.state for s in found.path]
+    assert "repeat forever" in report.text()
+
+
+def test_weak_fairness_forces_an_action_that_stays_enabled() -> None:
+    assert Checker(spin_model(exit_from=(0, 1, 2), fair=True)).run().verdict == "ok"
+
+
+def test_weak_fairness_does_not_force_an_action_disabled_on_the_loop() -> None:
+    report = Checker(spin_model(exit_from=(0, 1), fair=True)).run()
+    assert report.verdict == "violated"
+    found = report.discoveries["leaves"]
+    assert found.loop_from is not None
+    assert 2 in [s.state for s in found.path[found.loop_from :]]  # where exit is disabled
+
+
+def test_a_dead_end_before_the_goal_is_a_counterexample() -> None:
+    report = Checker(spin_model(exit_from=(0, 1, 2), fair=True, dead_end=True)).run()
+    found = report.discoveries["leaves"]
+    assert found.loop_from is None and found.path[-1].state == "stuck"
+    assert "nothing more can happen" in report.text()
+
+
+def test_the_obligation_starts_where_its_trigger_holds() -> None:
+    model = spin_model(exit_from=(0, 1), fair=True)
+    only_from_done = Property(
+        "leaves", "eventually", lambda s: s == "done", trigger=lambda s: s == "done"
+    )
+    model = Model(
+        model.init_states,
+        model.actions,
+        model.next_state,
+        [only_from_done],
+        may_stop=model.may_stop,
+    )
+    assert Checker(model).run().verdict == "ok"  # never triggered where it fails
+
+
+def test_the_claim_protocol_holds_its_liveness_properties() -> None:
+    report = Checker(claim_model(claim_spec(), ClaimModelConfig(workers=2))).symmetry().run()
+    assert report.verdict == "ok", report.text()
+    eventually = {
+        p.name: report.outcome(p) for p in report.model.properties if p.kind == "eventually"
+    }
+    assert eventually == {"uncertain_is_reconciled": "holds", "free_target_is_acquired": "holds"}
+
+
+def test_a_design_that_strands_a_target_fails_liveness() -> None:
+    spec = designs()["readback_present_only"]
+    report = Checker(claim_model(spec, ClaimModelConfig(workers=2))).symmetry().run()
+    failed = [p.name for p in report.violations if p.kind == "eventually"]
+    assert failed == ["uncertain_is_reconciled"]
+    found = report.discoveries["uncertain_is_reconciled"]
+    assert found.path[-1].state.targets[0].state == "uncertain"
+    # Every safety property still holds: only liveness tells this design apart.
+    assert not [p for p in report.violations if p.kind == "always"]
