@@ -21,6 +21,7 @@ a sequence of real actions from an initial state, replayable with :func:`replay`
 from __future__ import annotations
 
 import builtins
+import gc
 import itertools
 import json
 import time
@@ -278,6 +279,18 @@ class Checker(Generic[S, A]):
         return self
 
     def run(self) -> Report[S, A]:
+        """Search (see the class). Python's cyclic garbage collector is paused meanwhile:
+        the search keeps every state alive and makes no reference cycles, so each of the
+        collector's passes over the growing set of states would be pure cost."""
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run()
+        finally:
+            if paused:
+                gc.enable()
+
+    def _run(self) -> Report[S, A]:
         m = self.model
         canon: Callable[[S], Hashable] = (
             m.canonical if self._symmetry and m.canonical is not None else (lambda s: s)
@@ -286,14 +299,13 @@ class Checker(Generic[S, A]):
         always = [p for p in m.properties if p.kind == "always"]
         sometimes = [p for p in m.properties if p.kind == "sometimes"]
         eventually = [p for p in m.properties if p.kind == "eventually"]
-        # For liveness, the graph: key -> (the next keys, the index of the action that leads
-        # to each among the state's actions). Actions are not kept: the liveness pass asks
-        # the model again for the few states it needs them for.
-        edges: dict[Hashable, tuple[tuple[Hashable, ...], array[int]]] | None = (
-            {} if eventually else None
-        )
+        # For liveness, the graph, in flat arrays of ints (no object per edge): states are
+        # numbered as found; the edges of state i are entries offsets[i] to offsets[i + 1]
+        # of ``targets`` (the next state's number) and ``chosen`` (the index of the action
+        # among the state's actions: actions are asked of the model again when needed).
         # key -> (parent key, action, the concrete state first reached, depth)
         seen: dict[Hashable, tuple[Hashable | None, A | None, S, int]] = {}
+        edges: _Graph | None = _Graph(m, seen) if eventually else None
         queue: deque[Hashable] = deque()
         start = time.perf_counter()
         next_progress = start + 1.0
@@ -316,6 +328,8 @@ class Checker(Generic[S, A]):
             key = canon(state)
             if key not in seen:
                 seen[key] = (None, None, state, 0)
+                if edges is not None:
+                    edges.number(key)
                 visit(key, state)
                 queue.append(key)
 
@@ -336,10 +350,8 @@ class Checker(Generic[S, A]):
                 report.stopped_by = "depth"
                 continue
             enabled = False
-            out: list[Hashable] | None = None
-            out_index = array("H")
             if edges is not None:
-                out = []
+                edges.expand(key)
             for index, action in enumerate(m.actions(state)):
                 nxt = m.next_state(state, action)
                 if nxt is None:
@@ -347,16 +359,18 @@ class Checker(Generic[S, A]):
                 enabled = True
                 report.states += 1
                 k2 = canon(nxt)
-                if out is not None:
-                    out.append(k2)
-                    out_index.append(index)
                 if k2 in seen:
+                    if edges is not None:  # inlined: this is the inner loop
+                        edges.targets.append(edges.ids[k2])
+                        edges.chosen.append(index)
                     continue
+                if edges is not None:
+                    edges.number(k2)
+                    edges.targets.append(edges.ids[k2])
+                    edges.chosen.append(index)
                 seen[k2] = (key, action, nxt, depth + 1)
                 visit(k2, nxt)
                 queue.append(k2)
-            if edges is not None and out is not None:
-                edges[key] = (tuple(out), out_index)
             if not enabled and report.deadlock is None and not m.may_stop(state):
                 report.deadlock = path_to(key)
             now = time.perf_counter()
@@ -372,7 +386,7 @@ class Checker(Generic[S, A]):
         report.complete = not queue and report.stopped_by is None
         if report.complete and edges is not None:
             for p in eventually:
-                found = _liveness(p, seen, _Graph(m, seen, edges))
+                found = _liveness(p, seen, edges.done())
                 if found is not None:
                     path, loop_from = found
                     report.discoveries[p.name] = Discovery(p, path, self._token(path), loop_from)
@@ -394,28 +408,60 @@ class Checker(Generic[S, A]):
 
 
 class _Graph:
-    """A complete search's graph, with each edge's action found again on demand."""
+    """A search's graph for liveness, in flat arrays of ints (see ``Checker._run``); each
+    edge's action is found again on demand."""
 
     def __init__(
         self,
         model: Model[Any, Any],
         seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
-        edges: dict[Hashable, tuple[tuple[Hashable, ...], array[int]]],
     ) -> None:
-        self.model, self.seen, self.edges = model, seen, edges
+        self.model, self.seen = model, seen
+        self.ids: dict[Hashable, int] = {}
+        self.keys: list[Hashable] = []
+        self.offsets = array("Q")
+        self.targets = array("I")
+        self.chosen = array("H")
         self._out: dict[Hashable, list[tuple[Any, Hashable]]] = {}
 
-    def succ(self, k: Hashable) -> tuple[Hashable, ...]:
-        found = self.edges.get(k)
-        return () if found is None else found[0]
+    # -- built during the search (states are expanded in the order they are numbered) --
+    def number(self, k: Hashable) -> None:
+        self.ids[k] = len(self.keys)
+        self.keys.append(k)
+
+    def expand(self, k: Hashable) -> None:
+        assert self.ids[k] == len(self.offsets), "states are expanded in the order found"
+        self.offsets.append(len(self.targets))
+
+    def done(self) -> _Graph:
+        while len(self.offsets) <= len(self.keys):
+            self.offsets.append(len(self.targets))
+        return self
+
+    # -- read by the liveness pass --
+    def _span(self, k: Hashable) -> range:
+        i = self.ids[k]
+        return range(self.offsets[i], self.offsets[i + 1])
+
+    def succ(self, k: Hashable) -> list[Hashable]:
+        keys, targets = self.keys, self.targets
+        return [keys[targets[j]] for j in self._span(k)]
 
     def out(self, k: Hashable) -> list[tuple[Any, Hashable]]:
-        """(action, next key) of every enabled action of ``k``."""
+        """(action, next key) of every enabled action of ``k`` (asked of the model again:
+        kept for the few states a loop is built through, not for every state)."""
         found = self._out.get(k)
         if found is None:
-            succ, index = self.edges.get(k, ((), array("H")))
-            actions = list(self.model.actions(self.seen[k][2])) if succ else []
-            found = self._out[k] = [(actions[i], k2) for i, k2 in zip(index, succ, strict=True)]
+            span = self._span(k)
+            actions = list(self.model.actions(self.seen[k][2])) if span else []
+            found = [(actions[self.chosen[j]], self.keys[self.targets[j]]) for j in span]
+        return found
+
+    def keep(self, k: Hashable) -> list[tuple[Any, Hashable]]:
+        """``out(k)``, kept: for the searches that build a loop."""
+        found = self._out.get(k)
+        if found is None:
+            found = self._out[k] = self.out(k)
         return found
 
 
@@ -513,22 +559,22 @@ def _regions(nodes: dict[Hashable, Any], edges: _Graph) -> list[list[Hashable]]:
     for root in nodes:
         if root in index:
             continue
-        work: list[tuple[Hashable, int]] = [(root, 0)]
+        work: list[tuple[Hashable, int, list[Hashable]]] = [(root, 0, [])]
         while work:
-            k, i = work.pop()
+            k, i, succ = work.pop()
             if i == 0:
                 index[k] = low[k] = counter
                 counter += 1
                 stack.append(k)
                 on_stack.add(k)
-            succ = [k2 for k2 in edges.succ(k) if k2 in nodes]
+                succ = [k2 for k2 in edges.succ(k) if k2 in nodes]
             recurse = False
             while i < len(succ):
                 k2 = succ[i]
                 i += 1
                 if k2 not in index:
-                    work.append((k, i))
-                    work.append((k2, 0))
+                    work.append((k, i, succ))
+                    work.append((k2, 0, []))
                     recurse = True
                     break
                 if k2 in on_stack:
@@ -575,7 +621,7 @@ def _loop(
         if what == "take":
             return fairness_class(a) == c
         if what == "disabled":
-            return all(fairness_class(b) != c for b, _ in edges.out(k2))
+            return all(fairness_class(b) != c for b, _ in edges.keep(k2))
         return k2 == entry
 
     steps: list[Step[Any, Any]] = []
@@ -587,7 +633,7 @@ def _loop(
         end: tuple[Hashable, Any, Hashable] | None = None
         while queue and end is None:
             k = queue.popleft()
-            for a, k2 in edges.out(k):
+            for a, k2 in edges.keep(k):
                 if k2 not in inside:
                     continue
                 if meets(goal, a, k2):
