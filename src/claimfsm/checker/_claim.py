@@ -35,6 +35,13 @@ RemoteMode = Literal["plain", "fencing", "dedup"]
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
 
 
+#: A worker's steps of a dispatch, other than renewing. Under the liveness fairness, a
+#: worker that can take one does not renew for ever instead. (A worker that does hold a
+#: claim for ever, renewing it, starves its target: the protocol sets no maximum hold
+#: time, so a service bounds its calls.)
+WORKER_STEPS = frozenset({"begin_send", "send", "ack", "timeout", "confirm", "release"})
+
+
 def compile_table(spec: Spec) -> Table:
     """(event, state) -> the candidate transitions (guards, destination, internal), in order."""
     table: dict[tuple[str, str], list[tuple[frozenset[str], str, bool]]] = {}
@@ -586,6 +593,13 @@ def claim_model(
             )
         )
 
+    def fair_progress(a: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Fairness classes: acquiring each target; any worker's step of a dispatch
+        (symmetric in the workers, so it is sound under worker symmetry)."""
+        if a[0] == "acquire":
+            return ("acquire", a[2])
+        return ("worker step",) if a[0] in WORKER_STEPS else None
+
     def waiting(w: World) -> bool:
         """Some target is free, has an approved draft, and epochs left (the model's bound)."""
         return any(
@@ -616,8 +630,10 @@ def claim_model(
             "a free target with an approved draft is acquired, or its draft stops being"
             " approved, while some worker keeps trying",
             trigger=waiting,
-            fair=lambda a: ("acquire", a[2]) if a[0] == "acquire" else None,
-            fairness="acquiring each target, by any worker, for any of its drafts",
+            fair=fair_progress,
+            fairness="acquiring each target (any worker, any of its drafts); and workers do"
+            " not stall: while one can take a step of its dispatch (send, answer, time out,"
+            " confirm, release) some worker takes one, rather than only renewing",
         )
     )
     if cfg.crashes:
