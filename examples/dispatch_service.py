@@ -151,8 +151,8 @@ class Service:
         for target in self.targets:
             if await self.store.drafts(target, status="approved"):
                 return False
-        open_states = ("reserved", "sending", "uncertain")
-        return not any(c.state in open_states for c in await self.store.claims())
+        ended = self.store.spec.states_where("frees_target")  # declared: the epoch is over
+        return all(c.state in ended for c in await self.store.claims())
 
     async def reconciler(self) -> None:
         while not self.stopping.is_set():

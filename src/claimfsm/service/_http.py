@@ -45,7 +45,14 @@ class _HttpContract:
     """The contract's requests and the meaning of its answers, for both faces."""
 
     def __init__(
-        self, base_url: str, *, fences_epochs: bool, dedups_by_key: bool, timeout: float
+        self,
+        base_url: str,
+        *,
+        fences_epochs: bool,
+        dedups_by_key: bool,
+        timeout: float,
+        client: Any,
+        client_class: str,
     ) -> None:
         if httpx is None:
             raise InvalidArgument(
@@ -62,6 +69,11 @@ class _HttpContract:
         self.fences_epochs = fences_epochs
         self.dedups_by_key = dedups_by_key
         self.timeout = float(timeout)
+        # httpx.Client or httpx.AsyncClient; one the caller passed is left open on close
+        self._client = (
+            client if client is not None else getattr(httpx, client_class)(timeout=timeout)
+        )
+        self._owns_client = client is None
 
     def _url(self, target_id: str, *rest: str) -> str:
         parts = [quote(target_id, safe=""), *(quote(r, safe="") for r in rest)]
@@ -136,10 +148,13 @@ class HttpRemote(_HttpContract):
         client: Any = None,
     ) -> None:
         super().__init__(
-            base_url, fences_epochs=fences_epochs, dedups_by_key=dedups_by_key, timeout=timeout
+            base_url,
+            fences_epochs=fences_epochs,
+            dedups_by_key=dedups_by_key,
+            timeout=timeout,
+            client=client,
+            client_class="Client",
         )
-        self._client = client if client is not None else httpx.Client(timeout=timeout)
-        self._owns_client = client is None
 
     def close(self) -> None:
         if self._owns_client:
@@ -188,10 +203,13 @@ class AsyncHttpRemote(_HttpContract):
         client: Any = None,
     ) -> None:
         super().__init__(
-            base_url, fences_epochs=fences_epochs, dedups_by_key=dedups_by_key, timeout=timeout
+            base_url,
+            fences_epochs=fences_epochs,
+            dedups_by_key=dedups_by_key,
+            timeout=timeout,
+            client=client,
+            client_class="AsyncClient",
         )
-        self._client = client if client is not None else httpx.AsyncClient(timeout=timeout)
-        self._owns_client = client is None
 
     async def aclose(self) -> None:
         if self._owns_client:

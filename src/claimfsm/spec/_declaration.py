@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from claimfsm.spec._effects import EFFECTS
+
 
 @dataclass(frozen=True, slots=True)
 class StateDecl:
@@ -102,8 +104,6 @@ class Spec:
 
     def event_effects(self, event: str) -> tuple[tuple[str, str], ...]:
         """(column, Facts field) of each effect ``event`` declares, in declaration order."""
-        from claimfsm.spec._effects import EFFECTS
-
         decl = self.effects.get(event)
         return () if decl is None else tuple(EFFECTS[e] for e in decl.sets)
 

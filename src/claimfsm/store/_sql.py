@@ -108,8 +108,9 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
                 f"{spec.name}: event {t.event!r} reaches {t.dest!r} from both {prior!r} and "
                 f"{t.source!r}; a store could not tell which one it took: use two event names"
             )
+    dispatching = spec.dispatching()
     for t in spec.transitions:
-        ways = spec.dispatching().get((t.event, t.dest), ())
+        ways = dispatching.get((t.event, t.dest), ())
         if not t.dispatches and () in ways:
             raise SpecError(
                 f"{spec.name}: event {t.event!r} enters {t.dest!r} by a transition that "
