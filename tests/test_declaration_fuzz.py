@@ -16,13 +16,14 @@ from claimfsm.spec import declarations_dir
 from .test_own_declarations import DOCFLOW
 
 CLAIM = (declarations_dir() / "claim.toml").read_text()
+JOB = (declarations_dir() / "job.toml").read_text()
 VARIANTS = [p.read_text() for p in sorted((declarations_dir() / "wrong").glob("*.toml"))]
 VALUES = ['"x"', "3", "true", "[]", '["a"]', "{}", '"*"', '""', "-1", '"reserved"', "1.5"]
 
 
 @st.composite
 def mutated(draw: st.DrawFn) -> str:
-    lines = draw(st.sampled_from([CLAIM, DOCFLOW, *VARIANTS])).splitlines()
+    lines = draw(st.sampled_from([CLAIM, DOCFLOW, JOB, *VARIANTS])).splitlines()
     for _ in range(draw(st.integers(1, 3))):
         i = draw(st.integers(0, len(lines) - 1))
         kind = draw(st.sampled_from(["drop", "duplicate", "value", "key", "garbage", "cut"]))
@@ -61,7 +62,7 @@ def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str
             ["spec", str(path)],
             ["spec", str(path), "--json"],
             ["diagram", str(path), "--out", str(Path(tmp) / "d"), "--no-images"],
-            ["check", str(path), "--workers", "1", "--epochs", "1", "--drafts", "1"],
+            ["check", str(path), "--workers", "1", "--epochs", "1"],
         ):
             result = runner.invoke(main, args)
             if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -10,13 +10,13 @@ from click.testing import CliRunner
 
 from claimfsm.cli import main
 from claimfsm.diagrams import render, to_dot, to_mermaid
-from claimfsm.spec import claim_spec, designs
+from claimfsm.spec import claim_spec, designs, shipped
 
 from .conftest import needs_dot
 
 ROOT = Path(__file__).parent.parent
 RED, BLUE = "#d62728", "#1f5fbf"  # a counterexample's path; a variant's changes
-ALL = {"claim": claim_spec(), **designs()}
+ALL = shipped()
 
 
 @pytest.mark.parametrize("name", sorted(ALL))

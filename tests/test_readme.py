@@ -15,6 +15,8 @@ from .conftest import drop_schema, pg_schema_url
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```(sh|python)\n(.*?)```", README, flags=re.S)
+#: Files the README asks the reader to save (a ```toml block whose first line names it).
+FILES = re.findall(r"```toml\n# (\S+\.toml)\n(.*?)```", README, flags=re.S)
 #: Commands run elsewhere, with the reason.
 ELSEWHERE = {
     "make test": "it is the command that runs this test (.ci/run calls it)",
@@ -45,8 +47,16 @@ def test_readme_shows_the_two_commands_first() -> None:
 @pytest.fixture(scope="module")
 def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One directory for all the README's commands, in order (``claims`` reads what ``demo``
-    wrote), and never the checkout: a user's own demo.sqlite there stays untouched."""
-    return tmp_path_factory.mktemp("readme")
+    wrote), and never the checkout: a user's own demo.sqlite there stays untouched. The
+    files the README asks the reader to save are there, as a reader would save them."""
+    folder = tmp_path_factory.mktemp("readme")
+    for name, text in FILES:
+        (folder / name).write_text(f"# {name}\n{text}", encoding="utf-8")
+    return folder
+
+
+def test_the_readme_tutorial_saves_its_declarations() -> None:
+    assert [name for name, _ in FILES] == ["deploy.toml", "hasty.toml"]
 
 
 @pytest.mark.parametrize(("command", "status"), shell_commands())

@@ -4,6 +4,8 @@
 reports each property as holding or violated, with the shortest counterexample.
 ``claim_model(spec, config)`` is the claim protocol as such a model, driven by a table
 compiled from the declaration, so a wrong design (``specs/wrong/``) runs on the same code.
+``entity_model(spec, config)`` is any other declared lifecycle as a model: its world
+(clients, crashes, lease lapse, fencing) and its invariants are read from the declaration.
 """
 
 from claimfsm.checker._claim import (
@@ -27,11 +29,14 @@ from claimfsm.checker._engine import (
     path_from,
     replay,
 )
+from claimfsm.checker._entity import EntityModelConfig, EntityWorld, entity_model, entity_word
 
 __all__ = [
     "Checker",
     "ClaimModelConfig",
     "Discovery",
+    "EntityModelConfig",
+    "EntityWorld",
     "Model",
     "PathStep",
     "Property",
@@ -41,6 +46,8 @@ __all__ = [
     "World",
     "claim_model",
     "compile_table",
+    "entity_model",
+    "entity_word",
     "explained",
     "fire",
     "path_from",

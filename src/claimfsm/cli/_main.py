@@ -201,16 +201,15 @@ def _promise_line(s: DemoSummary) -> str:
 
 
 @main.command()
-@click.argument(
-    "declaration", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False
-)
+@click.argument("declaration", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the declaration as one JSON object.")
-def spec(declaration: Path | None, as_json: bool) -> None:
-    """Print a declaration's states, guards and transitions (default: the claim protocol)."""
+def spec(declaration: str | None, as_json: bool) -> None:
+    """Print a declaration's states, guards and transitions, and its roles, invariants and
+    world. DECLARATION is a path or a built-in name (default: the claim protocol)."""
     with _library_errors():
-        from claimfsm.spec import claim_spec
+        from claimfsm.spec import shipped
 
-        s = load_spec(declaration) if declaration else claim_spec()
+        s = _declaration(declaration or "claim", shipped())
     flags = ("terminal", "frees_target", "lease", "stale")
     if as_json:
         data = {
@@ -235,6 +234,22 @@ def spec(declaration: Path | None, as_json: bool) -> None:
                 }
                 for t in s.transitions
             ],
+            "events": {
+                e: {
+                    "by": s.role(e),
+                    "work": s.work(e),
+                    "sets": list(s.effects[e].sets) if e in s.effects else [],
+                    "bumps": list(s.effects[e].bumps) if e in s.effects else [],
+                    "durable": e in s.durable_events(),
+                }
+                for e in s.events
+            },
+            "columns": [dataclasses.asdict(c) for c in s.columns.values()],
+            "invariants": [
+                {k: v for k, v in dataclasses.asdict(i).items() if v not in (None, ())}
+                for i in s.invariants.values()
+            ],
+            "world": dict(s.world),
         }
         click.echo(json.dumps(data, indent=2))
         return
@@ -265,6 +280,35 @@ def spec(declaration: Path | None, as_json: bool) -> None:
         source = "*" if t.internal else t.source
         trans.add_row(t.event, source, dest, ", ".join(t.guards) or "-")
     console.print(trans)
+    events = Table(title=f"{s.name}: events")
+    for col in ("event", "by", "work", "writes"):
+        events.add_column(col, no_wrap=col != "writes", overflow="fold")
+    for e in s.events:
+        decl = s.effects.get(e)
+        writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
+        if e in s.durable_events():
+            writes.append("(durable)")
+        events.add_row(e, s.role(e), s.work(e) or "-", ", ".join(writes) or "-")
+    console.print(events)
+    if s.columns:
+        columns = Table(title=f"{s.name}: columns")
+        for col in ("column", "default", "meaning"):
+            columns.add_column(col, overflow="fold")
+        for c in s.columns.values():
+            columns.add_row(c.name, str(c.default), c.meaning)
+        console.print(columns)
+    if s.invariants:
+        invariants = Table(title=f"{s.name}: invariants")
+        for col in ("invariant", "kind", "meaning"):
+            invariants.add_column(col, overflow="fold")
+        for i in s.invariants.values():
+            what = i.kind
+            if i.kind == "row":
+                what = f"{i.column} {i.op} {i.value}" + (
+                    f" in {', '.join(i.states)}" if i.states else ""
+                )
+            invariants.add_row(i.name, what, i.meaning)
+        console.print(invariants)
 
 
 def _width() -> int:
@@ -507,17 +551,27 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     help="The declaration to check: claim (correct) or a wrong design (--list).",
 )
 @click.option("--list", "list_designs", is_flag=True, help="List the known-wrong designs.")
-@click.option("--workers", type=click.IntRange(1, 6), default=3, show_default=True)
-@click.option("--targets", type=click.IntRange(1, 6), default=1, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Workers [claim: 3; a lifecycle of its own: its [world]].",
+)
+@click.option(
+    "--targets",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Targets, or a lifecycle's entities [claim: 1; otherwise its [world] keys].",
+)
 @click.option(
     "--drafts", type=click.IntRange(1, 6), default=2, show_default=True, help="Drafts per target."
 )
 @click.option(
     "--epochs",
-    type=click.IntRange(1, 6),
-    default=3,
-    show_default=True,
-    help="Acquisitions per target (the bound that keeps the space finite).",
+    type=click.IntRange(1, 8),
+    default=None,
+    help="Acquisitions (takes) per target, the bound that keeps the space finite"
+    " [claim: 3; otherwise its [world]].",
 )
 @click.option(
     "--retries",
@@ -559,14 +613,16 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     help="Write each counterexample drawn on the state diagram, and as a sequence chart.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
 def check(
+    ctx: click.Context,
     declaration: str | None,
     design: str,
     list_designs: bool,
-    workers: int,
-    targets: int,
+    workers: int | None,
+    targets: int | None,
     drafts: int,
-    epochs: int,
+    epochs: int | None,
     retries: int,
     remote: str,
     no_crashes: bool,
@@ -581,28 +637,51 @@ def check(
 ) -> None:
     """Model-check a declaration: every interleaving, within the bounds given.
 
-    DECLARATION is a built-in name or the path of a variant of the claim protocol (a
-    declaration with `base = "../claim.toml"`); --design does the same by name.
+    DECLARATION is a built-in name (--list shows the wrong designs) or the path of a
+    declaration: the claim protocol or a variant of it (`base = "../claim.toml"`) runs on
+    the claim model; any other lifecycle runs on the model of a declared lifecycle, its
+    world and invariants read from the declaration. --design does the same by name.
 
     Exit status 0: every property holds and the search was complete. 1: a property is
     violated (the shortest counterexample is printed) or a deadlock was found. 3: a limit
     stopped the search before it was complete.
     """
     from claimfsm.checker import Checker, ClaimModelConfig, claim_model
-    from claimfsm.spec import claim_spec, designs
+    from claimfsm.cli._lifecycle import check_lifecycle
+    from claimfsm.spec import claim_spec, is_lifecycle_of_its_own, shipped, wrong_designs
 
     with _library_errors():
-        wrong = designs()
         if list_designs:
-            for name, s in wrong.items():
+            for name, s in wrong_designs().items():
                 click.echo(
                     json.dumps({"design": name, "description": s.description})
                     if as_json
                     else f"{name}  {s.description}"
                 )
             return
-        spec = _declaration(declaration or design, {"claim": claim_spec(), **wrong})
+        spec = _declaration(declaration or design, shipped())
         design = spec.name
+        if is_lifecycle_of_its_own(spec):
+            check_lifecycle(
+                ctx,
+                spec,
+                workers=workers,
+                keys=targets,
+                epochs=epochs,
+                no_crashes=no_crashes,
+                no_symmetry=no_symmetry,
+                limits={
+                    "max_depth": max_depth,
+                    "max_states": max_states,
+                    "time_limit": time_limit,
+                },
+                token=token,
+                as_json=as_json,
+            )
+            return
+        workers, targets, epochs = workers or 3, targets or 1, epochs or 3
+        if epochs > 6:
+            raise click.UsageError("--epochs: the claim model takes 1 to 6")
         config = ClaimModelConfig(
             workers=workers,
             targets=targets,
@@ -742,7 +821,7 @@ def _replay_token(spec: Any, config: Any, token: str) -> Any:
     "--design",
     default="all",
     show_default=True,
-    help="claim, the name of a wrong design (check --list), or all.",
+    help="A built-in declaration (claim, job, a wrong design: check --list), or all.",
 )
 @click.option(
     "--out",
@@ -760,10 +839,10 @@ def diagram(declaration: str | None, design: str, out: Path, no_images: bool) ->
     dot; without it the text formats are still written.
     """
     from claimfsm.diagrams import GraphvizMissing, write_diagrams
-    from claimfsm.spec import claim_spec, designs
+    from claimfsm.spec import shipped
 
     with _library_errors():
-        specs = {"claim": claim_spec(), **designs()}
+        specs = shipped()
         if declaration is None and design == "all":
             chosen = list(specs.values())
         else:

@@ -1,4 +1,5 @@
-"""The declaration of a claim machine: states, events, guards, transitions (stdlib only).
+"""Declarations of lifecycles: states, events, guards, transitions, and the roles,
+invariants and world the checker reads (stdlib only).
 
 Everything else derives from it: the ``transitions`` machine (``claimfsm.machine``), the
 stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
@@ -14,8 +15,19 @@ from claimfsm.spec._load import (
     claim_spec,
     declarations_dir,
     designs,
+    is_lifecycle_of_its_own,
     load_spec,
     parse_spec,
+    shipped,
+    wrong_designs,
+)
+from claimfsm.spec._roles import (
+    INVARIANT_KINDS,
+    ROLES,
+    WORK,
+    WORLD_OPTIONS,
+    ColumnDecl,
+    InvariantDecl,
 )
 from claimfsm.spec._vocabulary import Event, State, require_claim_protocol
 
@@ -24,12 +36,18 @@ __all__ = [
     "EFFECTS",
     "FACTS",
     "GUARD_KINDS",
+    "INVARIANT_KINDS",
     "MODEL_OPTIONS",
     "OPERATORS",
+    "ROLES",
+    "WORK",
+    "WORLD_OPTIONS",
+    "ColumnDecl",
     "Differences",
     "Event",
     "EventDecl",
     "GuardDecl",
+    "InvariantDecl",
     "Spec",
     "State",
     "StateDecl",
@@ -40,7 +58,10 @@ __all__ = [
     "declarations_dir",
     "designs",
     "differences",
+    "is_lifecycle_of_its_own",
     "load_spec",
     "parse_spec",
     "require_claim_protocol",
+    "shipped",
+    "wrong_designs",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from claimfsm.spec._effects import EFFECTS
+from claimfsm.spec._roles import WORLD_OPTIONS, ColumnDecl, InvariantDecl
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class GuardDecl:
     refusal: str | None = None  # exception name in claimfsm.errors.REFUSALS
     stale: bool = False  # failing it marks the caller as a stale owner
     hint: str = ""  # for a refusal: what is wrong and what to do (else a sentence by kind)
-    # kind "compare": fact OP column, or fact OP value
+    # kind "compare": fact OP column, fact OP value, or column OP value (no fact)
     fact: str | None = None
     op: str | None = None
     column: str | None = None
@@ -41,6 +42,9 @@ class EventDecl:
     name: str
     sets: tuple[str, ...] = ()  # effects, in spec.EFFECTS: lease, outcome, owner, fresh_token
     durable: bool = False  # its commit must survive power loss
+    by: str | None = None  # who takes it (spec.ROLES); None: as its guards say (Spec.role)
+    bumps: tuple[str, ...] = ()  # declared columns it adds one to
+    work: str | None = None  # "starts" or "ends" the owner's external work
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,12 @@ class Spec:
     base: str | None = None  # the declaration a variant overlays
     options: Mapping[str, bool] = field(default_factory=dict)  # model options of a variant
     effects: Mapping[str, EventDecl] = field(default_factory=dict)  # events that write more
+    columns: Mapping[str, ColumnDecl] = field(default_factory=dict)  # the row's own columns
+    invariants: Mapping[str, InvariantDecl] = field(default_factory=dict)
+    #: the checker's world: WORLD_OPTIONS, with the declaration's [world] values
+    world: Mapping[str, int | bool] = field(
+        default_factory=lambda: {k: v[0] for k, v in WORLD_OPTIONS.items()}
+    )
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -122,6 +132,26 @@ class Spec:
                 )
                 found.setdefault((t.event, t.dest), []).append(own)
         return {k: tuple(v) for k, v in found.items()}
+
+    def role(self, event: str) -> str:
+        """Who takes ``event`` (spec.ROLES): as declared with ``by``, else as its guards say:
+        an ``owner`` guard makes it the owner's, a ``free`` guard a taker's, a ``lapsed``
+        guard the sweep's, and anything else the operator's."""
+        decl = self.effects.get(event)
+        if decl is not None and decl.by is not None:
+            return decl.by
+        kinds = {
+            self.guards[g].kind for t in self.transitions if t.event == event for g in t.guards
+        }
+        for kind, role in (("owner", "owner"), ("free", "taker"), ("lapsed", "sweep")):
+            if kind in kinds:
+                return role
+        return "operator"
+
+    def work(self, event: str) -> str | None:
+        """``starts`` or ``ends`` if ``event`` starts or ends the owner's external work."""
+        decl = self.effects.get(event)
+        return None if decl is None else decl.work
 
     def durable_events(self) -> frozenset[str]:
         """Events whose commit must survive power loss."""

@@ -13,8 +13,9 @@ facts and the store clock:
 - ``draft_pinned``: the draft the row pinned is still approved, at the pinned version and
   digest.
 - ``compare``: ``fact OP column`` or ``fact OP value``: one of the caller's facts (evidence
-  from the remote) against a column of the row or a constant. A missing fact or column
-  (no row) makes it false.
+  from the remote) against a column of the row or a constant; or ``column OP value``: a
+  column of the row (``epoch`` or a declared one) against a whole number. A missing fact
+  or column (no row) makes it false.
 """
 
 from __future__ import annotations
@@ -32,16 +33,19 @@ GUARD_KINDS: dict[str, str] = {
     "free": "the target has no epoch, or its epoch's state frees the target",
     "draft_ready": "the named draft exists, belongs to the target and is approved",
     "draft_pinned": "the pinned draft is still approved at the pinned version and digest",
-    "compare": "a fact of the caller against a column of the row or a constant",
+    "compare": "a fact of the caller against a column of the row or a constant, or a column"
+    " against a constant",
 }
 
 #: Facts a caller brings that a ``compare`` guard may read: name -> the Python types of
-#: its constants. (Evidence from the remote; the rest of an event's facts are what the
-#: built-in kinds read.)
+#: its constants. (Evidence from the remote or the executor: ``outcome`` is readback's
+#: ``present`` or ``absent``, ``running`` is readback's answer to "is work at the row's
+#: epoch still running?"; the rest of an event's facts are what the built-in kinds read.)
 FACTS: dict[str, tuple[type, ...]] = {
     "outcome": (str,),
     "fenced_through": (int,),
     "remote_dedups": (bool,),
+    "running": (bool,),
 }
 
 #: Row columns a ``compare`` guard may read.

@@ -14,12 +14,24 @@ from claimfsm.errors import REFUSALS, SpecError
 from claimfsm.spec._declaration import EventDecl, GuardDecl, Spec, StateDecl, TransitionDecl
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
+from claimfsm.spec._roles import ROLES, WORK, parse_columns, parse_invariants, parse_world
 
 _STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
 _GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "column", "value"}
 _TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal", "dispatches"}
-_TOP_KEYS = {"name", "initial", "states", "guards", "events", "transitions", "description"}
-_EVENT_KEYS = {"sets", "durable"}
+_TOP_KEYS = {
+    "name",
+    "initial",
+    "states",
+    "guards",
+    "events",
+    "transitions",
+    "description",
+    "columns",
+    "invariants",
+    "world",
+}
+_EVENT_KEYS = {"sets", "durable", "by", "bumps", "work"}
 _OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "drop", "add", "model"}
 #: Options a variant may set for the checker's model of the world around the claim row.
 MODEL_OPTIONS = {
@@ -70,7 +82,7 @@ def _with_line(message: str, path: Path) -> str:
     header = None
     if m := re.match(r"transition #(\d+)", what):
         header, nth = "[[transitions]]", int(m.group(1))
-    elif m := re.match(r"(state|guard|event) '([^']*)'", what):
+    elif m := re.match(r"(state|guard|event|column|invariant) '([^']*)'", what):
         header, nth = f"[{m.group(1)}s.{m.group(2)}]", 1
     if header is None:
         return message
@@ -94,6 +106,34 @@ def designs() -> dict[str, Spec]:
         spec = load_spec(p)
         found[spec.name] = spec
     return found
+
+
+def wrong_designs() -> dict[str, Spec]:
+    """Every shipped known-wrong design, by name: the claim protocol's (``specs/wrong/``)
+    and another lifecycle's (``specs/wrong/LIFECYCLE/``, each named ``LIFECYCLE-what``)."""
+    found = designs()
+    for p in sorted((declarations_dir() / "wrong").glob("*/*.toml")):
+        spec = load_spec(p)
+        found[spec.name] = spec
+    return found
+
+
+def shipped() -> dict[str, Spec]:
+    """Every shipped declaration by name: the lifecycles in ``specs/``, then the
+    known-wrong designs (:func:`wrong_designs`)."""
+    found = {name: load_spec(declarations_dir() / f"{name}.toml") for name in available()}
+    found["claim"] = claim_spec()
+    return {**dict(sorted(found.items(), key=lambda kv: kv[0] != "claim")), **wrong_designs()}
+
+
+def is_lifecycle_of_its_own(spec: Spec) -> bool:
+    """Whether ``spec`` is not the claim protocol or a variant of it (its state and event
+    names differ): the checker runs it on the model of any declared lifecycle."""
+    from claimfsm.spec._vocabulary import Event, State
+
+    return set(spec.states) != {s.value for s in State} or set(spec.events) != {
+        e.value for e in Event
+    }
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -215,6 +255,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         _flags(body, _STATE_KEYS - {"meaning"}, f"state {state!r}", fail)
         states[state] = StateDecl(name=state, **body)
 
+    columns = parse_columns(raw.get("columns", {}), fail)
     guards: dict[str, GuardDecl] = {}
     declared_guards = raw.get("guards", {})
     if not isinstance(declared_guards, dict):
@@ -231,7 +272,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
             )
         if not isinstance(body.get("hint", ""), str):
             raise fail(f"guard {guard!r}: hint must be a string (one line)")
-        _guard_kind(guard, body, fail)
+        _guard_kind(guard, body, columns, fail)
         guards[guard] = GuardDecl(name=guard, **body)
 
     initial = raw["initial"]
@@ -270,7 +311,10 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
                 raise fail(f"{label}: an internal transition cannot dispatch (it enters no state)")
             transitions.append(TransitionDecl(event, src, dest, tuple(names), internal, dispatches))
     _reachable(initial, states, transitions, fail)
-    effects = _events(raw.get("events", {}), {t.event for t in transitions}, fail)
+    effects = _events(raw.get("events", {}), {t.event for t in transitions}, columns, fail)
+    starts = any(e.work == "starts" for e in effects.values())
+    invariants = parse_invariants(raw.get("invariants", {}), states, columns, starts, fail)
+    world = parse_world(raw.get("world", {}), fail)
 
     return Spec(
         name=name,
@@ -281,6 +325,9 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         path=path,
         description=str(raw.get("description", "")),
         effects=effects,
+        columns=columns,
+        invariants=invariants,
+        world=world,
     )
 
 
@@ -288,9 +335,10 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
-def _guard_kind(guard: str, body: dict[str, Any], fail: Any) -> None:
+def _guard_kind(guard: str, body: dict[str, Any], columns: dict[str, Any], fail: Any) -> None:
     """The guard's ``kind`` is known, and a ``compare`` reads a known fact and a known
-    column (or a constant of the fact's type); other kinds take none of those keys."""
+    column (or a constant of the fact's type), or a declared column and a whole number;
+    other kinds take none of those keys."""
     what = f"guard {guard!r}"
     kind = body.get("kind")
     if not isinstance(kind, str) or kind not in GUARD_KINDS:
@@ -304,6 +352,18 @@ def _guard_kind(guard: str, body: dict[str, Any], fail: Any) -> None:
             raise fail(f"{what}: {sorted(operands)} belong to kind 'compare' only")
         return
     fact, op = body.get("fact"), body.get("op")
+    if fact is None and "column" in body and "value" in body:
+        column, value = body["column"], body["value"]
+        if column not in columns and column != "epoch":
+            raise fail(
+                f"{what}: column {column!r} is not a column of the row; declare it under"
+                f" [columns.NAME] or use one of {sorted(['epoch', *columns])}"
+            )
+        if not isinstance(op, str) or op not in OPERATORS:
+            raise fail(f"{what}: op {op!r} is not an operator; use one of {list(OPERATORS)}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(f"{what}: value must be a whole number to compare with {column}")
+        return
     if not isinstance(fact, str) or fact not in FACTS:
         raise fail(
             f"{what}: fact {fact!r} is not a fact a caller brings; use one of {sorted(FACTS)}"
@@ -314,10 +374,10 @@ def _guard_kind(guard: str, body: dict[str, Any], fail: Any) -> None:
         raise fail(f"{what}: compare the fact with either a 'column' of the row or a 'value'")
     if "column" in body:
         column = body["column"]
-        if not isinstance(column, str) or column not in COLUMNS:
+        if not isinstance(column, str) or (column not in COLUMNS and column not in columns):
             raise fail(
                 f"{what}: column {column!r} is not a declared column of the row; "
-                f"use one of {sorted(COLUMNS)}"
+                f"use one of {sorted([*COLUMNS, *columns])}"
             )
         return
     value, types = body["value"], FACTS[fact]
@@ -330,10 +390,13 @@ def _guard_kind(guard: str, body: dict[str, Any], fail: Any) -> None:
         raise fail(f"{what}: a text value must be a word (letters, digits, _), not {value!r}")
 
 
-def _events(declared: Any, events: set[str], fail: Any) -> dict[str, EventDecl]:
-    """``[events.NAME]``: what a declared event writes besides the state."""
+def _events(
+    declared: Any, events: set[str], columns: dict[str, Any], fail: Any
+) -> dict[str, EventDecl]:
+    """``[events.NAME]``: what a declared event writes besides the state, who takes it,
+    and what it does to the owner's work."""
     if not isinstance(declared, dict):
-        raise fail("events must be tables: [events.NAME] with 'sets' and/or 'durable'")
+        raise fail("events must be tables: [events.NAME] with 'sets', 'durable', 'by', ...")
     found = {}
     for event, body in declared.items():
         what = f"event {event!r}"
@@ -347,7 +410,23 @@ def _events(declared: Any, events: set[str], fail: Any) -> dict[str, EventDecl]:
         unknown = [e for e in sets if e not in EFFECTS]
         if unknown or len(set(sets)) != len(sets):
             raise fail(f"{what}: sets {sets!r} must name each effect once, from {sorted(EFFECTS)}")
-        found[event] = EventDecl(event, tuple(sets), bool(body.get("durable", False)))
+        by, work = body.get("by"), body.get("work")
+        if by is not None and by not in ROLES:
+            raise fail(f"{what}: by {by!r} is not a role; use one of {sorted(ROLES)}")
+        if work is not None and work not in WORK:
+            raise fail(f"{what}: work {work!r} must be one of {sorted(WORK)}")
+        bumps = body.get("bumps", [])
+        if not isinstance(bumps, list) or not all(isinstance(c, str) for c in bumps):
+            raise fail(f"{what}: bumps must be a list of column names")
+        undeclared = [c for c in bumps if c not in columns]
+        if undeclared or len(set(bumps)) != len(bumps):
+            raise fail(
+                f"{what}: bumps {bumps!r} must name each column once, from the ones declared"
+                f" under [columns.NAME] ({sorted(columns) or 'none'})"
+            )
+        found[event] = EventDecl(
+            event, tuple(sets), bool(body.get("durable", False)), by, tuple(bumps), work
+        )
     return found
 
 

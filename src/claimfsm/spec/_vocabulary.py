@@ -48,9 +48,16 @@ def require_claim_protocol(spec: object, what: str) -> None:
     states = set(getattr(spec, "states", ()))
     events = set(getattr(spec, "events", ()))
     want_states, want_events = {s.value for s in State}, {e.value for e in Event}
-    if states == want_states and events == want_events:
-        return
     where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+    if states == want_states and events == want_events:
+        extra = _beyond_the_claim_row(spec)
+        if extra:
+            raise SpecError(
+                f"{where}: {what} is built for the claim protocol's row; this declaration"
+                f" also has {extra}, which only the checker's model of a lifecycle of your"
+                " own reads: rename the lifecycle's states and events, or leave them out"
+            )
+        return
     differ = []
     if states != want_states:
         differ.append(f"states {sorted(states)}")
@@ -63,3 +70,25 @@ def require_claim_protocol(spec: object, what: str) -> None:
         + ". `claimfsm spec` and `claimfsm diagram` take any declaration; checking, storing"
         " and replaying a lifecycle of your own is not built yet"
     )
+
+
+#: The evidence the claim protocol's callers bring (the remote's readback and modes).
+CLAIM_FACTS = frozenset({"outcome", "fenced_through", "remote_dedups"})
+
+
+def _beyond_the_claim_row(spec: object) -> str:
+    """What a declaration with the claim's names says that the claim's stores and model
+    do not read: declared columns, invariants, or guards over them or other facts."""
+    found = []
+    if getattr(spec, "columns", None):
+        found.append(f"columns {sorted(spec.columns)}")  # type: ignore[attr-defined]
+    if getattr(spec, "invariants", None):
+        found.append(f"invariants {sorted(spec.invariants)}")  # type: ignore[attr-defined]
+    odd = [
+        name
+        for name, g in getattr(spec, "guards", {}).items()
+        if g.kind == "compare" and g.fact not in CLAIM_FACTS
+    ]
+    if odd:
+        found.append(f"guards {odd} over a fact the claim's callers do not bring")
+    return " and ".join(found)

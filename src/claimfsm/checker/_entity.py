@@ -1,0 +1,421 @@
+"""Any declared lifecycle as a model for the checker: the world is read from the declaration.
+
+Each entity (``keys`` of them) is one row: its state, epoch, owner token, whether the
+lease is live, its declared columns, and how far the executor is fenced. Clients
+(``workers``) are idle or hold a handle (entity, epoch, token, the state they last saw,
+whether their external work is running). Who takes an event is its declared role
+(``Spec.role``): a *taker* is an idle client and starts a new epoch with a fresh token;
+an *owner* event is taken by a client on its handle, from the state it last saw, so
+stale clients act on rows that moved on; *operator* and *sweep* events act on the row as
+it is, naming its current epoch. The world's faults are actions the search may take at
+any point: the lease deadline passes, a client crashes (it forgets its handle and its work
+stops), the executor is fenced through the current epoch (when a guard reads
+``fenced_through``). A client whose operation is refused drops its handle and stops its
+work, as a keep-alive cancels on loss; a client that does nothing for a while is simply
+not scheduled, which is how a paused worker wakes up stale.
+
+Guards are true as their declared kinds say (``compare`` reads the row's columns and the
+world's evidence: ``running``, whether work at the row's epoch is running somewhere, and
+``fenced_through``); the declaration's transitions say where an event leads. The
+properties are the declaration's ``[invariants]`` and the framework's own promise that a
+stale client's operation changes nothing. Nothing here names a state, event or guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from claimfsm.checker._engine import Model, Property
+from claimfsm.errors import InvalidArgument, SpecError
+from claimfsm.spec import Spec, compare
+from claimfsm.spec._vocabulary import CLAIM_FACTS
+
+#: Facts the world answers for a lifecycle of your own (the claim's remote answers more).
+WORLD_FACTS = frozenset({"running", "fenced_through"})
+
+
+class Row(NamedTuple):
+    state: str
+    epoch: int = 0
+    token: int = 0
+    live: bool = False
+    columns: tuple[int, ...] = ()
+    fence: int = 0  # the executor rejects work at this epoch or below
+
+
+class Handle(NamedTuple):
+    key: int
+    epoch: int
+    token: int
+    seen: str  # the state the client last moved the row into
+    working: bool = False  # its external work is running
+
+
+class EntityWorld(NamedTuple):
+    rows: tuple[Row, ...]
+    clients: tuple[Handle | None, ...]
+    stale_changed: bool = False  # a stale client's operation changed a row
+
+
+@dataclass(frozen=True)
+class EntityModelConfig:
+    """The world's bounds; ``None`` takes the declaration's ``[world]`` value."""
+
+    workers: int | None = None
+    keys: int | None = None
+    epochs: int | None = None
+    counts: int | None = None
+    crashes: bool | None = None
+
+    def resolved(self, spec: Spec) -> dict[str, Any]:
+        from claimfsm.spec._roles import WORLD_OPTIONS
+
+        out: dict[str, Any] = {}
+        for name, (_default, low, high, _meaning) in WORLD_OPTIONS.items():
+            value = getattr(self, name)
+            value = spec.world[name] if value is None else value
+            if name != "crashes" and (
+                isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+            ):
+                raise InvalidArgument(f"{name} must be an int from {low} to {high}, got {value!r}")
+            out[name] = value
+        return out
+
+
+Action = tuple[Any, ...]
+
+
+def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[EntityWorld, Action]:
+    """The checker model of any declaration, with the declaration's invariants."""
+    cfg = (config or EntityModelConfig()).resolved(spec)
+    _refuse_what_this_world_cannot_answer(spec)
+    workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
+    columns = tuple(spec.columns)
+    defaults = tuple(spec.columns[c].default for c in columns)
+    col_index = {c: i for i, c in enumerate(columns)}
+    lease_states = frozenset(spec.states_where("lease"))
+    terminal = frozenset(spec.states_where("terminal"))
+    roles = {e: spec.role(e) for e in spec.events}
+    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values())
+    truth = {name: _truth(spec, name, col_index) for name in spec.guards}
+    bumps = {e: tuple(col_index[c] for c in d.bumps) for e, d in spec.effects.items()}
+    sets = {e: frozenset(d.sets) for e, d in spec.effects.items()}
+    # The events a client holding a handle may take, by the state it last saw.
+    owner_events: dict[str, tuple[str, ...]] = {}
+    for t in spec.transitions:
+        if roles[t.event] == "owner":
+            seen = owner_events.setdefault(t.source, ())
+            if t.event not in seen:
+                owner_events[t.source] = (*seen, t.event)
+    takers = tuple(e for e in spec.events if roles[e] == "taker")
+    environment = tuple(e for e in spec.events if roles[e] in ("operator", "sweep"))
+    key_word = entity_word(spec)
+
+    def running(world: EntityWorld, key: int, epoch: int) -> bool:
+        return any(
+            h is not None and h.key == key and h.epoch == epoch and h.working for h in world.clients
+        )
+
+    def fire(
+        world: EntityWorld, key: int, event: str, caller: tuple[int, int] | None, named: bool
+    ) -> tuple[str, Row] | tuple[None, str] | None:
+        """(dest, new row) when ``event`` fires on entity ``key``; (None, failing guards)
+        when it is refused; None when the event has no transition from the row's state.
+        ``caller``: the handle's (epoch, token); ``named``: the current epoch is named."""
+        row = world.rows[key]
+        candidates = spec.transitions_for(event, row.state)
+        if not candidates:
+            return None
+        facts = {"running": running(world, key, row.epoch), "fenced_through": row.fence}
+        failing: list[str] = []
+        for t in candidates:
+            bad = [g for g in t.guards if not truth[g](row, caller, named, facts)]
+            if not bad:
+                return t.dest, _after(row, event, t.dest, caller is None and not named)
+            failing += [g for g in bad if g not in failing]
+        return None, ", ".join(failing)
+
+    def _after(row: Row, event: str, dest: str, taking: bool) -> Row:
+        epoch, token, live, cols = row.epoch, row.token, row.live, row.columns
+        if taking:
+            epoch, token = epoch + 1, 1
+        effects = sets.get(event, frozenset())
+        if "fresh_token" in effects:
+            token += 1
+        if "lease" in effects:
+            live = True
+        if bumps.get(event):
+            bumped = list(cols)
+            for i in bumps[event]:
+                bumped[i] += 1
+            cols = tuple(bumped)
+        return Row(dest, epoch, token, live, cols, row.fence)
+
+    def cut(before: Row, after: Row) -> bool:
+        """The step goes beyond a bound: it is not explored."""
+        return (
+            after.epoch > epochs or after.token > counts or any(c > counts for c in after.columns)
+        )
+
+    def init_states() -> Iterator[EntityWorld]:
+        yield EntityWorld(
+            rows=tuple(Row(spec.initial, columns=defaults) for _ in range(keys)),
+            clients=(None,) * workers,
+        )
+
+    def actions(world: EntityWorld) -> Iterator[Action]:
+        for c, h in enumerate(world.clients):
+            if h is None:
+                for key in range(keys):
+                    for e in takers:
+                        yield ("take", c, key, e)
+            else:
+                for e in owner_events.get(h.seen, ()):
+                    yield ("own", c, e)
+                if cfg["crashes"]:
+                    yield ("crash", c)
+        for key, row in enumerate(world.rows):
+            for e in environment:
+                yield ("env", key, e)
+            if row.live and row.state in lease_states:
+                yield ("clock", key)
+            if fenceable and row.fence < row.epoch:
+                yield ("fence", key)
+
+    def next_state(world: EntityWorld, action: Action) -> EntityWorld | None:
+        found = _next(world, action)
+        return None if found is None or found[1] else found[0]
+
+    def _next(world: EntityWorld, action: Action) -> tuple[EntityWorld, bool] | None:
+        """(next world, whether a bound cut it), or None when the action is disabled."""
+        kind = action[0]
+        rows, clients = list(world.rows), list(world.clients)
+        if kind == "take":
+            _, c, key, event = action
+            result = fire(world, key, event, None, False)
+            if result is None or result[0] is None:
+                return None
+            dest, row = result
+            rows[key] = row
+            clients[c] = Handle(key, row.epoch, row.token, dest)
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(
+                world.rows[key], row
+            )
+        if kind == "own":
+            _, c, event = action
+            h = world.clients[c]
+            assert h is not None
+            before = world.rows[h.key]
+            result = fire(world, h.key, event, (h.epoch, h.token), True)
+            if result is None or result[0] is None:  # refused: drop the handle, stop the work
+                clients[c] = None
+                return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), False
+            dest, row = result
+            stale = (h.epoch, h.token) != (before.epoch, before.token)
+            rows[h.key] = row
+            token = row.token if row.epoch == h.epoch else h.token
+            work = spec.work(event)
+            working = True if work == "starts" else False if work == "ends" else h.working
+            clients[c] = Handle(h.key, h.epoch, token, dest, working)
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed or stale), cut(
+                before, row
+            )
+        if kind == "env":
+            _, key, event = action
+            result = fire(world, key, event, None, True)
+            if result is None or result[0] is None:
+                return None
+            rows[key] = result[1]
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(
+                world.rows[key], result[1]
+            )
+        if kind == "clock":
+            key = action[1]
+            rows[key] = rows[key]._replace(live=False)
+        elif kind == "fence":
+            key = action[1]
+            rows[key] = rows[key]._replace(fence=rows[key].epoch)
+        elif kind == "crash":
+            clients[action[1]] = None
+        return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), False
+
+    def may_stop(world: EntityWorld) -> bool:
+        if all(row.state in terminal for row in world.rows):
+            return True
+        return any(
+            (found := _next(world, a)) is not None and found[1] for a in actions(world)
+        )  # a bound stopped the next step
+
+    def canonical(world: EntityWorld) -> Any:
+        return (world.rows, tuple(sorted(world.clients, key=_order)), world.stale_changed)
+
+    properties: list[Property[EntityWorld]] = [
+        Property(
+            "stale_operations_change_nothing",
+            "always",
+            lambda w: not w.stale_changed,
+            "a client acting on a handle that is no longer current changes no row",
+        )
+    ]
+    for inv in spec.invariants.values():
+        properties.append(Property(inv.name, "always", _invariant(inv, col_index), inv.meaning))
+
+    def show_row(key: int, row: Row) -> str:
+        parts = [f"{row.state} e{row.epoch}"]
+        if row.state in lease_states:
+            parts.append("lease live" if row.live else "lease lapsed")
+        parts += [f"{c}={v}" for c, v in zip(columns, row.columns, strict=True)]
+        if row.fence:
+            parts.append(f"fenced through e{row.fence}")
+        return f"{key_word} {key}: " + ", ".join(parts)
+
+    def show_client(c: int, h: Handle | None) -> str:
+        if h is None:
+            return f"worker {c} idle"
+        doing = " working" if h.working else ""
+        return f"worker {c} holds {key_word} {h.key} e{h.epoch} (saw {h.seen}){doing}"
+
+    def show_state(world: EntityWorld) -> str:
+        rows = "; ".join(show_row(k, r) for k, r in enumerate(world.rows))
+        return rows + " | " + "; ".join(show_client(c, h) for c, h in enumerate(world.clients))
+
+    def show_action(action: Action) -> str:
+        kind = action[0]
+        if kind == "take":
+            return f"worker {action[1]}: {action[3]} {key_word} {action[2]}"
+        if kind == "own":
+            return f"worker {action[1]}: {action[2]}"
+        if kind == "env":
+            return f"{roles[action[2]]}: {action[2]} {key_word} {action[1]}"
+        if kind == "clock":
+            return f"clock: the lease of {key_word} {action[1]} lapses"
+        if kind == "fence":
+            return f"operator: fence the executor of {key_word} {action[1]} through its epoch"
+        return f"worker {action[1]} crashes (its work stops, its handle is gone)"
+
+    def explain(before: EntityWorld, action: Action, after: EntityWorld) -> list[tuple[str, None]]:
+        text = show_action(action)
+        if action[0] == "own":
+            h = before.clients[action[1]]
+            assert h is not None
+            result = fire(before, h.key, action[2], (h.epoch, h.token), True)
+            if result is None:
+                text += f" (from {before.rows[h.key].state}: no such transition; refused)"
+            elif result[0] is None:
+                text += f" refused ({result[1]} false): drops its handle, stops its work"
+            elif (h.epoch, h.token) != (before.rows[h.key].epoch, before.rows[h.key].token):
+                text += f" on a stale handle (e{h.epoch}), and it changes the row"
+        return [(text, None)]
+
+    return Model(
+        init_states=init_states,
+        actions=actions,
+        next_state=next_state,
+        properties=properties,
+        canonical=canonical,
+        show_action=show_action,
+        show_state=show_state,
+        may_stop=may_stop,
+        explain=explain,
+    )
+
+
+def entity_word(spec: Spec) -> str:
+    """What an entity of ``spec`` is called in paths: the lifecycle's name (a variant's
+    base's)."""
+    return Path(spec.base).stem if spec.base else spec.name
+
+
+def _order(h: Handle | None) -> tuple[Any, ...]:
+    return () if h is None else (1, *h)
+
+
+def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
+    where = spec.path or spec.name
+    for name, g in spec.guards.items():
+        if g.kind in ("draft_ready", "draft_pinned"):
+            raise SpecError(
+                f"{where}: guard {name!r} is of kind {g.kind!r}, which reads the claim"
+                " protocol's drafts; a lifecycle of your own has no drafts: compare a column"
+                " of its own instead"
+            )
+        if g.kind == "compare" and g.fact is not None and g.fact not in WORLD_FACTS:
+            claim = " (the claim remote's readback)" if g.fact in CLAIM_FACTS else ""
+            raise SpecError(
+                f"{where}: guard {name!r} reads the fact {g.fact!r}{claim}; the checker's"
+                f" world for a lifecycle of your own answers {sorted(WORLD_FACTS)}"
+            )
+        if (
+            g.kind == "compare"
+            and g.column is not None
+            and g.column != "epoch"
+            and (g.column not in spec.columns)
+        ):
+            raise SpecError(
+                f"{where}: guard {name!r} reads the column {g.column!r}, which only the claim"
+                " protocol's row has; compare epoch or a column declared under [columns]"
+            )
+
+
+def _truth(
+    spec: Spec, name: str, col_index: dict[str, int]
+) -> Callable[[Row, tuple[int, int] | None, bool, dict[str, Any]], bool]:
+    """The guard ``name`` as a predicate over (row, the caller's handle, whether the
+    caller names the current epoch, the world's evidence)."""
+    g = spec.guards[name]
+    frees = frozenset(spec.states_where("frees_target")) | {spec.initial}
+    if g.kind == "owner":
+        return lambda row, caller, named, facts: caller == (row.epoch, row.token)
+    if g.kind == "epoch":
+        return lambda row, caller, named, facts: (
+            caller[0] == row.epoch if caller is not None else named
+        )
+    if g.kind == "live":
+        return lambda row, caller, named, facts: row.live
+    if g.kind == "lapsed":
+        return lambda row, caller, named, facts: not row.live
+    if g.kind == "free":
+        return lambda row, caller, named, facts: row.state in frees
+    assert g.kind == "compare" and g.op is not None
+    op, value, fact = g.op, g.value, g.fact
+
+    def column(row: Row) -> int | None:
+        if g.column == "epoch":
+            return row.epoch
+        return row.columns[col_index[g.column]] if g.column in col_index else None
+
+    if fact is None:
+        return lambda row, caller, named, facts: compare(op, column(row), value)
+    if g.column is not None:
+        return lambda row, caller, named, facts: compare(op, facts[fact], column(row))
+    return lambda row, caller, named, facts: compare(op, facts[fact], value)
+
+
+def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], bool]:
+    if inv.kind == "exclusive_work":
+
+        def exclusive(world: EntityWorld) -> bool:
+            seen: set[int] = set()
+            for h in world.clients:
+                if h is not None and h.working and h.epoch > world.rows[h.key].fence:
+                    if h.key in seen:
+                        return False
+                    seen.add(h.key)
+            return True
+
+        return exclusive
+    states, op, value = frozenset(inv.states), inv.op, inv.value
+
+    def row_holds(world: EntityWorld) -> bool:
+        for row in world.rows:
+            if states and row.state not in states:
+                continue
+            left = row.epoch if inv.column == "epoch" else row.columns[col_index[inv.column]]
+            if not compare(op, left, value):
+                return False
+        return True
+
+    return row_holds

@@ -1,0 +1,110 @@
+"""``claimfsm check`` on a lifecycle of your own: the checker's model of any declared
+lifecycle (``claimfsm.checker.entity_model``), its world from the declaration's ``[world]``
+and the command's flags."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from claimfsm.spec import Spec
+
+#: ``check`` options that describe the claim protocol's world only.
+CLAIM_ONLY = ("drafts", "retries", "remote", "replay", "diagram_dir")
+
+
+def check_lifecycle(
+    ctx: click.Context,
+    spec: Spec,
+    *,
+    workers: int | None,
+    keys: int | None,
+    epochs: int | None,
+    no_crashes: bool,
+    no_symmetry: bool,
+    limits: dict[str, Any],
+    token: str | None,
+    as_json: bool,
+) -> None:
+    from claimfsm.checker import Checker, EntityModelConfig, entity_model, explained, replay
+
+    given = [
+        name
+        for name in CLAIM_ONLY
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if given:
+        flags = ", ".join("--" + ("diagram" if n == "diagram_dir" else n) for n in given)
+        raise click.UsageError(
+            f"{flags}: the claim protocol's world only (drafts, its remote, its stores);"
+            f" {spec.name} is a lifecycle of its own: its world is its [world] table, and"
+            " --workers, --targets (its entities), --epochs and --no-crashes"
+        )
+    config = EntityModelConfig(
+        workers=workers, keys=keys, epochs=epochs, crashes=False if no_crashes else None
+    )
+    model = entity_model(spec, config)
+    world = config.resolved(spec)
+    if token is not None:
+        path = replay(model, token)
+        steps = explained(model, path)
+        if as_json:
+            click.echo(json.dumps({"design": spec.name, "token": token, "steps": steps}, indent=2))
+        else:
+            click.echo(f"design {spec.name}: {spec.description}")
+            click.echo(f"replay token {token} (on the model; storing this lifecycle is not built):")
+            for n, (text, state) in enumerate(steps):
+                click.echo(f"  {n}. {text}\n       -> {state}")
+        end = path[-1].state
+        sys.exit(1 if any(not p.holds(end) for p in model.properties) else 0)
+    checker = (
+        Checker(model)
+        .symmetry(not no_symmetry)
+        .max_depth(limits["max_depth"])
+        .max_states(limits["max_states"])
+        .time_limit(limits["time_limit"])
+        .progress(
+            lambda unique, depth, secs: click.echo(
+                f"... {unique:,} unique states, depth {depth}, {secs:.0f} s", err=True
+            )
+        )
+    )
+    report = checker.run()
+    if as_json:
+        data = report.as_dict()
+        data["design"] = spec.name
+        data["bounds"] = {**world, "symmetry": not no_symmetry}
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"design {spec.name}: {spec.description}")
+        click.echo("world: " + describe_world(spec, world))
+        if not spec.invariants:
+            click.echo(
+                "note: the declaration names no [invariants]; the checker proves only that"
+                " stale operations change nothing, and looks for deadlocks"
+            )
+        click.echo(report.text())
+        click.echo(f"verdict: {report.verdict}")
+    sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
+
+
+def describe_world(spec: Spec, world: dict[str, Any]) -> str:
+    from claimfsm.checker import entity_word
+
+    word = entity_word(spec)
+    parts = [
+        _count(world["workers"], "worker"),
+        _count(world["keys"], word),
+        f"{_count(world['epochs'], 'epoch')} per {word}",
+    ]
+    if spec.columns:
+        parts.append(f"counters up to {world['counts']}")
+    parts.append("with crashes and stale wake-ups" if world["crashes"] else "without crashes")
+    return ", ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

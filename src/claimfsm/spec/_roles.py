@@ -1,0 +1,185 @@
+"""What a declaration says beyond its machine: the row's own columns, who takes each event,
+which events start and end the external work, the named invariants, and the world the
+checker explores. stdlib only.
+
+- ``[columns.NAME]``: an integer column of the entity's row (a counter such as
+  ``attempts``), with its ``default``. Events ``bumps`` it; ``compare`` guards and ``row``
+  invariants read it.
+- ``by`` on ``[events.NAME]``: who takes the event (:data:`ROLES`). Without it, the guards
+  say: an ``owner`` guard makes it the owner's, a ``free`` guard a taker's, a ``lapsed``
+  guard the sweep's; anything else is the operator's.
+- ``work`` on ``[events.NAME]``: ``starts`` (after it the owner's external work may be
+  running: a send, a job's run) or ``ends`` (the owner's work is over once it takes it,
+  refused or not).
+- ``[invariants.NAME]``: predicates the checker proves in every reachable state
+  (:data:`INVARIANT_KINDS`).
+- ``[world]``: the bounds and faults of the checker's world (:data:`WORLD_OPTIONS`);
+  ``claimfsm check`` flags override them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from claimfsm.spec._guards import COLUMNS, OPERATORS
+
+#: Who takes an event, with the sentence the docs use.
+ROLES: dict[str, str] = {
+    "owner": "a client holding a handle (epoch and token) from an earlier take",
+    "taker": "an idle client: a new epoch begins and the taker holds it (a fresh token)",
+    "operator": "the operator or a reconciler, naming the current epoch, holding no token",
+    "sweep": "the store's sweep, acting on the row as the store clock finds it",
+}
+
+#: What an event does to the owner's external work.
+WORK = {"starts": "the owner's external work may run from now on", "ends": "the work is over"}
+
+#: Invariant kinds, with the sentence the docs use.
+INVARIANT_KINDS: dict[str, str] = {
+    "exclusive_work": "at most one client's external work on an entity is running at a time,"
+    " apart from work at an epoch the executor has fenced off",
+    "row": "`column op value` holds for the entity's row (in the listed `states` only, if given)",
+}
+
+#: ``[world]`` options: name -> (default, lowest, highest, meaning). Booleans have no range.
+WORLD_OPTIONS: dict[str, tuple[int | bool, int, int, str]] = {
+    "workers": (2, 1, 6, "clients that take, own and work on entities"),
+    "keys": (1, 1, 4, "entities (one row each)"),
+    "epochs": (3, 1, 8, "takes per entity: a take beyond it is not explored"),
+    "counts": (
+        4,
+        1,
+        16,
+        "the highest value a bumped column reaches: a bump beyond it is not explored",
+    ),
+    "crashes": (True, 0, 0, "a client may crash: it forgets its handle and its work stops"),
+}
+
+
+COLUMN_KEYS = {"meaning", "type", "default"}
+INVARIANT_KEYS = {"kind", "meaning", "column", "op", "value", "states"}
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDecl:
+    name: str
+    meaning: str
+    default: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InvariantDecl:
+    name: str
+    kind: str  # one of INVARIANT_KINDS
+    meaning: str
+    # kind "row": column op value, in states (empty: every state but the initial one)
+    column: str | None = None
+    op: str | None = None
+    value: int | None = None
+    states: tuple[str, ...] = ()
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+Fail = Callable[[str], Exception]
+
+
+def parse_columns(declared: Any, fail: Fail) -> dict[str, ColumnDecl]:
+    if not isinstance(declared, dict):
+        raise fail("columns must be tables: [columns.NAME] with a 'meaning'")
+    found = {}
+    for name, body in declared.items():
+        what = f"column {name!r}"
+        _only(body, COLUMN_KEYS, what, fail)
+        if not _WORD.fullmatch(name):
+            raise fail(f"{what}: a column name is a word (letters, digits, _)")
+        if name in COLUMNS or name in ("state", "token", "owner", "token_hash", "key", "target"):
+            raise fail(f"{what}: the row already has a column of that name; choose another")
+        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
+            raise fail(f"{what} needs a one-line 'meaning'")
+        if body.get("type", "int") != "int":
+            raise fail(f'{what}: type must be "int" (counters are the columns supported)')
+        default = body.get("default", 0)
+        if isinstance(default, bool) or not isinstance(default, int) or not 0 <= default < 2**31:
+            raise fail(f"{what}: default must be a whole number from 0, not {default!r}")
+        found[name] = ColumnDecl(name, body["meaning"], default)
+    return found
+
+
+def parse_invariants(
+    declared: Any,
+    states: Mapping[str, Any],
+    columns: Mapping[str, ColumnDecl],
+    starts_work: bool,
+    fail: Fail,
+) -> dict[str, InvariantDecl]:
+    if not isinstance(declared, dict):
+        raise fail("invariants must be tables: [invariants.NAME] with a 'kind' and a 'meaning'")
+    found = {}
+    for name, body in declared.items():
+        what = f"invariant {name!r}"
+        _only(body, INVARIANT_KEYS, what, fail)
+        if not _WORD.fullmatch(name):
+            raise fail(f"{what}: an invariant's name is a word (letters, digits, _)")
+        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
+            raise fail(f"{what} needs a one-line 'meaning'")
+        kind = body.get("kind")
+        if kind not in INVARIANT_KINDS:
+            raise fail(f"{what}: unknown kind {kind!r}; use one of {sorted(INVARIANT_KINDS)}")
+        operands = {"column", "op", "value", "states"} & set(body)
+        if kind == "exclusive_work":
+            if operands:
+                raise fail(f"{what}: {sorted(operands)} belong to kind 'row' only")
+            if not starts_work:
+                raise fail(
+                    f"{what}: no event starts work; mark the one that does with"
+                    ' work = "starts" under [events.NAME]'
+                )
+            found[name] = InvariantDecl(name, kind, body["meaning"])
+            continue
+        column, op, value = body.get("column"), body.get("op"), body.get("value")
+        if column not in columns and column != "epoch":
+            raise fail(
+                f"{what}: column {column!r} is not a column of the row; declare it under"
+                f" [columns.NAME] or use one of {sorted(['epoch', *columns])}"
+            )
+        if not isinstance(op, str) or op not in OPERATORS:
+            raise fail(f"{what}: op {op!r} is not an operator; use one of {list(OPERATORS)}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(f"{what}: value must be a whole number, not {value!r}")
+        listed = body.get("states", [])
+        if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
+            raise fail(f"{what}: states must be a list of state names")
+        unknown = [s for s in listed if s not in states]
+        if unknown:
+            raise fail(f"{what}: states {unknown} are not declared")
+        found[name] = InvariantDecl(name, kind, body["meaning"], column, op, value, tuple(listed))
+    return found
+
+
+def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool]:
+    if not isinstance(declared, dict):
+        raise fail("world must be a table: [world] with " + ", ".join(WORLD_OPTIONS))
+    _only(declared, set(WORLD_OPTIONS), "[world]", fail)
+    world: dict[str, int | bool] = {}
+    for name, (default, low, high, _meaning) in WORLD_OPTIONS.items():
+        value = declared.get(name, default)
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise fail(f"[world]: {name} must be true or false, not {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise fail(
+                f"[world]: {name} must be a whole number from {low} to {high}, not {value!r}"
+            )
+        world[name] = value
+    return world
+
+
+def _only(body: Any, allowed: set[str], what: str, fail: Fail) -> None:
+    if not isinstance(body, dict):
+        raise fail(f"{what} must be a table")
+    unknown = set(body) - allowed
+    if unknown:
+        raise fail(f"{what}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")

@@ -1,0 +1,254 @@
+"""A lifecycle of your own, checked: the model of any declared lifecycle reads its world, its
+roles and its invariants from the declaration (``specs/job.toml`` is the shipped one).
+
+Each invariant kind is shown failing on a declaration that breaks it, so none can pass by
+not being checked; renaming every name of the declaration changes no count; one edit of
+the TOML changes the verdict."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.checker import Checker, EntityModelConfig, entity_model
+from claimfsm.cli import main
+from claimfsm.errors import SpecError
+from claimfsm.machine import ClaimMachine
+from claimfsm.spec import declarations_dir, load_spec, shipped
+
+JOB = (declarations_dir() / "job.toml").read_text()
+
+
+def job(tmp_path: Path, text: str = JOB, name: str = "myjob") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace('name = "job"', f'name = "{name}"'))
+    return path
+
+
+def run(path: Path, **bounds: Any) -> dict[str, str]:
+    report = Checker(entity_model(load_spec(path), EntityModelConfig(**bounds))).run()
+    assert report.complete
+    return {p.name: report.outcome(p) for p in report.model.properties}
+
+
+def test_the_job_lifecycle_holds_every_invariant_it_declares() -> None:
+    result = CliRunner().invoke(main, ["check", "job"])
+    assert result.exit_code == 0, result.output
+    for name in (
+        "stale_operations_change_nothing",
+        "one_attempt_at_a_time",
+        "attempts_bounded",
+        "dead_only_when_spent",
+    ):
+        assert f"{name}: holds" in result.output
+    assert "world: 2 workers, 1 job, 4 epochs per job" in result.output
+    three = CliRunner().invoke(main, ["check", "job", "--workers", "3", "--json"])
+    assert three.exit_code == 0, three.output
+    data = json.loads(three.output)
+    assert data["complete"] and data["bounds"]["workers"] == 3 and data["bounds"]["epochs"] == 4
+
+
+def test_the_wrong_job_design_is_caught_with_the_shortest_counterexample() -> None:
+    result = CliRunner().invoke(main, ["check", "job-requeue_without_evidence"])
+    assert result.exit_code == 1, result.output
+    assert "one_attempt_at_a_time: violated" in result.output
+    steps = re.findall(r"^  (\d+)\. (.*)$", result.output, flags=re.MULTILINE)
+    texts = [text for _, text in steps]
+    # lease, start, the lease lapses, the sweep orphans it, requeued without evidence,
+    # a second worker leases and starts it while the first still runs.
+    assert len(texts) == 8, texts
+    assert texts[3:] == [
+        "clock: the lease of job 0 lapses",
+        "sweep: lapse job 0",
+        "operator: requeue job 0",
+        "worker 1: lease job 0",
+        "worker 1: start",
+    ]
+    token = re.search(r"replay token: (\S+)", result.output)
+    assert token is not None
+    replayed = CliRunner().invoke(
+        main, ["check", "job-requeue_without_evidence", "--replay-token", token.group(1)]
+    )
+    assert replayed.exit_code == 1 and "worker 1: start" in replayed.output
+    assert "--replay-token" in CliRunner().invoke(main, ["check", "--help"]).output
+
+
+def test_the_correct_design_is_not_caught_because_of_its_evidence_guards(tmp_path: Path) -> None:
+    """Dropping the fence's guard instead of the readback's is just as wrong: each of the two
+    ways out of orphaned carries the protection."""
+    text = JOB.replace(
+        'guards = ["epoch_current", "executor_fenced"]', 'guards = ["epoch_current"]'
+    )
+    assert run(job(tmp_path, text))["one_attempt_at_a_time"] == "violated"
+    assert run(job(tmp_path))["one_attempt_at_a_time"] == "holds"
+
+
+@pytest.mark.parametrize(
+    ("edit", "violated"),
+    [
+        # the lease no longer checks the attempts left: a fourth attempt
+        ('guards = ["job_queued", "attempts_left"]', "attempts_bounded"),
+        # the sweep buries a job at once
+        ('guards = ["attempts_spent"]', "dead_only_when_spent"),
+        # succeed by anyone holding an old handle: a stale worker finishes the new attempt
+        (
+            'event = "succeed"\nsource = "running"\ndest = "succeeded"\nguards = ["owner_matches"]',
+            "stale_operations_change_nothing",
+        ),
+    ],
+)
+def test_each_invariant_kind_fails_on_a_declaration_that_breaks_it(
+    tmp_path: Path, edit: str, violated: str
+) -> None:
+    assert edit in JOB
+    broken = edit.rsplit("guards = ", 1)[0] + (
+        'guards = ["job_queued"]' if "job_queued" in edit else "guards = []"
+    )
+    outcomes = run(job(tmp_path, JOB.replace(edit, broken)))
+    assert [n for n, o in outcomes.items() if o == "violated"] == [violated], outcomes
+
+
+def test_a_stuck_state_is_a_deadlock(tmp_path: Path) -> None:
+    """One edit in the TOML reaches the checker: with two attempts allowed but three needed
+    before the sweep buries a job, a job with two attempts can go nowhere."""
+    text = JOB.replace('op = "<"\nvalue = 3', 'op = "<"\nvalue = 2')
+    assert text != JOB
+    result = CliRunner().invoke(main, ["check", str(job(tmp_path, text))])
+    assert result.exit_code == 1
+    assert "deadlock: no action is enabled after" in result.output
+    assert "queued e2, attempts=2" in result.output.split("deadlock")[1]
+
+
+def rename(text: str) -> str:
+    """Every state, event, guard, column and invariant name of job.toml, renamed: in table
+    headers and in the values of the keys that name them (not in effect or kind names)."""
+    spec = load_spec(declarations_dir() / "job.toml")
+    names = {*spec.states, *spec.events, *spec.guards, *spec.columns, *spec.invariants}
+    naming = ("event", "source", "dest", "guards", "initial", "column", "states", "bumps")
+
+    def new(m: re.Match[str]) -> str:
+        return f"zz_{m.group(1)[::-1]}" if m.group(1) in names else m.group(1)
+
+    lines = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0].strip()
+        if line.startswith("["):
+            line = re.sub(r"(?<=\.)(\w+)(?=\])", new, line)
+        elif key in naming:
+            line = key + " =" + re.sub(r'(?<=")(\w+)(?=")', new, line.split("=", 1)[1])
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_renaming_every_name_changes_no_count_and_no_verdict(tmp_path: Path) -> None:
+    renamed = job(tmp_path, rename(JOB), name="renamed")
+    spec = load_spec(renamed)
+    assert not set(spec.states) & set(load_spec(declarations_dir() / "job.toml").states)
+    for symmetry in (False, True):
+        counts = []
+        for path in (declarations_dir() / "job.toml", renamed):
+            model = entity_model(load_spec(path), EntityModelConfig(workers=3))
+            report = Checker(model).symmetry(symmetry).run()
+            counts.append((report.unique, report.states, report.depth, report.verdict))
+        assert counts[0] == counts[1]
+    broken = JOB.replace('["epoch_current", "attempt_stopped"]', '["epoch_current"]')
+    outcomes = run(job(tmp_path, rename(broken), name="wrong"))
+    assert outcomes["zz_" + "one_attempt_at_a_time"[::-1]] == "violated"
+
+
+def test_the_world_is_read_from_the_declaration_and_flags_override_it(tmp_path: Path) -> None:
+    path = job(
+        tmp_path,
+        JOB.replace("workers = 2", "workers = 1").replace("crashes = true", "crashes = false"),
+    )
+    one = CliRunner().invoke(main, ["check", str(path), "--json"])
+    assert json.loads(one.output)["bounds"]["workers"] == 1
+    assert json.loads(one.output)["bounds"]["crashes"] is False
+    more = CliRunner().invoke(main, ["check", str(path), "--json", "--workers", "2"])
+    assert json.loads(more.output)["bounds"]["workers"] == 2
+    assert json.loads(more.output)["unique"] > json.loads(one.output)["unique"]
+
+
+@pytest.mark.parametrize("flag", [["--drafts", "2"], ["--remote", "plain"], ["--replay"]])
+def test_the_claim_worlds_flags_are_refused_for_another_lifecycle(flag: list[str]) -> None:
+    result = CliRunner().invoke(main, ["check", "job", *flag])
+    assert result.exit_code == 2
+    assert flag[0] in result.output and "the claim protocol's world only" in result.output
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('kind = "exclusive_work"', 'kind = "exclusive"'), "unknown kind 'exclusive'"),
+        (
+            ('column = "attempts"\nop = "<="', 'column = "tries"\nop = "<="'),
+            "column 'tries' is not a column of the row",
+        ),
+        (('bumps = ["attempts"]', 'bumps = ["tries"]'), "bumps ['tries'] must name each column"),
+        (('by = "sweep"', 'by = "cron"'), "by 'cron' is not a role"),
+        (("workers = 2", "workers = 9"), "[world]: workers must be a whole number from 1 to 6"),
+        (('work = "starts"', 'work = "begins"'), "work 'begins' must be one of"),
+        (("[columns.attempts]", "[columns.epoch]"), "the row already has a column of that name"),
+    ],
+)
+def test_bad_roles_invariants_and_worlds_are_named(
+    tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
+    assert edit[0] in JOB
+    path = job(tmp_path, JOB.replace(edit[0], edit[1], 1))
+    result = CliRunner().invoke(main, ["check", str(path)])
+    assert result.exit_code == 1
+    assert message in result.output and str(path) in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_invariant_error_names_its_line(tmp_path: Path) -> None:
+    path = job(tmp_path, JOB.replace('kind = "exclusive_work"', 'kind = "exclusive"'))
+    with pytest.raises(SpecError) as e:
+        load_spec(path)
+    line = JOB.splitlines().index("[invariants.one_attempt_at_a_time]") + 1
+    assert f"{path}:{line}: invariant 'one_attempt_at_a_time'" in str(e.value)
+
+
+def test_exclusive_work_needs_an_event_that_starts_work(tmp_path: Path) -> None:
+    path = job(tmp_path, JOB.replace('work = "starts"\n', ""))
+    with pytest.raises(SpecError, match="no event starts work; mark the one that does with work"):
+        load_spec(path)
+
+
+def test_what_only_the_claim_world_answers_is_refused_by_name(tmp_path: Path) -> None:
+    text = JOB.replace(
+        'fact = "running"\nop = "="\nvalue = false', 'fact = "outcome"\nop = "="\nvalue = "absent"'
+    )
+    with pytest.raises(
+        SpecError, match=r"reads the fact 'outcome' \(the claim remote's readback\)"
+    ):
+        entity_model(load_spec(job(tmp_path, text)))
+    drafts = JOB.replace('kind = "free"', 'kind = "draft_ready"')
+    with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
+        entity_model(load_spec(job(tmp_path, drafts)))
+
+
+def test_the_claims_consumers_refuse_columns_and_invariants_they_would_ignore(
+    tmp_path: Path,
+) -> None:
+    claim = (declarations_dir() / "claim.toml").read_text()
+    extra = claim + '\n[columns.sends]\nmeaning = "sends so far"\n'
+    path = tmp_path / "claim_plus.toml"
+    path.write_text(extra)
+    with pytest.raises(SpecError, match=r"also has columns \['sends'\]"):
+        ClaimMachine(load_spec(path))
+
+
+def test_every_shipped_declaration_is_checked_by_its_own_model() -> None:
+    """The claim and its variants run on the claim model, every other lifecycle on the
+    model of a declared lifecycle; no shipped declaration is refused."""
+    from claimfsm.spec import is_lifecycle_of_its_own
+
+    own = sorted(n for n, s in shipped().items() if is_lifecycle_of_its_own(s))
+    assert own == ["job", "job-requeue_without_evidence"]
