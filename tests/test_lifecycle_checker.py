@@ -252,3 +252,21 @@ def test_every_shipped_declaration_is_checked_by_its_own_model() -> None:
 
     own = sorted(n for n, s in shipped().items() if is_lifecycle_of_its_own(s))
     assert own == ["job", "job-requeue_without_evidence"]
+
+
+def test_a_counterexample_is_drawn_on_the_diagram_and_as_a_sequence_chart(tmp_path: Path) -> None:
+    out = tmp_path / "drawn"
+    result = CliRunner().invoke(
+        main, ["check", "job-requeue_without_evidence", "--diagram", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    stem = "job-requeue_without_evidence-one_attempt_at_a_time"
+    dot = (out / f"{stem}.dot").read_text()
+    # the path, numbered, in red; the variant's change from job.toml in blue
+    assert "(2,7) start" in dot and "(5) changed: requeue" in dot
+    assert "no longer checks attempt_stopped" in dot
+    chart = (out / f"{stem}-sequence.svg").read_text()
+    assert "job store" in chart and "executor" in chart and "claim store" not in chart
+    assert "work e1 running" in chart and "two epochs running at once" in chart
+    assert "operator: requeue" in chart  # who acted, on the store's lifeline
+    assert (out / f"{stem}-sequence.mmd").read_text().startswith("sequenceDiagram")

@@ -10,7 +10,6 @@ compiled from the declaration, so a wrong design (``specs/wrong/``) runs on the 
 
 from claimfsm.checker._claim import (
     ClaimModelConfig,
-    PathStep,
     RemoteMode,
     World,
     claim_model,
@@ -29,7 +28,14 @@ from claimfsm.checker._engine import (
     path_from,
     replay,
 )
-from claimfsm.checker._entity import EntityModelConfig, EntityWorld, entity_model, entity_word
+from claimfsm.checker._entity import (
+    EntityModelConfig,
+    EntityWorld,
+    entity_model,
+    entity_path_steps,
+    entity_word,
+)
+from claimfsm.checker._path import PathStep
 
 __all__ = [
     "Checker",
@@ -47,6 +53,7 @@ __all__ = [
     "claim_model",
     "compile_table",
     "entity_model",
+    "entity_path_steps",
     "entity_word",
     "explained",
     "fire",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from claimfsm.checker._engine import Model, Property
+from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument
 from claimfsm.spec import GUARD_KINDS, Spec, compare, require_claim_protocol
 
@@ -101,21 +102,6 @@ class Ghosts(NamedTuple):
     stale_changed: bool = False  # a stale owner's operation changed a claim
     uncertain_escaped: bool = False  # uncertain left without evidence
     discarded: bool = False  # a stale owner's operation was refused (recorded)
-
-
-class PathStep(NamedTuple):
-    """One step of a path, in the declaration's terms, for drawings and reports."""
-
-    number: int
-    actor: str  # "worker 0" .. , "store" (sweep, reconcile), "remote", "clock", "author"
-    to: str  # whom the arrow goes to in a sequence chart: "store", "remote" or the actor
-    text: str  # what happened, in words
-    event: str | None  # the declared event, when the claim's state was involved
-    source: str | None  # the claim's state before
-    dest: str | None  # the claim's state after
-    label: str = ""  # a short label for an arrow: the event, "request", "lands", "ack"
-    in_flight: tuple[int, ...] = ()  # epochs with a request in flight at the remote, after
-    effects: tuple[tuple[int, int], ...] = ()  # (draft, epoch) of each effect applied, after
 
 
 class World(NamedTuple):

@@ -23,12 +23,14 @@ stale client's operation changes nothing. Nothing here names a state, event or g
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from claimfsm.checker._engine import Model, Property
+from claimfsm.checker._engine import Model, Property, Step
+from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec, compare
 from claimfsm.spec._vocabulary import CLAIM_FACTS
@@ -419,3 +421,60 @@ def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], b
         return True
 
     return row_holds
+
+
+def entity_path_steps(
+    spec: Spec, model: Model[EntityWorld, Action], path: Sequence[Step[EntityWorld, Action]]
+) -> list[PathStep]:
+    """A path of :func:`entity_model` as declaration-level steps, for the state diagram and
+    the sequence chart: who did what, the transition the entity took (none for a refusal),
+    and the epochs whose work is running (on the executor's lifeline) after each step."""
+    roles = {e: spec.role(e) for e in spec.events}
+    steps: list[PathStep] = []
+    for before, after in itertools.pairwise(path):
+        action = after.action
+        assert action is not None
+        kind = action[0]
+        if kind == "own":
+            h = before.state.clients[action[1]]
+            assert h is not None
+            key = h.key
+        elif kind == "take":
+            key = action[2]
+        elif kind in ("env", "clock", "fence"):
+            key = action[1]
+        else:
+            key = -1
+        source = before.state.rows[key].state if key >= 0 else None
+        dest = after.state.rows[key].state if key >= 0 else None
+        event = action[-1] if kind in ("take", "own", "env") else None
+        changed = key >= 0 and before.state.rows[key] != after.state.rows[key]
+        if kind == "own" and not changed and after.state.clients[action[1]] is None:
+            event = None  # refused: no transition taken
+        actor = {
+            "take": f"worker {action[1]}",
+            "own": f"worker {action[1]}",
+            "crash": f"worker {action[1]}",
+            "clock": "clock",
+            "fence": "operator",
+        }.get(kind, roles.get(event or "", "store"))
+        to = {"crash": actor, "clock": "clock", "fence": "remote"}.get(kind, "store")
+        label = {"clock": "lease lapses", "fence": "fence", "crash": "crash"}.get(
+            kind, event or "refused"
+        )
+        running = tuple(sorted(h.epoch for h in after.state.clients if h is not None and h.working))
+        text = model.explain(before.state, action, after.state)[0][0] if model.explain else ""
+        steps.append(
+            PathStep(
+                number=len(steps) + 1,
+                actor=actor,
+                to=to,
+                text=text,
+                event=event,
+                source=source,
+                dest=dest,
+                label=label,
+                in_flight=running,
+            )
+        )
+    return steps

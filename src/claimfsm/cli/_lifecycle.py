@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,7 +15,7 @@ import click
 from claimfsm.spec import Spec
 
 #: ``check`` options that describe the claim protocol's world only.
-CLAIM_ONLY = ("drafts", "retries", "remote", "replay", "diagram_dir")
+CLAIM_ONLY = ("drafts", "retries", "remote", "replay")
 
 
 def check_lifecycle(
@@ -28,6 +30,7 @@ def check_lifecycle(
     limits: dict[str, Any],
     token: str | None,
     as_json: bool,
+    draw: Callable[[Any], list[Path]] | None = None,
 ) -> None:
     from claimfsm.checker import Checker, EntityModelConfig, entity_model, explained, replay
 
@@ -37,7 +40,7 @@ def check_lifecycle(
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     ]
     if given:
-        flags = ", ".join("--" + ("diagram" if n == "diagram_dir" else n) for n in given)
+        flags = ", ".join(f"--{n}" for n in given)
         raise click.UsageError(
             f"{flags}: the claim protocol's world only (drafts, its remote, its stores);"
             f" {spec.name} is a lifecycle of its own: its world is its [world] table, and"
@@ -73,6 +76,7 @@ def check_lifecycle(
         )
     )
     report = checker.run()
+    drawn = draw(report) if draw is not None else []
     if as_json:
         data = report.as_dict()
         data["design"] = spec.name
@@ -87,6 +91,8 @@ def check_lifecycle(
                 " stale operations change nothing, and looks for deadlocks"
             )
         click.echo(report.text())
+        for written in drawn:
+            click.echo(f"wrote {written}")
         click.echo(f"verdict: {report.verdict}")
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
 

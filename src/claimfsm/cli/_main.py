@@ -677,6 +677,9 @@ def check(
                 },
                 token=token,
                 as_json=as_json,
+                draw=(lambda report: _draw_counterexamples(spec, report, diagram_dir))
+                if diagram_dir
+                else None,
             )
             return
         workers, targets, epochs = workers or 3, targets or 1, epochs or 3
@@ -860,34 +863,46 @@ def diagram(declaration: str | None, design: str, out: Path, no_images: bool) ->
 
 def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
     """Each counterexample on the state diagram (DOT, SVG) and as a sequence chart (SVG,
-    and Mermaid text)."""
-    from claimfsm.checker import path_steps
+    and Mermaid text); a variant's changes from its base drawn blue."""
+    from claimfsm.checker import entity_path_steps, entity_word, path_steps
     from claimfsm.diagrams import (
+        CLAIM_LANES,
         GraphvizMissing,
+        Lanes,
         render,
         sequence_mermaid,
         sequence_svg,
         to_dot,
     )
-    from claimfsm.spec import claim_spec, differences
+    from claimfsm.spec import base_of, differences, is_lifecycle_of_its_own
 
     out.mkdir(parents=True, exist_ok=True)
-    changes = differences(claim_spec(), spec) if spec.base else None
+    base = base_of(spec)
+    changes = differences(base, spec) if base is not None else None
+    own = is_lifecycle_of_its_own(spec)
+    lanes = (
+        Lanes(f"{entity_word(spec)} store", "executor", "work", "running", "ends")
+        if own
+        else CLAIM_LANES
+    )
     written = []
     for prop in report.violations:
         found = report.discoveries.get(prop.name)
         if found is None:
             continue
-        steps = path_steps(spec, report.model, found.path)
+        if own:
+            steps = entity_path_steps(spec, report.model, found.path)
+        else:
+            steps = path_steps(spec, report.model, found.path)
         stem = out / f"{spec.name}-{prop.name}"
         dot = to_dot(spec, steps, changes=changes, violation=prop.description)
         stem.with_suffix(".dot").write_text(dot, encoding="utf-8")
         title = f"{spec.name}: {prop.name}"
         seq = out / f"{spec.name}-{prop.name}-sequence"
         seq.with_suffix(".svg").write_text(
-            sequence_svg(steps, title, prop.description), encoding="utf-8"
+            sequence_svg(steps, title, prop.description, lanes), encoding="utf-8"
         )
-        seq.with_suffix(".mmd").write_text(sequence_mermaid(steps, title), encoding="utf-8")
+        seq.with_suffix(".mmd").write_text(sequence_mermaid(steps, title, lanes), encoding="utf-8")
         written += [stem.with_suffix(".dot"), seq.with_suffix(".svg"), seq.with_suffix(".mmd")]
         try:
             stem.with_suffix(".svg").write_bytes(render(dot, "svg"))

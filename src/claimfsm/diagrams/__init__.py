@@ -1,8 +1,10 @@
 """State diagrams generated from a declaration (depends only on ``claimfsm.spec``)."""
 
 from claimfsm.diagrams._draw import (
+    CLAIM_LANES,
     DrawnStep,
     GraphvizMissing,
+    Lanes,
     render,
     sequence_mermaid,
     to_dot,
@@ -12,8 +14,10 @@ from claimfsm.diagrams._draw import (
 from claimfsm.diagrams._sequence import sequence_svg
 
 __all__ = [
+    "CLAIM_LANES",
     "DrawnStep",
     "GraphvizMissing",
+    "Lanes",
     "render",
     "sequence_mermaid",
     "sequence_svg",

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import graphviz
 
 from claimfsm.errors import StoreError
-from claimfsm.spec import Differences, Spec
+from claimfsm.spec import Differences, Spec, TransitionKey, transition_keys
 
 _FONT = "Helvetica"
 
@@ -103,9 +103,9 @@ def to_dot(
         if step.event and step.source and step.dest:
             taken.setdefault((step.event, step.source, step.dest), []).append(step.number)
     changed = changes.changed if changes else frozenset()
-    dropped: dict[tuple[str, str, str], list[str]] = {}
-    for e, src, d, guard in changes.guards_dropped if changes else ():
-        dropped.setdefault((e, src, d), []).append(guard)
+    dropped: dict[TransitionKey, list[str]] = {}
+    for e, src, d, n, guard in changes.guards_dropped if changes else ():
+        dropped.setdefault((e, src, d, n), []).append(guard)
     g = graphviz.Digraph(name=spec.name, comment=f"generated from {spec.name}; do not edit")
     g.attr(
         rankdir="LR",
@@ -119,14 +119,14 @@ def to_dot(
     g.attr("edge", fontname=_FONT, fontsize="10")
     for name, state in spec.states.items():
         g.node(name, label=name, tooltip=state.meaning, **_node_attrs(spec, name))
-    for t in spec.transitions:
+    for (key, _guards), t in zip(transition_keys(spec), spec.transitions, strict=True):
         if t.internal:
             continue
-        key = (t.event, t.source, t.dest)
         guards = f"\n[{', '.join(t.guards)}]" if t.guards else ""
         if key in dropped:
             guards += f"\n(no longer checks {', '.join(dropped[key])})"
-        numbers = taken.pop(key, None)
+        # A path step names (event, source, dest): of parallel transitions, the first is drawn.
+        numbers = taken.pop(key[:3], None)
         mark = "changed: " if key in changed else ""
         attrs: dict[str, str] = {}
         if key in changed:
@@ -136,7 +136,7 @@ def to_dot(
             mark = f"({steps}) {mark}"
             attrs = {"color": _RED, "fontcolor": _RED, "penwidth": "2.5"}
         g.edge(t.source, t.dest, label=f"{mark}{t.event}{guards}", **attrs)
-    for e, src, d in changes.removed if changes else ():
+    for e, src, d, _n in changes.removed if changes else ():
         g.edge(
             src,
             d,
@@ -226,8 +226,23 @@ def _legend(
     g.node("legend", label=label, shape="plain", fontsize="10")
 
 
-def sequence_mermaid(steps: Sequence[DrawnStep], title: str) -> str:
-    """A Mermaid sequence chart of a path: workers, the claim store and the remote."""
+class Lanes(NamedTuple):
+    """What a sequence chart calls its two fixed lifelines and what runs on the second:
+    the claim protocol's store and remote (requests in flight), or a lifecycle's store and
+    the executor its work runs on."""
+
+    store: str = "claim store"
+    remote: str = "remote"
+    item: str = "request"  # what a bar on the remote's lifeline is
+    doing: str = "in flight"  # what it is doing while the bar lasts
+    ends: str = "ends: no new effect"  # said when it stops without an effect
+
+
+CLAIM_LANES = Lanes()
+
+
+def sequence_mermaid(steps: Sequence[DrawnStep], title: str, lanes: Lanes = CLAIM_LANES) -> str:
+    """A Mermaid sequence chart of a path: workers, the store and the remote."""
     actors = sorted(
         {s.actor for s in steps if s.actor.startswith("worker")}
         | {s.to for s in steps if s.to.startswith("worker")}
@@ -235,7 +250,10 @@ def sequence_mermaid(steps: Sequence[DrawnStep], title: str) -> str:
     lines = ["sequenceDiagram", f"    title {title}"]
     for name in actors:
         lines.append(f"    participant {name.replace(' ', '')} as {name}")
-    lines += ["    participant store as claim store", "    participant remote as remote"]
+    lines += [
+        f"    participant store as {lanes.store}",
+        f"    participant remote as {lanes.remote}",
+    ]
     for s in steps:
         text = f"{s.number}. {s.text}".replace(";", ",").replace("#", "")
         if s.event and s.source and s.dest and s.source != s.dest:

@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from html import escape
 
-from claimfsm.diagrams._draw import DrawnStep
+from claimfsm.diagrams._draw import CLAIM_LANES, DrawnStep, Lanes
 
 _FONT = "Helvetica, Arial, sans-serif"
 _TEXT_WIDTH = 400  # the column of step descriptions
@@ -33,8 +33,14 @@ def _participants(steps: Sequence[DrawnStep]) -> list[str]:
     return [*workers, "store", "remote"]
 
 
-def sequence_svg(steps: Sequence[DrawnStep], title: str, violation: str | None = None) -> str:
-    """The steps as an SVG sequence chart (see the module's docstring)."""
+def sequence_svg(
+    steps: Sequence[DrawnStep],
+    title: str,
+    violation: str | None = None,
+    lanes: Lanes = CLAIM_LANES,
+) -> str:
+    """The steps as an SVG sequence chart (see the module's docstring); ``lanes`` names
+    the store's and the remote's lifelines and what runs on the remote's."""
     names = _participants(steps)
     x0 = 16 + _TEXT_WIDTH + 70
     xs = {name: x0 + i * _COLUMN for i, name in enumerate(names)}
@@ -57,7 +63,7 @@ def sequence_svg(steps: Sequence[DrawnStep], title: str, violation: str | None =
                 'fill="#f6f6f6"/>'
             )
     for name, x in xs.items():
-        label = "claim store" if name == "store" else name
+        label = {"store": lanes.store, "remote": lanes.remote}.get(name, name)
         add(
             f'<rect x="{x - 55}" y="44" width="110" height="30" rx="4" fill="#f2f2f2" '
             f'stroke="#555"/>'
@@ -68,7 +74,7 @@ def sequence_svg(steps: Sequence[DrawnStep], title: str, violation: str | None =
         for k, line in enumerate(lines):
             add(f'<text x="16" y="{top + 20 + k * _LINE}" font-size="13">{escape(line)}</text>')
         _arrow(add, s, xs, mid)
-    _remote_bars(add, rows, xs["remote"])
+    _remote_bars(add, rows, xs["remote"], lanes)
     if violation:
         add(
             f'<text x="16" y="{bottom + 26}" font-size="14" font-weight="bold" fill="{_RED}">'
@@ -123,9 +129,13 @@ def _lanes(in_flight: tuple[int, ...]) -> set[tuple[int, int]]:
 
 
 def _remote_bars(
-    emit: Callable[[str], None], rows: list[tuple[DrawnStep, list[str], float, float]], x: int
+    emit: Callable[[str], None],
+    rows: list[tuple[DrawnStep, list[str], float, float]],
+    x: int,
+    names: Lanes,
 ) -> None:
-    """Requests in flight as bars beside the remote's lifeline; effects as marks."""
+    """Requests in flight (or work running) as bars beside the remote's lifeline; effects
+    as marks."""
     lanes = sorted(set().union(*(_lanes(s.in_flight) for s, *_ in rows)))
     text_x = x + 12 + 12 * len(lanes)
     overlap_said = False
@@ -147,10 +157,10 @@ def _remote_bars(
                 f'fill="{colour}" opacity="0.85"/>'
             )
             if lane not in prev_lanes:
-                notes.append((colour, "normal", f"request e{lane[0]} in flight"))
+                notes.append((colour, "normal", f"{names.item} e{lane[0]} {names.doing}"))
         if two and not overlap_said:
             overlap_said = True
-            notes.append((_RED, "bold", "two epochs in flight at once"))
+            notes.append((_RED, "bold", f"two epochs {names.doing} at once"))
         new_effects = s.effects[len(prev_effects) :]
         for draft, epoch in new_effects:
             again = draft in drafts_done
@@ -162,7 +172,7 @@ def _remote_bars(
         ended = prev_lanes - now
         if ended and not new_effects:
             epochs = ", ".join(f"e{e}" for e, _ in sorted(ended))
-            notes.append(("#616161", "normal", f"request {epochs} ends: no new effect"))
+            notes.append(("#616161", "normal", f"{names.item} {epochs} {names.ends}"))
         for n, (colour, weight, words) in enumerate(notes):
             emit(
                 f'<text x="{text_x}" y="{mid + 4 + 15 * n}" font-size="12" '

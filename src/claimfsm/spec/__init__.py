@@ -6,12 +6,13 @@ stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
 """
 
 from claimfsm.spec._declaration import EventDecl, GuardDecl, Spec, StateDecl, TransitionDecl
-from claimfsm.spec._differences import Differences, differences
+from claimfsm.spec._differences import Differences, TransitionKey, differences, transition_keys
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS, compare
 from claimfsm.spec._load import (
     MODEL_OPTIONS,
     available,
+    base_of,
     claim_spec,
     declarations_dir,
     designs,
@@ -52,7 +53,9 @@ __all__ = [
     "State",
     "StateDecl",
     "TransitionDecl",
+    "TransitionKey",
     "available",
+    "base_of",
     "claim_spec",
     "compare",
     "declarations_dir",
@@ -63,5 +66,6 @@ __all__ = [
     "parse_spec",
     "require_claim_protocol",
     "shipped",
+    "transition_keys",
     "wrong_designs",
 ]

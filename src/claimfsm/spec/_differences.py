@@ -6,32 +6,51 @@ from dataclasses import dataclass
 
 from claimfsm.spec._declaration import Spec
 
+#: A transition: (event, source, dest, n), n counting the transitions of that event from
+#: that source to that dest in declaration order (0 for the first; the job's two ways out
+#: of orphaned are 0 and 1).
+TransitionKey = tuple[str, str, str, int]
+
+
+def transition_keys(spec: Spec) -> list[tuple[TransitionKey, frozenset[str]]]:
+    """Each transition of ``spec`` as its :data:`TransitionKey`, with its guards, in order."""
+    seen: dict[tuple[str, str, str], int] = {}
+    out = []
+    for t in spec.transitions:
+        k = (t.event, t.source, t.dest)
+        seen[k] = seen.get(k, -1) + 1
+        out.append(((*k, seen[k]), frozenset(t.guards)))
+    return out
+
 
 @dataclass(frozen=True)
 class Differences:
-    """Transitions are ``(event, source, dest)``; guards ``(event, source, dest, guard)``."""
+    """Transitions are :data:`TransitionKey`; guards ``(*TransitionKey, guard)``."""
 
-    added: tuple[tuple[str, str, str], ...]  # in the variant only
-    removed: tuple[tuple[str, str, str], ...]  # in the base only
-    guards_dropped: tuple[tuple[str, str, str, str], ...]
-    guards_added: tuple[tuple[str, str, str, str], ...]
+    added: tuple[TransitionKey, ...]  # in the variant only
+    removed: tuple[TransitionKey, ...]  # in the base only
+    guards_dropped: tuple[tuple[str, str, str, int, str], ...]
+    guards_added: tuple[tuple[str, str, str, int, str], ...]
     options: tuple[str, ...]  # model options the variant turns on (MODEL_OPTIONS)
 
     @property
-    def changed(self) -> frozenset[tuple[str, str, str]]:
+    def changed(self) -> frozenset[TransitionKey]:
         """The variant's transitions a reviewer should look at: added, or guards changed."""
         return frozenset(
-            [*self.added, *((e, s, d) for e, s, d, _ in (*self.guards_dropped, *self.guards_added))]
+            [
+                *self.added,
+                *((e, s, d, n) for e, s, d, n, _ in (*self.guards_dropped, *self.guards_added)),
+            ]
         )
 
     def lines(self) -> list[str]:
         """One line per difference, in words."""
         from claimfsm.spec._load import MODEL_OPTIONS
 
-        out = [f"adds {e}: {s} → {d}" for e, s, d in self.added]
-        out += [f"removes {e}: {s} → {d}" for e, s, d in self.removed]
-        out += [f"{e}: {s} → {d} no longer checks {g}" for e, s, d, g in self.guards_dropped]
-        out += [f"{e}: {s} → {d} also checks {g}" for e, s, d, g in self.guards_added]
+        out = [f"adds {e}: {s} → {d}" for e, s, d, _ in self.added]
+        out += [f"removes {e}: {s} → {d}" for e, s, d, _ in self.removed]
+        out += [f"{e}: {s} → {d} no longer checks {g}" for e, s, d, _, g in self.guards_dropped]
+        out += [f"{e}: {s} → {d} also checks {g}" for e, s, d, _, g in self.guards_added]
         out += [f"the model: {MODEL_OPTIONS.get(o, o)}" for o in self.options]
         return out
 
@@ -39,10 +58,7 @@ class Differences:
 def differences(base: Spec, variant: Spec) -> Differences:
     """What ``variant`` changes in ``base`` (internal transitions are compared too)."""
 
-    def index(spec: Spec) -> dict[tuple[str, str, str], frozenset[str]]:
-        return {(t.event, t.source, t.dest): frozenset(t.guards) for t in spec.transitions}
-
-    old, new = index(base), index(variant)
+    old, new = dict(transition_keys(base)), dict(transition_keys(variant))
     both = [k for k in new if k in old]
     return Differences(
         added=tuple(k for k in new if k not in old),

@@ -126,6 +126,15 @@ def shipped() -> dict[str, Spec]:
     return {**dict(sorted(found.items(), key=lambda kv: kv[0] != "claim")), **wrong_designs()}
 
 
+def base_of(spec: Spec) -> Spec | None:
+    """The declaration a variant overlays (None for a declaration that is not a variant)."""
+    if spec.base is None:
+        return None
+    if spec.path is None:
+        raise SpecError(f"{spec.name}: a variant read without its path cannot find its base")
+    return load_spec((spec.path.parent / spec.base).resolve())
+
+
 def is_lifecycle_of_its_own(spec: Spec) -> bool:
     """Whether ``spec`` is not the claim protocol or a variant of it (its state and event
     names differ): the checker runs it on the model of any declared lifecycle."""
