@@ -23,6 +23,7 @@ LAYERS = [
     "audit",
     "metrics",
     "replay",
+    "verify",
     "service",
     "demo",
     "campaign",
@@ -109,7 +110,8 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("layer", LAYERS)
 def test_dependencies_run_one_way(layer: str) -> None:
-    """spec -> machine -> store -> (audit, replay) -> service -> demo, campaign -> cli; nothing
+    """spec -> machine -> store -> (audit, replay, verify) -> service -> demo, campaign -> cli;
+    nothing
     imports a later layer. The checker sits beside them on the spec alone (the test below)."""
     later = LAYERS[LAYERS.index(layer) + 1 :]
     files = (

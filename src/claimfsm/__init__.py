@@ -5,16 +5,19 @@ when the remote dedups by idempotency key or rejects stale epochs (is fenced).
 
 Layout, and the one direction dependencies run (each layer imports only those before it)::
 
-    spec      the declaration: states, events, guards, transitions (stdlib only)
+    spec      a declaration: states, events, guards, transitions; roles, columns,
+              invariants and the checker's world (stdlib only)
     machine   the ``transitions`` machine built from it; the guards' meaning in Python
     store     drafts, claims, history; one guarded write per transition (SQLite,
-              PostgreSQL, memory)
+              PostgreSQL, memory); and the entities of any declared lifecycle
     audit     a database's history checked against the declaration, read-only
     metrics   Prometheus metrics from a store's observed transitions (optional extra)
-    checker   the model checker and the claim model (imports spec alone)
+    checker   the model checker, the claim model and the model of any declared lifecycle
+              (imports spec alone)
     diagrams  state diagrams and sequence charts drawn from a declaration (spec alone)
     review    the design-review report (checker, diagrams)
     replay    model paths replayed on a real store, with coverage
+    verify    a lifecycle's store against the checker's model (``claimfsm verify``)
     service   Dispatcher and the Remote protocol an adapter implements (and their asyncio
               faces, which run the same core)
     demo      the demonstration run by ``claimfsm demo``

@@ -4,6 +4,7 @@ and the command's flags."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -114,3 +115,72 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def verify_lifecycle(
+    spec: Spec,
+    url: str,
+    *,
+    examples: int,
+    steps: int,
+    workers: int | None,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """``claimfsm verify``: the generated stateful test of ``spec`` against the store at
+    ``url``, in tables of its own (``verify_NAME``), dropped afterwards."""
+    from claimfsm.spec import is_lifecycle_of_its_own
+    from claimfsm.store import open_entity_store
+
+    if not is_lifecycle_of_its_own(spec):
+        raise click.UsageError(
+            f"{spec.name} is the claim protocol or a variant of it, whose stores have their own"
+            " stateful tests (make test); claimfsm verify takes a lifecycle of your own"
+        )
+    if url in ("sqlite://:memory:", "sqlite:///:memory:"):
+        raise click.UsageError(
+            "--db: each worker needs its own connection to one database, and every"
+            " connection to :memory: is a database of its own: give a file, sqlite:///PATH"
+        )
+    try:
+        from claimfsm.verify import verify
+    except ImportError as exc:  # hypothesis is the verify extra
+        raise click.ClickException(
+            f"claimfsm verify needs Hypothesis: pip install 'claimfsm[verify]' ({exc})"
+        ) from None
+    first = open_entity_store(spec, url, prefix="verify")  # a bad URL fails here, clearly
+    try:
+        result = verify(
+            spec,
+            lambda clock: open_entity_store(spec, url, clock=clock, prefix="verify"),
+            examples=examples,
+            steps=steps,
+            workers=workers,
+            seed=seed,
+        )
+    finally:
+        first.drop()
+        first.close()
+    if as_json:
+        click.echo(json.dumps({"design": spec.name, **dataclasses.asdict(result)}, indent=2))
+    else:
+        click.echo(f"verify {spec.name} on {_shown(url)}, {_count(result.workers, 'worker')}:")
+        click.echo(
+            f"  the model's shortest paths to every transition, refusal and violation:"
+            f" {result.guided} paths, {result.guided_steps} steps"
+        )
+        click.echo(f"  random programs: {result.programs}, {result.steps_run} steps")
+        if result.ok:
+            click.echo("the store did what the model does at every step, and every invariant held")
+        else:
+            click.echo(f"failed: {result.failure}")
+            click.echo("the program, as played on the store:")
+            for line in result.program:
+                click.echo(f"  {line}")
+    sys.exit(0 if result.ok else 1)
+
+
+def _shown(url: str) -> str:
+    from claimfsm.store._postgres import _redacted
+
+    return _redacted(url) if url.startswith(("postgresql://", "postgres://")) else url

@@ -758,6 +758,68 @@ def check(
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
 
 
+@main.command()
+@click.argument("declaration")
+@click.option("--db", "url", required=True, help="The store: sqlite:///PATH or postgresql://...")
+@click.option(
+    "--examples",
+    type=click.IntRange(1, 100_000),
+    default=50,
+    show_default=True,
+    help="Random programs, after the model's guided paths.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(1, 1000),
+    default=30,
+    show_default=True,
+    help="Steps per random program at most.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Workers, each with its own connection [the declaration's [world]].",
+)
+@click.option(
+    "--seed", type=int, default=None, help="Randomise with this seed (default: derandomised)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def verify(
+    declaration: str,
+    url: str,
+    examples: int,
+    steps: int,
+    workers: int | None,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """Run the generated stateful test of a lifecycle against a real store.
+
+    DECLARATION is a path or a built-in name. Workers, each on its own connection, take,
+    act on stale handles, crash and see the clock jump, as the checker's model of the
+    declaration does; after every step the store must agree with the model, and the
+    declared invariants must hold. First the model's shortest path to every transition,
+    refusal and invariant violation is played, then random programs (Hypothesis). Tables
+    verify_NAME and verify_NAME_history are used and dropped. Exit 0, or 1 with the failing
+    program printed.
+    """
+    from claimfsm.cli._lifecycle import verify_lifecycle
+    from claimfsm.spec import shipped
+
+    with _library_errors():
+        spec = _declaration(declaration, shipped())
+        verify_lifecycle(
+            spec,
+            url,
+            examples=examples,
+            steps=steps,
+            workers=workers,
+            seed=seed,
+            as_json=as_json,
+        )
+
+
 def _declaration(name: str, builtin: dict[str, Any]) -> Any:
     """A built-in declaration by name, or the declaration in the file ``name``."""
     if name in builtin:

@@ -1,4 +1,5 @@
-"""Stores: drafts, one claim row per target, and append-only history.
+"""Stores: drafts, one claim row per target, and append-only history; and, for any other
+declared lifecycle, one row per entity with its history (``open_entity_store``).
 
 ``open_store(url)`` picks the backend. All backends share one protocol core
 (``_core.Store``); each supplies only transactions and the guarded writes.
@@ -11,6 +12,14 @@ from pathlib import Path
 from claimfsm.errors import InvalidArgument, NotFound
 from claimfsm.store._async import AsyncClaim, AsyncStore, open_async_store
 from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
+from claimfsm.store._entity import (
+    EntityHistory,
+    EntityRow,
+    EntityStore,
+    Handle,
+    compile_event,
+    open_entity_store,
+)
 from claimfsm.store._memory import MemoryStore
 from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore
 from claimfsm.store._types import Claim, ClaimInfo, Draft, Evidence, HistoryEntry, Transitioned
@@ -73,15 +82,21 @@ __all__ = [
     "ClaimInfo",
     "Clock",
     "Draft",
+    "EntityHistory",
+    "EntityRow",
+    "EntityStore",
     "Evidence",
+    "Handle",
     "HistoryEntry",
     "MemoryStore",
     "SQLiteStore",
     "Store",
     "Transitioned",
     "claim_fields",
+    "compile_event",
     "idempotency_key",
     "open_async_store",
+    "open_entity_store",
     "open_store",
     "replay",
 ]

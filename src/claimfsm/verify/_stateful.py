@@ -1,0 +1,370 @@
+"""The generated stateful test of a declared lifecycle against a real store (needs the
+``verify`` extra: Hypothesis).
+
+Hypothesis drives the checker's model of the declaration (``entity_model``) and a store of
+the same declaration side by side: each step is one of the model's actions (a worker
+takes, acts on its handle or crashes; the operator or the sweep acts; the clock passes the
+lease deadline; the executor is fenced), played on the store through each worker's own
+connection. After every step the store must have done what the model did (taken the
+transition, or refused), its row must equal the model's (state, epoch, counters, whether
+the lease is live, which handle is current), its history must have grown by what was
+done, and the declared invariants must hold. A failure is the shortest program Hypothesis
+finds, printed step by step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, assume, settings
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model
+from claimfsm.errors import IllegalTransition, Refused
+from claimfsm.spec import Spec
+from claimfsm.store import EntityStore, Handle
+from claimfsm.store._tokens import fingerprint, token_hash
+
+KEY = "entity-0"
+LEASE_SECONDS = 30.0
+
+
+class ManualClock:
+    """The stores' time: moved on only by the model's clock steps."""
+
+    def __init__(self, start: float = 1_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+OpenStore = Callable[[ManualClock], EntityStore]
+
+
+def lifecycle_state_machine(
+    spec: Spec,
+    open_store: OpenStore,
+    *,
+    workers: int | None = None,
+    epochs: int | None = None,
+    crashes: bool | None = None,
+) -> type[RuleBasedStateMachine]:
+    """A Hypothesis state machine comparing the stores ``open_store`` opens (one per worker,
+    and one for the operator, the sweep and reading) with the checker's model of ``spec``.
+    ``open_store(clock)`` must open a new connection to one database each time. In a
+    pytest suite: ``TestMine = lifecycle_state_machine(spec, opener).TestCase``."""
+    config = EntityModelConfig(
+        workers=workers, keys=1, epochs=epochs or 8, counts=16, crashes=crashes
+    )
+    model = entity_model(spec, config)
+    resolved = config.resolved(spec)
+
+    class LifecycleMachine(RuleBasedStateMachine):
+        #: The steps of the latest program run, in words (the shortest failing one, after
+        #: a failure: Hypothesis runs it last).
+        last_program: list[str] = []
+        #: Steps played on the store, over every program.
+        steps_run = 0
+        programs_run = 0
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.clock = ManualClock()
+            self.stores: list[EntityStore] = []
+            for _ in range(resolved["workers"] + 1):
+                self.stores.append(open_store(self.clock))
+            self.stores[0].reset()
+            self.world: EntityWorld = next(iter(model.init_states()))
+            self.handles: list[Handle | None] = [None] * resolved["workers"]
+            self.program: list[str] = []
+            LifecycleMachine.last_program = self.program
+            LifecycleMachine.programs_run += 1
+
+        # One rule per kind of action, so that Hypothesis's swarm testing runs programs
+        # where some kinds never happen (no crash, no clock): a fault that needs a worker
+        # to keep running while others act is found far sooner that way.
+        def _of(self, kinds: tuple[str, ...]) -> list[tuple[Any, ...]]:
+            return [a for a in model.actions(self.world) if a[0] in kinds]
+
+        @precondition(lambda self: bool(self._of(("take",))))
+        @rule(data=st.data())
+        def take(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(("take",))), label="take"))
+
+        @precondition(lambda self: bool(self._of(("own",))))
+        @rule(data=st.data())
+        def act(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(("own",))), label="act"))
+
+        @precondition(lambda self: bool(self._of(("env",))))
+        @rule(data=st.data())
+        def operate(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(("env",))), label="operate"))
+
+        @precondition(lambda self: bool(self._of(("crash",))))
+        @rule(data=st.data())
+        def crash(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(("crash",))), label="crash"))
+
+        @precondition(lambda self: bool(self._of(("clock", "fence"))))
+        @rule(data=st.data())
+        def clock_or_fence(self, data: st.DataObject) -> None:
+            self.step(
+                data.draw(st.sampled_from(self._of(("clock", "fence"))), label="clock or fence")
+            )
+
+        def step(self, action: tuple[Any, ...]) -> None:
+            expected = model.next_state(self.world, action)
+            before = len(self.stores[0].history(KEY))
+            did, said = self._play(action)
+            LifecycleMachine.steps_run += 1
+            number = len(self.program) + 1
+            self.program.append(f"{number}. {model.show_action(action)} -> {said}")
+            refused_by_model = expected is None or (
+                action[0] == "own" and expected.clients[action[1]] is None
+            )
+            if expected is None and did == "took":
+                # The model does not go beyond its bounds; the program ends here.
+                assume(False)
+            if did in ("took", "refused"):
+                assert (did == "refused") == refused_by_model, self._disagree(
+                    f"the store {did} it; the model " + ("refused" if refused_by_model else "took")
+                )
+            if expected is not None:
+                self.world = expected
+            self._compare(before, did)
+
+        def _play(self, action: tuple[Any, ...]) -> tuple[str, str]:
+            kind = action[0]
+            try:
+                if kind == "take":
+                    _, c, _key, event = action
+                    taken = self.stores[c + 1].take(
+                        KEY, event, owner=f"worker {c}", lease_seconds=LEASE_SECONDS
+                    )
+                    self.handles[c] = taken
+                    return "took", taken.state
+                if kind == "own":
+                    _, c, event = action
+                    handle = self.handles[c]
+                    assert handle is not None
+                    self.handles[c] = None  # kept only if the store takes it
+                    acted = self.stores[c + 1].act(handle, event, lease_seconds=LEASE_SECONDS)
+                    self.handles[c] = acted
+                    return "took", acted.state
+                if kind == "env":
+                    _, _key, event = action
+                    row = self.world.rows[0]
+                    facts = {
+                        "running": any(
+                            h is not None and h.working and h.epoch == row.epoch
+                            for h in self.world.clients
+                        ),
+                        "fenced_through": row.fence,
+                    }
+                    return "took", self.stores[0].operate(KEY, event, facts=facts)
+            except Refused as exc:
+                return "refused", f"refused ({type(exc).__name__}: {exc.guard} does not hold)"
+            except IllegalTransition:
+                return "refused", "refused (not declared from the entity's state)"
+            if kind == "clock":
+                self.clock.advance(LEASE_SECONDS + 1)
+                return "world", "the lease deadline passes"
+            if kind == "crash":
+                self.handles[action[1]] = None
+                return "world", "its handle is gone"
+            return "world", "fenced"  # the executor: the model's world only
+
+        def _compare(self, before: int, did: str) -> None:
+            store = self.stores[0]
+            row = store.row(KEY)
+            want = self.world.rows[0]
+            now = self.clock()
+            if row is None:  # never written: every entity starts in the initial state
+                defaults = tuple(c.default for c in spec.columns.values())
+                got: tuple[Any, ...] = (spec.initial, 0, defaults, False)
+            else:
+                live = row.lease_deadline is not None and now < row.lease_deadline
+                got = (row.state, row.epoch, tuple(row.columns.values()), live)
+            expect = (want.state, want.epoch, want.columns, want.live)
+            assert got == expect, self._disagree(
+                f"store row (state, epoch, columns, live) {got}, model {expect}"
+            )
+            for c, (h, mh) in enumerate(zip(self.handles, self.world.clients, strict=True)):
+                assert (h is None) == (mh is None), self._disagree(f"worker {c}'s handle")
+                if h is not None and mh is not None and row is not None:
+                    current = fingerprint(token_hash(h.token)) == row.token_fingerprint and (
+                        h.epoch == row.epoch
+                    )
+                    assert current == ((mh.epoch, mh.token) == (want.epoch, want.token)), (
+                        self._disagree(f"whether worker {c}'s handle is current")
+                    )
+            grown = len(store.history(KEY)) - before
+            if did == "took":
+                assert grown == 1, self._disagree(f"history grew by {grown} for one transition")
+            elif did == "world":
+                assert grown == 0, self._disagree("history changed with no operation")
+            for p in model.properties:
+                assert p.holds(self.world), (
+                    f"invariant {p.name} violated: {p.description}. The store did what the"
+                    " model does at every step: the declaration itself breaks it (claimfsm"
+                    " check finds it too)\n" + "\n".join(self.program)
+                )
+
+        def _disagree(self, what: str) -> str:
+            return "the store and the model disagree: " + what + "\n" + "\n".join(self.program)
+
+        def teardown(self) -> None:
+            for store in self.stores:
+                with contextlib.suppress(Exception):
+                    store.close()
+
+    LifecycleMachine.__name__ = f"{spec.name.replace('-', '_').title()}Lifecycle"
+    return LifecycleMachine
+
+
+def guided_paths(
+    spec: Spec, *, workers: int | None = None, max_states: int = 200_000
+) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The model's shortest path to each thing worth playing on a store, breadth-first
+    within the declaration's ``[world]`` bounds (one entity): to every transition and every
+    refusal the model can reach, as (event, from, to) or (event, from, refused), and to the
+    first violation of each invariant. Each is (what it reaches, its actions)."""
+    model = entity_model(spec, EntityModelConfig(workers=workers, keys=1))
+    start = next(iter(model.init_states()))
+    parent: dict[EntityWorld, tuple[EntityWorld, tuple[Any, ...]] | None] = {start: None}
+    found: dict[str, tuple[EntityWorld, tuple[Any, ...]]] = {}  # what -> (before, action)
+    queue = [start]
+    for world in queue:
+        if len(parent) > max_states:
+            break
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if action[0] in ("take", "own", "env"):
+                row = world.rows[0]
+                if after is None or (action[0] == "own" and after.clients[action[1]] is None):
+                    what = f"{action[-1]} from {row.state}: refused"
+                else:
+                    what = f"{action[-1]}: {row.state} -> {after.rows[0].state}"
+                found.setdefault(what, (world, action))
+            if after is None or after in parent:
+                continue
+            parent[after] = (world, action)
+            queue.append(after)
+            for p in model.properties:
+                if not p.holds(after):
+                    found.setdefault(f"invariant {p.name} violated", (world, action))
+
+    def path_to(world: EntityWorld) -> list[tuple[Any, ...]]:
+        actions: list[tuple[Any, ...]] = []
+        back = parent[world]
+        while back is not None:
+            world, action = back
+            actions.append(action)
+            back = parent[world]
+        return actions[::-1]
+
+    paths = [(what, [*path_to(before), action]) for what, (before, action) in found.items()]
+    return sorted(paths, key=lambda p: (len(p[1]), p[0]))
+
+
+@dataclass
+class VerifyResult:
+    ok: bool
+    guided: int  # the model's shortest paths played (to each transition, refusal, violation)
+    guided_steps: int
+    programs: int  # random programs run (Hypothesis's examples, shrinking included)
+    steps_run: int  # their steps played on the store
+    workers: int
+    failure: str = ""  # what went wrong first, in one line
+    program: list[str] = field(default_factory=list)  # the failing program, step by step
+
+
+def verify(
+    spec: Spec,
+    open_store: OpenStore,
+    *,
+    examples: int = 50,
+    steps: int = 30,
+    workers: int | None = None,
+    seed: int | None = None,
+) -> VerifyResult:
+    """Run the generated stateful test: first the model's shortest path to every transition,
+    refusal and invariant violation it can reach (:func:`guided_paths`), then ``examples``
+    random programs of up to ``steps`` steps. The result says whether the store agreed with
+    the model at every step, and gives the failing program if not (for a random one, the
+    shortest Hypothesis finds)."""
+    machine = lifecycle_state_machine(spec, open_store, workers=workers)
+    chosen = EntityModelConfig(workers=workers, keys=1).resolved(spec)["workers"]
+    guided = guided_paths(spec, workers=workers)
+    guided_steps = 0
+    for what, path in guided:
+        run = machine()
+        try:
+            for action in path:
+                run.step(action)  # type: ignore[attr-defined]
+                guided_steps += 1
+        except AssertionError as exc:
+            program = list(run.program)  # type: ignore[attr-defined]
+            first = str(exc).split("\n")[0]
+            return VerifyResult(
+                False,
+                len(guided),
+                guided_steps,
+                0,
+                0,
+                chosen,
+                f"{first}; the path: {what}",
+                program,
+            )
+        finally:
+            run.teardown()
+    machine.programs_run = machine.steps_run = 0
+    test_settings = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        derandomize=seed is None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    reported: list[str] = []
+    failure, program = "", []
+    try:
+        with with_reporter(lambda value: reported.append(str(value))):
+            if seed is not None:
+                from hypothesis import seed as with_seed
+
+                with_seed(seed)(
+                    lambda: run_state_machine_as_test(machine, settings=test_settings)
+                )()
+            else:
+                run_state_machine_as_test(machine, settings=test_settings)
+    except AssertionError as exc:
+        failure = str(exc).split("\n")[0]
+        program = list(getattr(machine, "last_program", []))
+    return VerifyResult(
+        not failure,
+        len(guided),
+        guided_steps,
+        getattr(machine, "programs_run", 0),
+        getattr(machine, "steps_run", 0),
+        chosen,
+        failure,
+        program,
+    )

@@ -1,0 +1,267 @@
+"""A lifecycle of your own, stored: one row per entity on SQLite and PostgreSQL, every event
+one guarded write compiled from the declaration, stale owners refused and recorded; and
+`claimfsm verify`, the generated stateful test that compares a store with the checker's
+model step by step (each test fails without what it names)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import settings
+
+from claimfsm.cli import main
+from claimfsm.errors import (
+    IllegalTransition,
+    InsufficientEvidence,
+    InvalidArgument,
+    LeaseExpired,
+    SpecError,
+    StaleClaim,
+    TargetBusy,
+)
+from claimfsm.spec import declarations_dir, load_spec
+from claimfsm.store import EntityStore, compile_event, open_entity_store
+from claimfsm.store import _entity as entity_module
+from claimfsm.verify import ManualClock, lifecycle_state_machine, verify
+
+from .conftest import drop_schema, pg_schema_url
+
+JOB_PATH = declarations_dir() / "job.toml"
+JOB = JOB_PATH.read_text()
+WRONG = declarations_dir() / "wrong" / "job" / "requeue_without_evidence.toml"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def job_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+        return
+    database = request.getfixturevalue("pg_database")
+    schema, url = pg_schema_url(database)
+    try:
+        yield url
+    finally:
+        drop_schema(database, schema)
+
+
+def open_job(url: str, clock: ManualClock, text: str = JOB, tmp: Path | None = None) -> EntityStore:
+    if text == JOB:
+        spec = load_spec(JOB_PATH)
+    else:
+        assert tmp is not None
+        (tmp / "edited.toml").write_text(text)
+        spec = load_spec(tmp / "edited.toml")
+    return open_entity_store(spec, url, clock=clock)
+
+
+def test_a_job_runs_its_lifecycle_and_history_tells_it(job_url: str) -> None:
+    clock = ManualClock()
+    store = open_job(job_url, clock)
+    first = store.take("j1", "lease", owner="w1", lease_seconds=30)
+    assert (first.epoch, first.state) == (1, "leased")
+    first = store.act(first, "start")
+    clock.advance(31)
+    with pytest.raises(LeaseExpired):  # the lease lapsed: renewing is refused, not stale
+        store.act(first, "renew")
+    assert store.operate("j1", "lapse") == "orphaned"
+    with pytest.raises(InsufficientEvidence, match="attempt_stopped does not hold"):
+        store.operate("j1", "requeue", facts={"running": True})
+    assert store.operate("j1", "requeue", facts={"running": False}) == "queued"
+    second = store.take("j1", "lease", owner="w2")
+    with pytest.raises(StaleClaim, match="recorded in history"):
+        store.act(first, "succeed")  # the first worker wakes up stale
+    second = store.act(store.act(second, "start"), "succeed")
+    row = store.row("j1")
+    assert row is not None
+    assert (row.state, row.epoch, dict(row.columns)) == ("succeeded", 2, {"attempts": 2})
+    assert row.lease_deadline is None  # a lease governs lease states only
+    history = [(h.event, h.source, h.dest, h.refused) for h in store.history("j1")]
+    assert history == [
+        ("lease", "queued", "leased", None),
+        ("start", "leased", "running", None),
+        ("lapse", "running", "orphaned", None),
+        ("requeue", "orphaned", "queued", None),
+        ("lease", "queued", "leased", None),
+        ("succeed", "leased", "leased", "owner_matches"),  # refused, changed nothing
+        ("start", "leased", "running", None),
+        ("succeed", "running", "succeeded", None),
+    ]
+    store.close()
+
+
+def test_refusals_change_nothing_and_name_what_to_do(job_url: str) -> None:
+    clock = ManualClock()
+    store = open_job(job_url, clock)
+    for _ in range(3):
+        h = store.take("j2", "lease")
+        store.act(h, "release")
+    with pytest.raises(TargetBusy, match="used its three attempts; the sweep dead-letters it"):
+        store.take("j2", "lease")
+    assert store.operate("j2", "bury") == "dead"
+    with pytest.raises(IllegalTransition, match="is dead: lease is not declared from there"):
+        store.take("j2", "lease")
+    with pytest.raises(InvalidArgument, match="is the owner's, not taken with take"):
+        store.take("j3", "start")
+    with pytest.raises(InvalidArgument, match="unknown facts"):
+        store.operate("j3", "requeue", facts={"outcome": "absent"})
+    assert store.row("j3") is None  # a refused first operation wrote nothing
+    assert len(store.history("j2")) == 7
+    store.close()
+
+
+def test_one_of_two_racing_workers_takes_the_job(job_url: str) -> None:
+    clock = ManualClock()
+    stores = [open_job(job_url, clock) for _ in range(4)]
+    won: list[int] = []
+    lost: list[int] = []
+    barrier = threading.Barrier(len(stores))
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            stores[i].take("race", "lease")
+            won.append(i)
+        except IllegalTransition:
+            lost.append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and len(lost) == 3
+    row = stores[0].row("race")
+    assert row is not None and (row.epoch, dict(row.columns)) == (1, {"attempts": 1})
+    for s in stores:
+        s.close()
+
+
+def test_every_event_is_one_compiled_statement_with_bound_values() -> None:
+    spec = load_spec(JOB_PATH)
+    for event in spec.events:
+        write = compile_event(spec, event, "lc_job")
+        assert write.sql.count("UPDATE") == 1 and ";" not in write.sql
+        assert "3" not in write.sql  # the attempts bound is a bound value, not SQL text
+    lease = compile_event(spec, "lease", "lc_job")
+    assert "attempts = attempts + 1" in lease.sql and "epoch = epoch + 1" in lease.sql
+    assert lease.params.count("const:attempts_left") == 3  # state, deadline, where
+
+
+def test_one_edit_of_a_guard_reaches_the_stores_sql(tmp_path: Path) -> None:
+    edited = JOB.replace('op = "<"\nvalue = 3', 'op = "<"\nvalue = 2')
+    store = open_job("sqlite:///" + str(tmp_path / "e.sqlite"), ManualClock(), edited, tmp_path)
+    for _ in range(2):
+        store.act(store.take("j", "lease"), "release")
+    with pytest.raises(TargetBusy):
+        store.take("j", "lease")
+    store.close()
+
+
+def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
+    two_sources = JOB.replace(
+        'event = "release"\nsource = "leased"\ndest = "queued"',
+        'event = "fail"\nsource = "leased"\ndest = "queued"',
+    ).replace('[events.release]\nby = "owner"\n', "")
+    (tmp_path / "two.toml").write_text(two_sources)
+    with pytest.raises(SpecError, match="event 'fail' reaches 'queued' from both 'leased' and 'running'"):
+        open_entity_store(load_spec(tmp_path / "two.toml"), "sqlite:///" + str(tmp_path / "x"))
+    from claimfsm.spec import claim_spec
+
+    with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
+        open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
+
+
+def test_tokens_stay_secret(tmp_path: Path) -> None:
+    store = open_job("sqlite:///" + str(tmp_path / "t.sqlite"), ManualClock())
+    handle = store.take("j", "lease")
+    shown = repr(handle) + repr(store.row("j")) + repr(store.history("j"))
+    assert handle.token not in shown and "token=" in repr(handle)
+    store.close()
+
+
+# -- claimfsm verify ------------------------------------------------------------------------
+def opener(spec_path: Path, url: str):  # type: ignore[no-untyped-def]
+    spec = load_spec(spec_path)
+    return spec, lambda clock: open_entity_store(spec, url, clock=clock, prefix="verify")
+
+
+def test_verify_finds_the_store_agreeing_with_the_model(job_url: str) -> None:
+    spec, open_store = opener(JOB_PATH, job_url)
+    result = verify(spec, open_store, examples=20, steps=20)
+    assert result.ok, result.failure + "\n" + "\n".join(result.program)
+    assert result.guided == 65 and result.steps_run > 100
+
+
+def test_verify_catches_a_store_that_forgets_an_effect(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = entity_module.compile_event
+
+    def forgetful(spec, event, table, marker="?"):  # type: ignore[no-untyped-def]
+        compiled = real(spec, event, table, marker)
+        sql = compiled.sql.replace(", attempts = attempts + 1", "")
+        return entity_module.CompiledEvent(sql, compiled.params)
+
+    monkeypatch.setattr(entity_module, "compile_event", forgetful)
+    spec, open_store = opener(JOB_PATH, f"sqlite:///{tmp_path / 'v.sqlite'}")
+    result = verify(spec, open_store, examples=5)
+    assert not result.ok
+    assert "store row (state, epoch, columns, live) ('leased', 1, (0,), True)" in result.failure
+    assert result.program == ["1. worker 0: lease job 0 -> leased"]
+
+
+def test_verify_plays_the_wrong_designs_counterexample_on_the_store(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["verify", str(WRONG), "--db", f"sqlite:///{tmp_path / 'v.sqlite'}"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "failed: invariant one_attempt_at_a_time violated" in result.output
+    assert "the declaration itself breaks it" in result.output
+    assert "  7. worker 1: start -> running" in result.output
+
+
+def test_verify_cli_on_postgresql_and_its_errors(pg_database: str, tmp_path: Path) -> None:
+    schema, url = pg_schema_url(pg_database)
+    try:
+        ok = CliRunner().invoke(main, ["verify", "job", "--db", url, "--examples", "10", "--json"])
+        assert ok.exit_code == 0, ok.output
+        data = json.loads(ok.output)
+        assert data["ok"] and data["guided"] == 65 and data["workers"] == 2
+    finally:
+        drop_schema(pg_database, schema)
+    runner = CliRunner()
+    memory = runner.invoke(main, ["verify", "job", "--db", "sqlite://:memory:"])
+    assert memory.exit_code == 2 and "give a file" in memory.output
+    claim = runner.invoke(main, ["verify", "claim", "--db", f"sqlite:///{tmp_path / 'c'}"])
+    assert claim.exit_code == 2 and "takes a lifecycle of your own" in claim.output
+    bad = runner.invoke(main, ["verify", "job", "--db", "postgresql://nobody@127.0.0.1:1/x"])
+    assert bad.exit_code == 1 and "cannot connect to" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_verify_leaves_the_database_as_it_found_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "v.sqlite"
+    result = CliRunner().invoke(
+        main, ["verify", "job", "--db", f"sqlite:///{db}", "--examples", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    tables = sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    assert [t for (t,) in tables if t.startswith("verify_")] == []
+
+
+# The factory, as a user's own pytest suite calls it (a file of its own per test run).
+_FACTORY_DB = Path(tempfile.mkdtemp(prefix="claimfsm-factory-")) / "jobs.sqlite"
+FactoryJob = lifecycle_state_machine(
+    load_spec(JOB_PATH),
+    lambda clock: open_entity_store(load_spec(JOB_PATH), f"sqlite:///{_FACTORY_DB}", clock=clock),
+)
+FactoryJob.TestCase.settings = settings(max_examples=10, stateful_step_count=15, deadline=None)
+TestTheFactoryRunsInAPytestSuite = FactoryJob.TestCase
