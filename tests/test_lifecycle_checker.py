@@ -270,3 +270,29 @@ def test_a_counterexample_is_drawn_on_the_diagram_and_as_a_sequence_chart(tmp_pa
     assert "work e1 running" in chart and "two epochs running at once" in chart
     assert "operator: requeue" in chart  # who acted, on the store's lifeline
     assert (out / f"{stem}-sequence.mmd").read_text().startswith("sequenceDiagram")
+
+
+def test_the_review_report_of_a_lifecycle_of_your_own(tmp_path: Path) -> None:
+    out = tmp_path / "job.html"
+    result = CliRunner().invoke(main, ["report", "job", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert (
+        "<h1>Design review: job</h1>" in page and "id='design-job-requeue_without_evidence'" in page
+    )
+    assert "one_attempt_at_a_time" in page and "at most one in-flight dispatch" not in page
+    assert "executor" in page and "work e1 running" in page and "claim store" not in page
+    assert "<td><code>lease</code></td><td>taker</td>" in page  # the events' roles
+    assert "claimfsm check job-requeue_without_evidence --workers 2 --replay-token" in page
+    other = tmp_path / "other.toml"
+    other.write_text(JOB.replace('name = "job"', 'name = "other"'))
+    wrong = CliRunner().invoke(
+        main,
+        [
+            "report",
+            str(other),
+            "--variant",
+            str(declarations_dir() / "wrong" / "job" / "requeue_without_evidence.toml"),
+        ],
+    )
+    assert wrong.exit_code == 2 and "not a variant of other" in wrong.output

@@ -169,7 +169,9 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
         'event = "fail"\nsource = "leased"\ndest = "queued"',
     ).replace('[events.release]\nby = "owner"\n', "")
     (tmp_path / "two.toml").write_text(two_sources)
-    with pytest.raises(SpecError, match="event 'fail' reaches 'queued' from both 'leased' and 'running'"):
+    with pytest.raises(
+        SpecError, match="event 'fail' reaches 'queued' from both 'leased' and 'running'"
+    ):
         open_entity_store(load_spec(tmp_path / "two.toml"), "sqlite:///" + str(tmp_path / "x"))
     from claimfsm.spec import claim_spec
 

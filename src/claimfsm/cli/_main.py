@@ -975,13 +975,27 @@ def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
 
 
 @main.command()
+@click.argument("declaration", required=False)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("review.html"),
     show_default=True,
 )
-@click.option("--workers", type=click.IntRange(1, 6), default=3, show_default=True)
+@click.option(
+    "--variant",
+    "variants",
+    multiple=True,
+    metavar="PATH",
+    help="A known-wrong variant of the declaration to show failing (repeat for more); the"
+    " shipped ones of a built-in declaration are shown anyway.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Workers [claim: 3; otherwise its [world]].",
+)
 @click.option("--drafts", type=click.IntRange(1, 6), default=2, show_default=True)
 @click.option(
     "--remote",
@@ -989,18 +1003,56 @@ def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
     default="fencing",
     show_default=True,
 )
-def report(out: Path, workers: int, drafts: int, remote: str) -> None:
+def report(
+    declaration: str | None,
+    out: Path,
+    variants: tuple[str, ...],
+    workers: int | None,
+    drafts: int,
+    remote: str,
+) -> None:
     """Write the design-review report: one self-contained HTML page.
 
-    The declaration as tables, the state diagram, the invariants with the checker's
-    verdict for these bounds, and every known-wrong design with its counterexample.
+    DECLARATION is a path or a built-in name (default: the claim protocol). The page holds
+    the declaration as tables, the state diagram, the invariants with the checker's verdict
+    for these bounds, and every known-wrong design with its counterexample: for a built-in
+    declaration its shipped ones, and each --variant given.
     """
-    from claimfsm.checker import ClaimModelConfig
+    from claimfsm.checker import ClaimModelConfig, EntityModelConfig
     from claimfsm.review import ReviewInputs, review_html
-    from claimfsm.spec import claim_spec, designs
+    from claimfsm.spec import base_of, is_lifecycle_of_its_own, shipped, wrong_designs
 
     with _library_errors():
-        config = ClaimModelConfig(workers=workers, targets=1, drafts=drafts, remote=remote)  # type: ignore[arg-type]
-        page = review_html(ReviewInputs(claim_spec(), designs(), config, __version__))
+        spec = _declaration(declaration or "claim", shipped())
+        wrong = {
+            name: s
+            for name, s in wrong_designs().items()
+            if (base := base_of(s)) is not None and base.path == spec.path
+        }
+        for given in variants:
+            variant = _declaration(given, {})
+            base = base_of(variant)
+            if (
+                base is None
+                or base.path is None
+                or spec.path is None
+                or (base.path.resolve() != spec.path.resolve())
+            ):
+                raise click.UsageError(
+                    f"--variant {given}: not a variant of {spec.name} (its base must be"
+                    f" {spec.path})"
+                )
+            wrong[variant.name] = variant
+        config: ClaimModelConfig | EntityModelConfig
+        if is_lifecycle_of_its_own(spec):
+            config = EntityModelConfig(workers=workers)
+        else:
+            config = ClaimModelConfig(
+                workers=workers or 3,
+                targets=1,
+                drafts=drafts,
+                remote=remote,  # type: ignore[arg-type]
+            )
+        page = review_html(ReviewInputs(spec, wrong, config, __version__))
         out.write_text(page, encoding="utf-8")
     click.echo(f"wrote {out} ({len(page):,} bytes)")

@@ -20,13 +20,26 @@ from typing import Any
 from claimfsm.checker import (
     Checker,
     ClaimModelConfig,
+    EntityModelConfig,
+    PathStep,
     Report,
     claim_model,
+    entity_model,
+    entity_path_steps,
+    entity_word,
     explained,
     path_steps,
 )
-from claimfsm.diagrams import GraphvizMissing, render, sequence_svg, to_dot, to_mermaid
-from claimfsm.spec import Spec, differences
+from claimfsm.diagrams import (
+    CLAIM_LANES,
+    GraphvizMissing,
+    Lanes,
+    render,
+    sequence_svg,
+    to_dot,
+    to_mermaid,
+)
+from claimfsm.spec import Spec, declarations_dir, differences, is_lifecycle_of_its_own
 
 _CSS = """
 body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -47,10 +60,59 @@ code { font-size: .95em; }
 
 @dataclass(frozen=True)
 class ReviewInputs:
+    """What the report is of: the declaration, its known-wrong variants, the checker's
+    bounds (``ClaimModelConfig`` for the claim protocol, ``EntityModelConfig`` for a
+    lifecycle of your own) and claimfsm's version."""
+
     spec: Spec
     wrong: dict[str, Spec]
-    config: ClaimModelConfig
+    config: ClaimModelConfig | EntityModelConfig
     version: str
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How the report speaks of one kind of declaration: the claim protocol's world, or a
+    lifecycle of your own."""
+
+    model: Any  # (spec) -> Model
+    steps: Any  # (spec, model, path) -> list[PathStep]
+    lanes: Lanes
+    bounds: str
+    after: str  # the steps table's last column
+    bars: str  # what a bar on the sequence chart is
+    replay: str  # the check options a replay token needs
+
+
+def _kind(spec: Spec, config: ClaimModelConfig | EntityModelConfig) -> _Kind:
+    if is_lifecycle_of_its_own(spec):
+        cfg = config if isinstance(config, EntityModelConfig) else EntityModelConfig()
+        world = cfg.resolved(spec)
+        word = entity_word(spec)
+        return _Kind(
+            model=lambda s: entity_model(s, cfg),
+            steps=entity_path_steps,
+            lanes=Lanes(f"{word} store", "executor", "work", "running", "ends"),
+            bounds=f"{_count(world['workers'], 'worker')}, {_count(world['keys'], word)}, "
+            f"{_count(world['epochs'], 'epoch')} per {word}"
+            + (", with crashes and stale wake-ups" if world["crashes"] else ""),
+            after=f"{word} and workers after it",
+            bars="the bars are each epoch's work running",
+            replay=f"--workers {world['workers']}",
+        )
+    assert isinstance(config, ClaimModelConfig)
+    return _Kind(
+        model=lambda s: claim_model(s, config),
+        steps=path_steps,
+        lanes=CLAIM_LANES,
+        bounds=f"{_count(config.workers, 'worker')}, {_count(config.targets, 'target')}, "
+        f"{_count(config.drafts, 'draft')} per target, {_count(config.epochs, 'epoch')} per "
+        f"target, {config.remote} remote"
+        + (", with crashes and stale wake-ups" if config.crashes else ""),
+        after="claim, remote and workers after it",
+        bars="the bars are requests in flight",
+        replay=f"--workers {config.workers}",
+    )
 
 
 def _e(text: object) -> str:
@@ -110,7 +172,33 @@ def _declaration(spec: Spec) -> str:
         "<table id='transitions'><tr><th>event</th><th>from</th><th>to</th>"
         "<th>guards</th></tr>" + "".join(rows) + "</table>"
     )
-    return f"<h3>States</h3>{states}<h3>Guards</h3>{guards}<h3>Transitions</h3>{transitions}"
+    rows = []
+    for event in spec.events:
+        decl = spec.effects.get(event)
+        writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
+        rows.append(
+            f"<tr><td><code>{_e(event)}</code></td><td>{_e(spec.role(event))}</td>"
+            f"<td>{_e(spec.work(event) or '-')}</td><td>{_e(', '.join(writes) or '-')}"
+            f"{' (durable)' if event in spec.durable_events() else ''}</td></tr>"
+        )
+    events = (
+        "<table id='events'><tr><th>event</th><th>by</th><th>work</th><th>writes</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    extra = ""
+    if spec.columns:
+        extra += "<h3>Columns</h3><table id='columns'><tr><th>column</th><th>default</th>"
+        extra += "<th>meaning</th></tr>" + "".join(
+            f"<tr><td><code>{_e(c.name)}</code></td><td>{c.default}</td><td>{_e(c.meaning)}"
+            "</td></tr>"
+            for c in spec.columns.values()
+        )
+        extra += "</table>"
+    return (
+        f"<h3>States</h3>{states}<h3>Guards</h3>{guards}<h3>Transitions</h3>{transitions}"
+        f"<h3>Events</h3>{events}{extra}"
+    )
 
 
 def _summary(report: Report[Any, Any]) -> str:
@@ -136,8 +224,8 @@ def _properties(report: Report[Any, Any]) -> str:
     )
 
 
-def _wrong_design(name: str, spec: Spec, base: Spec, config: ClaimModelConfig) -> str:
-    report = Checker(claim_model(spec, config)).symmetry().stop_on_violation().run()
+def _wrong_design(name: str, spec: Spec, base: Spec, kind: _Kind) -> str:
+    report = Checker(kind.model(spec)).symmetry().stop_on_violation().run()
     changes = differences(base, spec)
     parts = [
         f"<section class='design' id='design-{_e(name)}'>",
@@ -159,7 +247,7 @@ def _wrong_design(name: str, spec: Spec, base: Spec, config: ClaimModelConfig) -
                 + _svg(to_dot(spec, legend=False, changes=changes))
             )
             continue
-        steps = path_steps(spec, report.model, found.path)
+        steps: list[PathStep] = kind.steps(spec, report.model, found.path)
         shown = explained(report.model, found.path)
         rows = "".join(
             f"<tr><td>{n}</td><td>{_e(text)}</td><td>{_e(state)}</td></tr>"
@@ -168,31 +256,33 @@ def _wrong_design(name: str, spec: Spec, base: Spec, config: ClaimModelConfig) -
         parts += [
             f"<p>Violates <b>{_e(prop.name)}</b>: {_e(prop.description)}. "
             f"Shortest counterexample, {len(shown) - 1} steps "
-            f"(replay it: <code>claimfsm check --design {_e(name)} --workers "
-            f"{config.workers} --replay-token {_e(found.token)}</code>):</p>",
-            "<table class='steps'><tr><th>#</th><th>step</th><th>claim, remote and workers "
-            f"after it</th></tr>{rows}</table>",
+            f"(replay it: <code>claimfsm check {_e(_reference(spec, name))} {_e(kind.replay)}"
+            f" --replay-token {_e(found.token)}</code>):</p>",
+            f"<table class='steps'><tr><th>#</th><th>step</th><th>{_e(kind.after)}</th></tr>"
+            f"{rows}</table>",
             "<p>The path on the design's diagram (red, numbered; its changes in blue):</p>",
             _svg(to_dot(spec, steps, legend=False, changes=changes, violation=prop.description)),
-            "<p>The same path as a sequence chart; the bars are requests in flight:</p>",
+            f"<p>The same path as a sequence chart; {_e(kind.bars)}:</p>",
             "<div class='diagram'>"
-            + sequence_svg(steps, f"{name}: {prop.name}", prop.description)
+            + sequence_svg(steps, f"{name}: {prop.name}", prop.description, kind.lanes)
             + "</div>",
         ]
     parts.append("</section>")
     return "".join(parts)
 
 
+def _reference(spec: Spec, name: str) -> str:
+    """How ``claimfsm check`` names a design: a shipped one by name, another by path."""
+    shipped = spec.path is None or spec.path.resolve().is_relative_to(declarations_dir().resolve())
+    return name if shipped else str(spec.path)
+
+
 def review_html(inputs: ReviewInputs) -> str:
     """The whole report as one HTML document."""
-    spec, config = inputs.spec, inputs.config
-    proved = Checker(claim_model(spec, config)).symmetry().exhaustive().run()
-    bounds = (
-        f"{_count(config.workers, 'worker')}, {_count(config.targets, 'target')}, "
-        f"{_count(config.drafts, 'draft')} per target, {_count(config.epochs, 'epoch')} per "
-        f"target, {config.remote} remote"
-        + (", with crashes and stale wake-ups" if config.crashes else "")
-    )
+    spec = inputs.spec
+    kind = _kind(spec, inputs.config)
+    proved = Checker(kind.model(spec)).symmetry().exhaustive().run()
+    bounds = kind.bounds
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     verdict_class = "ok" if proved.verdict == "ok" else "bad"
     body = [
@@ -200,9 +290,11 @@ def review_html(inputs: ReviewInputs) -> str:
         f"<p>{_e(spec.description)}</p>",
         f"<p>claimfsm {_e(inputs.version)}, generated {_e(now)} by "
         "<code>claimfsm report</code>.</p>",
-        "<p><b>The promise:</b> at most one in-flight dispatch attempt per target; exactly-once "
-        "effect only when the remote dedups by a stable idempotency key or rejects stale "
-        "epochs (is fenced).</p>",
+        ""
+        if is_lifecycle_of_its_own(spec)
+        else "<p><b>The promise:</b> at most one in-flight dispatch attempt per target; "
+        "exactly-once effect only when the remote dedups by a stable idempotency key or "
+        "rejects stale epochs (is fenced).</p>",
         "<h2 id='declaration'>The declaration</h2>",
         _declaration(spec),
         "<h2 id='diagram'>State diagram</h2>",
@@ -216,7 +308,9 @@ def review_html(inputs: ReviewInputs) -> str:
         _properties(proved),
         "<h2 id='wrong-designs'>Known-wrong designs, and how each fails</h2>",
     ]
-    body += [_wrong_design(name, s, spec, config) for name, s in inputs.wrong.items()]
+    if not inputs.wrong:
+        body.append("<p>None given.</p>")
+    body += [_wrong_design(name, s, spec, kind) for name, s in inputs.wrong.items()]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>Design review: {_e(spec.name)}</title><style>{_CSS}</style></head><body>"
