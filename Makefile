@@ -38,8 +38,9 @@ bench-checker: $(BIN)/.installed  ## model-checker figures
 example-service: $(BIN)/.installed  ## the asyncio example service: 12 drafts over HTTP, then stop
 	$(BIN)/python $(ROOT)/examples/dispatch_service.py --demo-receiver fencing --seed 12 --until-idle
 
-check: $(BIN)/.installed  ## model-check the claim protocol and every known-wrong design
+check: $(BIN)/.installed  ## model-check the claim protocol, the job lifecycle and every known-wrong design
 	$(BIN)/claimfsm check
+	$(BIN)/claimfsm check job --workers 3
 	$(BIN)/claimfsm check --workers 2 --replay
 	$(BIN)/claimfsm check --workers 2 --remote dedup --drafts 1 --epochs 2 --replay
 	for design in $$($(BIN)/claimfsm check --list | cut -d' ' -f1); do \

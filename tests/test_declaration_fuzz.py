@@ -1,5 +1,6 @@
 """Declarations are user input: mutated ones (Hypothesis) fed to every command that reads a
-declaration end in one clear error or a valid run, never a traceback."""
+declaration (spec, diagram, check, verify) end in one clear error or a valid run, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -48,7 +49,10 @@ def mutated(draw: st.DrawFn) -> str:
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=200,
+    deadline=None,
+    # verify runs its own Hypothesis test inside this one
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.nested_given],
 )
 @given(text=mutated())
 def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str) -> None:
@@ -63,12 +67,27 @@ def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str
             ["spec", str(path), "--json"],
             ["diagram", str(path), "--out", str(Path(tmp) / "d"), "--no-images"],
             ["check", str(path), "--workers", "1", "--epochs", "1"],
+            [
+                "verify",
+                str(path),
+                "--db",
+                f"sqlite:///{Path(tmp) / 'v.sqlite'}",
+                "--workers",
+                "1",
+                "--examples",
+                "1",
+                "--steps",
+                "3",
+            ],
         ):
             result = runner.invoke(main, args)
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 raise AssertionError(
                     f"claimfsm {' '.join(args[:1])} raised {result.exception!r} on:\n{text}"
                 ) from result.exception
+            if result.exit_code == 2 and args[0] == "verify":  # the claim's: a usage error
+                assert "Error: " in result.output, result.output
+                continue
             if result.exit_code not in (0, 1, 3):
                 raise AssertionError(
                     f"claimfsm {args[0]} exited {result.exit_code}: {result.output}"

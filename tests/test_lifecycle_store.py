@@ -200,6 +200,15 @@ def test_verify_finds_the_store_agreeing_with_the_model(job_url: str) -> None:
     assert result.guided == 65 and result.steps_run > 100
 
 
+@pytest.mark.slow
+def test_verify_long_runs_agree_on_both_backends(job_url: str) -> None:
+    """More and longer random programs, three workers: the store never leaves the model."""
+    spec, open_store = opener(JOB_PATH, job_url)
+    result = verify(spec, open_store, examples=400, steps=50, workers=3, seed=20261130)
+    assert result.ok, result.failure + "\n" + "\n".join(result.program)
+    assert result.steps_run > 10_000
+
+
 def test_verify_catches_a_store_that_forgets_an_effect(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
