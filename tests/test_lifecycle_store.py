@@ -21,6 +21,7 @@ from claimfsm.errors import (
     InsufficientEvidence,
     InvalidArgument,
     LeaseExpired,
+    Refused,
     SpecError,
     StaleClaim,
     TargetBusy,
@@ -177,6 +178,71 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
 
     with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
         open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
+
+
+NO_LEASE = """\
+name = "nolease"
+description = "a taker event into a lease state that sets no lease"
+initial = "idle"
+[states.idle]
+meaning = "free"
+[states.held]
+meaning = "held"
+lease = true
+[guards.free]
+kind = "free"
+meaning = "free"
+[guards.holder]
+kind = "owner"
+meaning = "holder"
+stale = true
+refusal = "StaleClaim"
+[guards.live]
+kind = "live"
+meaning = "live"
+[guards.lapsed]
+kind = "lapsed"
+meaning = "lapsed"
+[events.renew]
+sets = ["lease"]
+[[transitions]]
+event = "take"
+source = "idle"
+dest = "held"
+guards = ["free"]
+[[transitions]]
+event = "renew"
+source = "held"
+dest = "held"
+guards = ["holder", "live"]
+[[transitions]]
+event = "give"
+source = "held"
+dest = "idle"
+guards = ["holder"]
+[[transitions]]
+event = "lapse"
+source = "held"
+dest = "idle"
+guards = ["lapsed"]
+"""
+
+
+def test_a_take_that_sets_no_lease_holds_none_in_the_store_and_the_model(tmp_path: Path) -> None:
+    """verify found the store and the model disagreeing here once (the store gave a taker a
+    lease the event does not set); both now hold none until renew sets it."""
+    (tmp_path / "nolease.toml").write_text(NO_LEASE)
+    spec = load_spec(tmp_path / "nolease.toml")
+    url = f"sqlite:///{tmp_path / 'n.sqlite'}"
+    with open_entity_store(spec, url, clock=ManualClock()) as store:
+        handle = store.take("k", "take")
+        row = store.row("k")
+        assert row is not None and row.lease_deadline is None
+        with pytest.raises(Refused) as refused:
+            store.act(handle, "renew")
+        assert refused.value.guard == "live"
+    result = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=10)
+    assert result.ok, result.failure
 
 
 def test_tokens_stay_secret(tmp_path: Path) -> None:

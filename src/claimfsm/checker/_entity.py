@@ -142,9 +142,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 
     def _after(row: Row, event: str, dest: str, taking: bool) -> Row:
         epoch, token, live, cols = row.epoch, row.token, row.live, row.columns
-        if taking:
-            epoch, token = epoch + 1, 1
         effects = sets.get(event, frozenset())
+        if taking:  # a new epoch: a fresh token, and a lease only if the event sets one
+            epoch, token, live = epoch + 1, 1, False
         if "fresh_token" in effects:
             token += 1
         if "lease" in effects:

@@ -170,9 +170,10 @@ def compile_event(spec: Spec, event: str, table: str, marker: str = "?") -> Comp
     def deadline(t: TransitionDecl) -> str:
         if t.dest not in lease_states:
             return "CAST(NULL AS DOUBLE PRECISION)"  # a lease governs lease states only
-        if "lease" in effects or taking:
+        if "lease" in effects:
             return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
-        return "lease_deadline"
+        # A taker's new epoch has no lease unless the event sets one.
+        return "CAST(NULL AS DOUBLE PRECISION)" if taking else "lease_deadline"
 
     sets = [
         "state = CASE " + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions) + " END",
