@@ -34,6 +34,7 @@ from claimfsm.checker._entity import (
     entity_model,
     entity_path_steps,
     entity_word,
+    world_facts,
 )
 from claimfsm.checker._path import PathStep
 
@@ -60,4 +61,5 @@ __all__ = [
     "path_from",
     "path_steps",
     "replay",
+    "world_facts",
 ]

@@ -32,11 +32,7 @@ from typing import Any, NamedTuple
 from claimfsm.checker._engine import Model, Property, Step
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import Spec, compare
-from claimfsm.spec._vocabulary import CLAIM_FACTS
-
-#: Facts the world answers for a lifecycle of your own (the claim's remote answers more).
-WORLD_FACTS = frozenset({"running", "fenced_through"})
+from claimfsm.spec import Spec, compare, lifecycle_problem
 
 
 class Row(NamedTuple):
@@ -116,11 +112,6 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     environment = tuple(e for e in spec.events if roles[e] in ("operator", "sweep"))
     key_word = entity_word(spec)
 
-    def running(world: EntityWorld, key: int, epoch: int) -> bool:
-        return any(
-            h is not None and h.key == key and h.epoch == epoch and h.working for h in world.clients
-        )
-
     def fire(
         world: EntityWorld, key: int, event: str, caller: tuple[int, int] | None, named: bool
     ) -> tuple[str, Row] | tuple[None, str] | None:
@@ -131,7 +122,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
             return None
-        facts = {"running": running(world, key, row.epoch), "fenced_through": row.fence}
+        facts = world_facts(world, key)
         failing: list[str] = []
         for t in candidates:
             bad = [g for g in t.guards if not truth[g](row, caller, named, facts)]
@@ -158,7 +149,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             cols = tuple(bumped)
         return Row(dest, epoch, token, live, cols, row.fence)
 
-    def cut(before: Row, after: Row) -> bool:
+    def cut(after: Row) -> bool:
         """The step goes beyond a bound: it is not explored."""
         return (
             after.epoch > epochs or after.token > counts or any(c > counts for c in after.columns)
@@ -205,9 +196,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             dest, row = result
             rows[key] = row
             clients[c] = Handle(key, row.epoch, row.token, dest)
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(
-                world.rows[key], row
-            )
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(row)
         if kind == "own":
             _, c, event = action
             h = world.clients[c]
@@ -224,18 +213,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             work = spec.work(event)
             working = True if work == "starts" else False if work == "ends" else h.working
             clients[c] = Handle(h.key, h.epoch, token, dest, working)
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed or stale), cut(
-                before, row
-            )
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed or stale), cut(row)
         if kind == "env":
             _, key, event = action
             result = fire(world, key, event, None, True)
             if result is None or result[0] is None:
                 return None
             rows[key] = result[1]
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(
-                world.rows[key], result[1]
-            )
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(result[1])
         if kind == "clock":
             key = action[1]
             rows[key] = rows[key]._replace(live=False)
@@ -327,6 +312,16 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     )
 
 
+def world_facts(world: EntityWorld, key: int) -> dict[str, Any]:
+    """The world's truthful evidence about entity ``key`` (LIFECYCLE_FACTS): whether some
+    client's work at the row's epoch is running, and how far the executor is fenced."""
+    row = world.rows[key]
+    running = any(
+        h is not None and h.key == key and h.epoch == row.epoch and h.working for h in world.clients
+    )
+    return {"running": running, "fenced_through": row.fence}
+
+
 def entity_word(spec: Spec) -> str:
     """What an entity of ``spec`` is called in paths: the lifecycle's name (a variant's
     base's)."""
@@ -338,30 +333,9 @@ def _order(h: Handle | None) -> tuple[Any, ...]:
 
 
 def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
-    where = spec.path or spec.name
-    for name, g in spec.guards.items():
-        if g.kind in ("draft_ready", "draft_pinned"):
-            raise SpecError(
-                f"{where}: guard {name!r} is of kind {g.kind!r}, which reads the claim"
-                " protocol's drafts; a lifecycle of your own has no drafts: compare a column"
-                " of its own instead"
-            )
-        if g.kind == "compare" and g.fact is not None and g.fact not in WORLD_FACTS:
-            claim = " (the claim remote's readback)" if g.fact in CLAIM_FACTS else ""
-            raise SpecError(
-                f"{where}: guard {name!r} reads the fact {g.fact!r}{claim}; the checker's"
-                f" world for a lifecycle of your own answers {sorted(WORLD_FACTS)}"
-            )
-        if (
-            g.kind == "compare"
-            and g.column is not None
-            and g.column != "epoch"
-            and (g.column not in spec.columns)
-        ):
-            raise SpecError(
-                f"{where}: guard {name!r} reads the column {g.column!r}, which only the claim"
-                " protocol's row has; compare epoch or a column declared under [columns]"
-            )
+    problem = lifecycle_problem(spec)
+    if problem is not None:
+        raise SpecError(f"{spec.path or spec.name}: {problem}")
 
 
 def _truth(

@@ -24,11 +24,13 @@ from claimfsm.spec._load import (
 )
 from claimfsm.spec._roles import (
     INVARIANT_KINDS,
+    LIFECYCLE_FACTS,
     ROLES,
     WORK,
     WORLD_OPTIONS,
     ColumnDecl,
     InvariantDecl,
+    lifecycle_problem,
 )
 from claimfsm.spec._vocabulary import Event, State, require_claim_protocol
 
@@ -38,6 +40,7 @@ __all__ = [
     "FACTS",
     "GUARD_KINDS",
     "INVARIANT_KINDS",
+    "LIFECYCLE_FACTS",
     "MODEL_OPTIONS",
     "OPERATORS",
     "ROLES",
@@ -62,6 +65,7 @@ __all__ = [
     "designs",
     "differences",
     "is_lifecycle_of_its_own",
+    "lifecycle_problem",
     "load_spec",
     "parse_spec",
     "require_claim_protocol",

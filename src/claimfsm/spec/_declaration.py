@@ -112,6 +112,23 @@ class Spec:
         runs (``compile_writes`` refuses one where two sources reach it); else the first."""
         return self._source_by_dest[(event, dest)]
 
+    def require_sources_determined(self) -> None:
+        """Raise ``SpecError`` where one event reaches one state from two sources: a store
+        records where a transition came from by its event and destination."""
+        from claimfsm.errors import SpecError
+
+        seen: dict[tuple[str, str], str] = {}
+        for t in self.transitions:
+            if t.internal:
+                continue
+            prior = seen.setdefault((t.event, t.dest), t.source)
+            if prior != t.source:
+                raise SpecError(
+                    f"{self.path or self.name}: event {t.event!r} reaches {t.dest!r} from both"
+                    f" {prior!r} and {t.source!r}; a store records where a transition came"
+                    " from by its destination: use two event names"
+                )
+
     def event_effects(self, event: str) -> tuple[tuple[str, str], ...]:
         """(column, Facts field) of each effect ``event`` declares, in declaration order."""
         decl = self.effects.get(event)

@@ -14,7 +14,14 @@ from claimfsm.errors import REFUSALS, SpecError
 from claimfsm.spec._declaration import EventDecl, GuardDecl, Spec, StateDecl, TransitionDecl
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
-from claimfsm.spec._roles import ROLES, WORK, parse_columns, parse_invariants, parse_world
+from claimfsm.spec._roles import (
+    ROLES,
+    WORK,
+    check_column_compare,
+    parse_columns,
+    parse_invariants,
+    parse_world,
+)
 
 _STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
 _GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "column", "value"}
@@ -362,16 +369,7 @@ def _guard_kind(guard: str, body: dict[str, Any], columns: dict[str, Any], fail:
         return
     fact, op = body.get("fact"), body.get("op")
     if fact is None and "column" in body and "value" in body:
-        column, value = body["column"], body["value"]
-        if column not in columns and column != "epoch":
-            raise fail(
-                f"{what}: column {column!r} is not a column of the row; declare it under"
-                f" [columns.NAME] or use one of {sorted(['epoch', *columns])}"
-            )
-        if not isinstance(op, str) or op not in OPERATORS:
-            raise fail(f"{what}: op {op!r} is not an operator; use one of {list(OPERATORS)}")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(f"{what}: value must be a whole number to compare with {column}")
+        check_column_compare(what, body["column"], op, body["value"], columns, fail)
         return
     if not isinstance(fact, str) or fact not in FACTS:
         raise fail(

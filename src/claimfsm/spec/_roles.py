@@ -63,6 +63,16 @@ COLUMN_KEYS = {"meaning", "type", "default"}
 INVARIANT_KEYS = {"kind", "meaning", "column", "op", "value", "states"}
 
 
+#: The evidence a lifecycle of your own compares: readback's ``running`` (is work at the
+#: row's epoch still running?) and ``fenced_through`` (how far the executor is fenced).
+#: The checker's world answers them truthfully; a store's caller brings them.
+LIFECYCLE_FACTS = frozenset({"running", "fenced_through"})
+#: Columns every row has (a declared column may not take these names).
+ROW_COLUMNS = frozenset(
+    {"key", "state", "epoch", "token", "token_hash", "owner", "lease_deadline", "target"}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnDecl:
     name: str
@@ -95,7 +105,7 @@ def parse_columns(declared: Any, fail: Fail) -> dict[str, ColumnDecl]:
         _only(body, COLUMN_KEYS, what, fail)
         if not _WORD.fullmatch(name):
             raise fail(f"{what}: a column name is a word (letters, digits, _)")
-        if name in COLUMNS or name in ("state", "token", "owner", "token_hash", "key", "target"):
+        if name in ROW_COLUMNS or name in COLUMNS:
             raise fail(f"{what}: the row already has a column of that name; choose another")
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
             raise fail(f"{what} needs a one-line 'meaning'")
@@ -140,15 +150,7 @@ def parse_invariants(
             found[name] = InvariantDecl(name, kind, body["meaning"])
             continue
         column, op, value = body.get("column"), body.get("op"), body.get("value")
-        if column not in columns and column != "epoch":
-            raise fail(
-                f"{what}: column {column!r} is not a column of the row; declare it under"
-                f" [columns.NAME] or use one of {sorted(['epoch', *columns])}"
-            )
-        if not isinstance(op, str) or op not in OPERATORS:
-            raise fail(f"{what}: op {op!r} is not an operator; use one of {list(OPERATORS)}")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(f"{what}: value must be a whole number, not {value!r}")
+        check_column_compare(what, column, op, value, columns, fail)
         listed = body.get("states", [])
         if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
             raise fail(f"{what}: states must be a list of state names")
@@ -157,6 +159,52 @@ def parse_invariants(
             raise fail(f"{what}: states {unknown} are not declared")
         found[name] = InvariantDecl(name, kind, body["meaning"], column, op, value, tuple(listed))
     return found
+
+
+def check_column_compare(
+    what: str, column: Any, op: Any, value: Any, columns: Mapping[str, Any], fail: Fail
+) -> None:
+    """``column op value`` (a compare guard without a fact, or a ``row`` invariant): the
+    column is ``epoch`` or declared, the operator known, the value a whole number."""
+    if column not in columns and column != "epoch":
+        raise fail(
+            f"{what}: column {column!r} is not a column of the row; declare it under"
+            f" [columns.NAME] or use one of {sorted(['epoch', *columns])}"
+        )
+    if not isinstance(op, str) or op not in OPERATORS:
+        raise fail(f"{what}: op {op!r} is not an operator; use one of {list(OPERATORS)}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(f"{what}: value must be a whole number to compare with {column}, not {value!r}")
+
+
+def lifecycle_problem(spec: Any) -> str | None:
+    """What in ``spec`` only the claim protocol's world has, which neither the checker's
+    model of a lifecycle of your own nor its store can read (None: nothing): a guard over
+    the claim's drafts, over the claim remote's facts, over the claim row's own columns,
+    or an event that records the claim's readback outcome."""
+    for name, g in spec.guards.items():
+        if g.kind in ("draft_ready", "draft_pinned"):
+            return (
+                f"guard {name!r} is of kind {g.kind!r}, which reads the claim protocol's"
+                " drafts; a lifecycle of your own has none: compare a column of its own"
+            )
+        if g.kind == "compare" and g.fact is not None and g.fact not in LIFECYCLE_FACTS:
+            return (
+                f"guard {name!r} reads the fact {g.fact!r}, which only the claim protocol's"
+                f" callers bring; a lifecycle of your own compares {sorted(LIFECYCLE_FACTS)}"
+            )
+        if g.kind == "compare" and g.column not in (None, "epoch", *spec.columns):
+            return (
+                f"guard {name!r} reads the column {g.column!r}, which only the claim row has;"
+                " compare epoch or a column declared under [columns]"
+            )
+    for event, decl in spec.effects.items():
+        if "outcome" in decl.sets:
+            return (
+                f"event {event!r} sets outcome, the claim row's readback evidence; count what"
+                " you need in a column of your own instead"
+            )
+    return None
 
 
 def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool]:

@@ -42,7 +42,7 @@ from claimfsm.errors import (
     StoreError,
 )
 from claimfsm.machine._entity import CallerView, RowView, explain, guard_holds
-from claimfsm.spec import OPERATORS, Spec, TransitionDecl
+from claimfsm.spec import LIFECYCLE_FACTS, OPERATORS, Spec, TransitionDecl, lifecycle_problem
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
 Clock = Callable[[], float]
@@ -111,39 +111,10 @@ def table_names(spec: Spec, prefix: str = "lc") -> tuple[str, str]:
 
 def check_storable(spec: Spec) -> None:
     """What the store needs of a declaration, or one SpecError naming the file."""
-    where = spec.path or spec.name
-    for name, g in spec.guards.items():
-        if g.kind in ("draft_ready", "draft_pinned"):
-            raise SpecError(
-                f"{where}: guard {name!r} reads the claim protocol's drafts (kind {g.kind!r});"
-                " a lifecycle of your own has none"
-            )
-        if g.kind == "compare" and g.fact not in (None, "running", "fenced_through"):
-            raise SpecError(
-                f"{where}: guard {name!r} reads the fact {g.fact!r}, which only the claim"
-                " protocol's callers bring; use running or fenced_through"
-            )
-        if g.kind == "compare" and g.column not in (None, "epoch", *spec.columns):
-            raise SpecError(f"{where}: guard {name!r} reads a column this row does not have")
-    for event, decl in spec.effects.items():
-        if "outcome" in decl.sets:
-            raise SpecError(
-                f"{where}: event {event!r} sets outcome, the claim row's readback evidence;"
-                " count what you need in a column of your own instead"
-            )
-    for event in spec.events:
-        dests: dict[str, str] = {}
-        for t in spec.transitions:
-            if (
-                t.event == event
-                and not t.internal
-                and dests.setdefault(t.dest, t.source) != (t.source)
-            ):
-                raise SpecError(
-                    f"{where}: event {event!r} reaches {t.dest!r} from both"
-                    f" {dests[t.dest]!r} and {t.source!r}; a store records where a"
-                    " transition came from by its destination: use two events"
-                )
+    problem = lifecycle_problem(spec)
+    if problem is not None:
+        raise SpecError(f"{spec.path or spec.name}: {problem}")
+    spec.require_sources_determined()
 
 
 def compile_event(spec: Spec, event: str, table: str, marker: str = "?") -> CompiledEvent:
@@ -423,9 +394,9 @@ class EntityStore:
         if not isinstance(key, str) or not key:
             raise InvalidArgument(f"key must be a non-empty str, not {key!r}")
         facts = dict(facts or {})
-        unknown = set(facts) - {"running", "fenced_through"}
+        unknown = set(facts) - LIFECYCLE_FACTS
         if unknown:
-            raise InvalidArgument(f"unknown facts {sorted(unknown)}: use running, fenced_through")
+            raise InvalidArgument(f"unknown facts {sorted(unknown)}: use {sorted(LIFECYCLE_FACTS)}")
         stale: Refused | None = None
         with self._driver.transaction(durable=event in self.spec.durable_events()) as tx:
             defaults = tuple(self.spec.columns[c].default for c in self._columns)
@@ -449,7 +420,7 @@ class EntityStore:
                     {
                         **values,
                         **self._constants,
-                        **{f"fact:{f}": facts.get(f) for f in ("running", "fenced_through")},
+                        **{f"fact:{f}": facts.get(f) for f in LIFECYCLE_FACTS},
                         "key": key,
                         "epoch": epoch,
                         "token_hash": presented,

@@ -98,16 +98,7 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
     """The guarded writes of ``spec``, parameters rendered by ``p`` and tables by ``table``
     (PostgreSQL names its schema in every statement: no session state, so a transaction
     pooler can hand each transaction to any server connection)."""
-    seen: dict[tuple[str, str], str] = {}
-    for t in spec.transitions:
-        if t.internal:
-            continue
-        prior = seen.setdefault((t.event, t.dest), t.source)
-        if prior != t.source:
-            raise SpecError(
-                f"{spec.name}: event {t.event!r} reaches {t.dest!r} from both {prior!r} and "
-                f"{t.source!r}; a store could not tell which one it took: use two event names"
-            )
+    spec.require_sources_determined()
     dispatching = spec.dispatching()
     for t in spec.transitions:
         ways = dispatching.get((t.event, t.dest), ())

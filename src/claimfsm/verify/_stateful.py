@@ -29,7 +29,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model
+from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model, world_facts
 from claimfsm.errors import IllegalTransition, Refused
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
@@ -167,15 +167,8 @@ def lifecycle_state_machine(
                     self.handles[c] = acted
                     return "took", acted.state
                 if kind == "env":
-                    _, _key, event = action
-                    row = self.world.rows[0]
-                    facts = {
-                        "running": any(
-                            h is not None and h.working and h.epoch == row.epoch
-                            for h in self.world.clients
-                        ),
-                        "fenced_through": row.fence,
-                    }
+                    _, key, event = action
+                    facts = world_facts(self.world, key)  # truthful readback
                     return "took", self.stores[0].operate(KEY, event, facts=facts)
             except Refused as exc:
                 return "refused", f"refused ({type(exc).__name__}: {exc.guard} does not hold)"
@@ -343,10 +336,9 @@ def verify(
         suppress_health_check=list(HealthCheck),
         print_blob=False,
     )
-    reported: list[str] = []
     failure, program = "", []
     try:
-        with with_reporter(lambda value: reported.append(str(value))):
+        with with_reporter(lambda value: None):  # the program is ours to print, in words
             if seed is not None:
                 from hypothesis import seed as with_seed
 
