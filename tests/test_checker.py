@@ -209,7 +209,11 @@ def test_check_cli_exit_codes_and_json() -> None:
     assert "counterexample for no_overlapping_sends" in bad.stdout and "replay token" in bad.stdout
     listed = runner.invoke(main, ["check", "--list"]).stdout.splitlines()
     # the claim's wrong designs, then another lifecycle's
-    assert [line.split()[0] for line in listed] == [*sorted(WRONG), "job-requeue_without_evidence"]
+    assert [line.split()[0] for line in listed] == [
+        *sorted(WRONG),
+        "job-orphan_waits_for_readback",
+        "job-requeue_without_evidence",
+    ]
     stopped = runner.invoke(main, ["check", "--workers", "2", "--max-states", "100"])
     assert stopped.exit_code == 3
     assert runner.invoke(main, ["check", "--design", "nope"]).exit_code == 2

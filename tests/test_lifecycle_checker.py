@@ -44,6 +44,7 @@ def test_the_job_lifecycle_holds_every_invariant_it_declares() -> None:
         "one_attempt_at_a_time",
         "attempts_bounded",
         "dead_only_when_spent",
+        "orphan_is_requeued",
     ):
         assert f"{name}: holds" in result.output
     assert "world: 2 workers, 1 job, 4 epochs per job" in result.output
@@ -76,6 +77,71 @@ def test_the_wrong_job_design_is_caught_with_the_shortest_counterexample() -> No
     )
     assert replayed.exit_code == 1 and "worker 1: start" in replayed.output
     assert "--replay-token" in CliRunner().invoke(main, ["check", "--help"]).output
+
+
+def test_spec_shows_an_eventually_invariant_as_declared() -> None:
+    data = json.loads(CliRunner().invoke(main, ["spec", "job", "--json"]).output)
+    found = [i for i in data["invariants"] if i["kind"] == "eventually"]
+    assert found == [
+        {
+            "name": "orphan_is_requeued",
+            "kind": "eventually",
+            "meaning": found[0]["meaning"],
+            "from": ["orphaned"],
+            "to": ["queued"],
+            "fair": ["requeue", "fence"],
+        }
+    ]
+    table = CliRunner().invoke(main, ["spec", "job"], env={"COLUMNS": "200"}).output
+    assert "eventually: from orphaned to queued; fair: requeue, fence" in table
+
+
+def test_the_starving_job_design_is_caught_by_liveness_alone() -> None:
+    """Leaving orphaned on readback alone is safe, but a worker paused for ever mid-run keeps
+    its attempt running: requeue never becomes possible, however fair the operator is."""
+    result = CliRunner().invoke(main, ["check", "job-orphan_waits_for_readback"])
+    assert result.exit_code == 1, result.output
+    outcomes = dict(re.findall(r"^  \w+ +(\w+): (\w+)$", result.output, flags=re.MULTILINE))
+    assert [n for n, o in outcomes.items() if o == "violated"] == ["orphan_is_requeued"]
+    texts = re.findall(r"^  \d+\. (.*)$", result.output, flags=re.MULTILINE)
+    assert texts[1:] == [
+        "worker 0: lease job 0",
+        "worker 0: start",
+        "clock: the lease of job 0 lapses",
+        "sweep: lapse job 0",
+        "operator: fence the executor of job 0 through its epoch",
+    ]
+    assert "worker 0 holds job 0 e1 (saw running) working" in result.output.splitlines()[-4]
+    assert "no step assumed fair is possible, so the run may stop there" in result.output
+    assert "under fairness: requeue (operator), the operator eventually fences" in result.output
+    token = re.search(r"replay token: (\S+)", result.output)
+    assert token is not None
+    replayed = CliRunner().invoke(
+        main, ["check", "job-orphan_waits_for_readback", "--replay-token", token.group(1)]
+    )
+    assert replayed.exit_code == 1 and "through its epoch" in replayed.output
+
+
+def test_fairness_is_what_the_declaration_states(tmp_path: Path) -> None:
+    """Without the operator's fencing assumed fair, a paused worker starves the orphaned job
+    of the correct design too; without requeue fair, the operator may never requeue it; a
+    goal that the sweep's lapse reaches needs the clock."""
+    assert run(job(tmp_path))["orphan_is_requeued"] == "holds"
+    for fair, outcome in (
+        ('fair = ["requeue"]', "violated"),
+        ('fair = ["fence"]', "violated"),
+        ("fair = []", "violated"),
+        ('fair = ["fence", "requeue", "lease"]', "holds"),
+    ):
+        text = JOB.replace('fair = ["requeue", "fence"]', fair)
+        assert run(job(tmp_path, text))["orphan_is_requeued"] == outcome, fair
+    lapses = JOB.replace(
+        'from = ["orphaned"]\nto = ["queued"]\nfair = ["requeue", "fence"]',
+        'from = ["running"]\nto = ["orphaned", "succeeded", "queued"]\nfair = ["clock", "lapse"]',
+    )
+    assert run(job(tmp_path, lapses))["orphan_is_requeued"] == "holds"
+    no_clock = lapses.replace('fair = ["clock", "lapse"]', 'fair = ["lapse"]')
+    assert run(job(tmp_path, no_clock))["orphan_is_requeued"] == "violated"
 
 
 def test_the_correct_design_is_not_caught_because_of_its_evidence_guards(tmp_path: Path) -> None:
@@ -130,6 +196,7 @@ def rename(text: str) -> str:
     spec = load_spec(declarations_dir() / "job.toml")
     names = {*spec.states, *spec.events, *spec.guards, *spec.columns, *spec.invariants}
     naming = ("event", "source", "dest", "guards", "initial", "column", "states", "bumps")
+    naming += ("from", "to", "fair")
 
     def new(m: re.Match[str]) -> str:
         return f"zz_{m.group(1)[::-1]}" if m.group(1) in names else m.group(1)
@@ -194,6 +261,21 @@ def test_the_claim_worlds_flags_are_refused_for_another_lifecycle(flag: list[str
         (("workers = 2", "workers = 9"), "[world]: workers must be a whole number from 1 to 6"),
         (('work = "starts"', 'work = "begins"'), "work 'begins' must be one of"),
         (("[columns.attempts]", "[columns.epoch]"), "the row already has a column of that name"),
+        (('to = ["queued"]', 'to = ["orphaned"]'), "['orphaned'] are in both from and to"),
+        (('from = ["orphaned"]', "from = []"), "kind 'eventually' needs from = [state names]"),
+        (('from = ["orphaned"]', 'from = ["lost"]'), "from names states ['lost'] that are not"),
+        (
+            ('"requeue", "fence"]', '"requeue", "kick"]'),
+            "fair names ['kick'], which are neither events nor world steps",
+        ),
+        (
+            ('kind = "eventually"', 'kind = "row"'),
+            "['fair', 'from', 'to'] belong to kind 'eventually' only",
+        ),
+        (
+            ('kind = "eventually"', 'kind = "eventually"\nop = "<"'),
+            "['op'] belong to kind 'row' only",
+        ),
     ],
 )
 def test_bad_roles_invariants_and_worlds_are_named(
@@ -251,7 +333,7 @@ def test_every_shipped_declaration_is_checked_by_its_own_model() -> None:
     from claimfsm.spec import is_lifecycle_of_its_own
 
     own = sorted(n for n, s in shipped().items() if is_lifecycle_of_its_own(s))
-    assert own == ["job", "job-requeue_without_evidence"]
+    assert own == ["job", "job-orphan_waits_for_readback", "job-requeue_without_evidence"]
 
 
 def test_a_counterexample_is_drawn_on_the_diagram_and_as_a_sequence_chart(tmp_path: Path) -> None:
@@ -284,6 +366,8 @@ def test_the_review_report_of_a_lifecycle_of_your_own(tmp_path: Path) -> None:
     assert "executor" in page and "work e1 running" in page and "claim store" not in page
     assert "<td><code>lease</code></td><td>taker</td>" in page  # the events' roles
     assert "claimfsm check job-requeue_without_evidence --workers 2 --replay-token" in page
+    assert "id='design-job-orphan_waits_for_readback'" in page
+    assert "Under fairness: requeue (operator)" in page and "the run may stop there" in page
     other = tmp_path / "other.toml"
     other.write_text(JOB.replace('name = "job"', 'name = "other"'))
     wrong = CliRunner().invoke(

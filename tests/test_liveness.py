@@ -86,6 +86,37 @@ def test_a_dead_end_before_the_goal_is_a_counterexample() -> None:
     assert "nothing more can happen" in report.text()
 
 
+def test_with_stutter_a_run_may_stop_where_no_fair_step_is_possible() -> None:
+    """0 -step-> 1 -step-> done, and nothing else: every run that goes on reaches done. With
+    ``stutter`` a run may also stop where no fair step is possible: with "step" not assumed
+    fair, it stops in 0; with "step" fair, it cannot."""
+    for fair, stutter, verdict in (
+        (False, False, "ok"),
+        (False, True, "violated"),
+        (True, True, "ok"),
+    ):
+        prop: Property[Any] = Property(
+            "arrives",
+            "eventually",
+            lambda s: s == "done",
+            fair=(lambda a: "step") if fair else (lambda a: None),
+            stutter=stutter,
+        )
+        model: Model[Any, Any] = Model(
+            init_states=lambda: [0],
+            actions=lambda s: [] if s == "done" else ["step"],
+            next_state=lambda s, a: 1 if s == 0 else "done",
+            properties=[prop],
+            may_stop=lambda s: s == "done",
+        )
+        report = Checker(model).run()
+        assert report.verdict == verdict, (fair, stutter)
+        if verdict == "violated":
+            found = report.discoveries["arrives"]
+            assert found.loop_from is None and [s.state for s in found.path] == [0]
+            assert "no step assumed fair is possible" in report.text()
+
+
 def test_the_obligation_starts_where_its_trigger_holds() -> None:
     model = spin_model(exit_from=(0, 1), fair=True)
     only_from_done = Property(

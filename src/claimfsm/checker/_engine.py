@@ -50,6 +50,10 @@ class Property(Generic[S]):
     fair: Callable[[Any], Hashable | None] | None = None
     #: ``eventually`` only: the fairness assumption in words, for reports.
     fairness: str = ""
+    #: ``eventually`` only: a run may also stop (stutter forever) in any state where no
+    #: action of a fair class is possible, as in TLA+: only fair steps are sure to happen.
+    #: False: a run stops only where nothing at all can happen.
+    stutter: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,20 @@ class Discovery(Generic[S, A]):
     @builtins.property  # the field above shadows the builtin in this class body
     def kind(self) -> str:
         return "example" if self.property.kind == "sometimes" else "counterexample"
+
+    def ending(self) -> str:
+        """How a liveness counterexample's run goes on for ever without meeting it."""
+        if self.loop_from is not None:
+            return (
+                f"the last {len(self.path) - 1 - self.loop_from} actions repeat forever,"
+                " and it never holds"
+            )
+        if self.property.stutter:
+            return (
+                "after the last step no step assumed fair is possible, so the run may stop"
+                " there, and it never held"
+            )
+        return "after the last step nothing more can happen, and it never held"
 
 
 @dataclass
@@ -163,12 +181,7 @@ class Report(Generic[S, A]):
                 lines.append(f"  (under fairness: {p.fairness or 'none'})")
             lines += _numbered(m, d.path)
             if p.kind == "eventually":
-                lines.append(
-                    f"  the last {len(d.path) - 1 - d.loop_from} actions repeat forever,"
-                    " and it never holds"
-                    if d.loop_from is not None
-                    else "  after the last step nothing more can happen, and it never held"
-                )
+                lines.append("  " + d.ending())
             lines.append(f"replay token: {d.token}")
         if self.deadlock:
             lines.append("\ndeadlock: no action is enabled after")
@@ -515,9 +528,12 @@ def _liveness(
             steps.append(Step(action, seen[key][2]))
         return steps
 
-    # Nothing more can happen in a bad state: the obligation is never met.
+    # Nothing more can happen in a bad state (with ``stutter``: nothing fair can), so a run
+    # may stop there: the obligation is never met.
     for k in via:
-        if not edges.succ(k):
+        if not edges.succ(k) or (
+            p.stutter and all(fairness(action) is None for action, _k2 in edges.out(k))
+        ):
             return tuple(lasso_prefix(k)), None
     order = {k: i for i, k in enumerate(via)}  # breadth-first: nearer states first
     for region in _regions(via, edges):

@@ -33,6 +33,7 @@ from claimfsm.checker._engine import Model, Property, Step
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec, compare, lifecycle_problem
+from claimfsm.spec._roles import FAIR_STEPS
 
 
 class Row(NamedTuple):
@@ -250,7 +251,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         )
     ]
     for inv in spec.invariants.values():
-        properties.append(Property(inv.name, "always", _invariant(inv, col_index), inv.meaning))
+        if inv.kind == "eventually":
+            properties.append(_obligation(inv, _next, actions, roles))
+        else:
+            properties.append(Property(inv.name, "always", _invariant(inv, col_index), inv.meaning))
 
     def show_row(key: int, row: Row) -> str:
         parts = [f"{row.state} e{row.epoch}"]
@@ -397,6 +401,60 @@ def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], b
         return True
 
     return row_holds
+
+
+def _obligation(
+    inv: Any,
+    step: Callable[[EntityWorld, Action], tuple[EntityWorld, bool] | None],
+    actions: Callable[[EntityWorld], Iterator[Action]],
+    roles: dict[str, str],
+) -> Property[EntityWorld]:
+    """An ``eventually`` invariant as the engine's liveness property.
+
+    It is checked for entity 0 alone: the entities start alike and every action treats them
+    alike, so a violation for one is, renumbered, a violation for entity 0. Only the steps
+    listed in ``fair`` are sure to happen: a run may stop in any state where none of them is
+    possible (a worker may pause forever), and one that stays possible is eventually taken
+    (weak fairness). A fair class is (event or world step, entity); an owner's event is one
+    class over all clients and entities: some client holding a handle from which it may try
+    the event eventually tries it (and may be refused). A state where a bound stops a step
+    meets the obligation: the search cannot see past it, so a run that leaves the bounds is
+    not called a violation.
+    """
+    sources, goals, fair = frozenset(inv.sources), frozenset(inv.goals), frozenset(inv.fair)
+
+    def bounded(world: EntityWorld) -> bool:
+        return any((found := step(world, a)) is not None and found[1] for a in actions(world))
+
+    def holds(world: EntityWorld) -> bool:
+        return world.rows[0].state in goals or bounded(world)
+
+    def trigger(world: EntityWorld) -> bool:
+        return world.rows[0].state in sources
+
+    def fair_class(action: Action) -> tuple[str, Any] | None:
+        kind = action[0]
+        if kind == "env" and action[2] in fair:
+            return (action[2], action[1])
+        if kind == "take" and action[3] in fair:
+            return (action[3], action[2])
+        if kind == "own" and action[2] in fair:
+            return (action[2], "held")  # any client's try, on whatever it holds
+        if kind in ("clock", "fence") and kind in fair:
+            return (kind, action[1])
+        return None
+
+    words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
+    return Property(
+        inv.name,
+        "eventually",
+        holds,
+        inv.meaning,
+        trigger=trigger,
+        fair=fair_class,
+        fairness=", ".join(words) if words else "none: any step may be skipped forever",
+        stutter=True,
+    )
 
 
 def entity_path_steps(

@@ -246,7 +246,11 @@ def spec(declaration: str | None, as_json: bool) -> None:
             },
             "columns": [dataclasses.asdict(c) for c in s.columns.values()],
             "invariants": [
-                {k: v for k, v in dataclasses.asdict(i).items() if v not in (None, ())}
+                {  # named as the declaration names them
+                    {"sources": "from", "goals": "to"}.get(k, k): v
+                    for k, v in dataclasses.asdict(i).items()
+                    if v not in (None, ())
+                }
                 for i in s.invariants.values()
             ],
             "world": dict(s.world),
@@ -306,6 +310,11 @@ def spec(declaration: str | None, as_json: bool) -> None:
             if i.kind == "row":
                 what = f"{i.column} {i.op} {i.value}" + (
                     f" in {', '.join(i.states)}" if i.states else ""
+                )
+            elif i.kind == "eventually":
+                what = (
+                    f"eventually: from {', '.join(i.sources)} to {', '.join(i.goals)};"
+                    f" fair: {', '.join(i.fair) or 'none'}"
                 )
             invariants.add_row(i.name, what, i.meaning)
         console.print(invariants)

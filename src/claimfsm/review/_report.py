@@ -260,6 +260,11 @@ def _wrong_design(name: str, spec: Spec, base: Spec, kind: _Kind) -> str:
             f" --replay-token {_e(found.token)}</code>):</p>",
             f"<table class='steps'><tr><th>#</th><th>step</th><th>{_e(kind.after)}</th></tr>"
             f"{rows}</table>",
+            (
+                f"<p>Under fairness: {_e(prop.fairness or 'none')}; {_e(found.ending())}.</p>"
+                if prop.kind == "eventually"
+                else ""
+            ),
             "<p>The path on the design's diagram (red, numbered; its changes in blue):</p>",
             _svg(to_dot(spec, steps, legend=False, changes=changes, violation=prop.description)),
             f"<p>The same path as a sequence chart; {_e(kind.bars)}:</p>",

@@ -329,7 +329,15 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     _reachable(initial, states, transitions, fail)
     effects = _events(raw.get("events", {}), {t.event for t in transitions}, columns, fail)
     starts = any(e.work == "starts" for e in effects.values())
-    invariants = parse_invariants(raw.get("invariants", {}), states, columns, starts, fail)
+    invariants = parse_invariants(
+        raw.get("invariants", {}),
+        states,
+        columns,
+        starts,
+        fail,
+        events=frozenset(t.event for t in transitions),
+        fenceable=any(g.fact == "fenced_through" for g in guards.values()),
+    )
     world = parse_world(raw.get("world", {}), fail)
 
     return Spec(

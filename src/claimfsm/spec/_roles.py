@@ -11,8 +11,8 @@ checker explores. stdlib only.
 - ``work`` on ``[events.NAME]``: ``starts`` (after it the owner's external work may be
   running: a send, a job's run) or ``ends`` (the owner's work is over once it takes it,
   refused or not).
-- ``[invariants.NAME]``: predicates the checker proves in every reachable state
-  (:data:`INVARIANT_KINDS`).
+- ``[invariants.NAME]``: predicates the checker proves in every reachable state, and
+  ``eventually`` obligations it proves of every fair run (:data:`INVARIANT_KINDS`).
 - ``[world]``: the bounds and faults of the checker's world (:data:`WORLD_OPTIONS`);
   ``claimfsm check`` flags override them.
 """
@@ -42,6 +42,14 @@ INVARIANT_KINDS: dict[str, str] = {
     "exclusive_work": "at most one client's external work on an entity is running at a time,"
     " apart from work at an epoch the executor has fenced off",
     "row": "`column op value` holds for the entity's row (in the listed `states` only, if given)",
+    "eventually": "an entity in one of the `from` states reaches one of the `to` states on every"
+    " run where each step listed in `fair` that stays possible is eventually taken",
+}
+
+#: The world's own steps an ``eventually`` invariant may list in ``fair``, besides events.
+FAIR_STEPS: dict[str, str] = {
+    "clock": "a live lease's deadline eventually passes: no lease is renewed forever",
+    "fence": "the operator eventually fences the executor through the entity's epoch",
 }
 
 #: ``[world]`` options: name -> (default, lowest, highest, meaning). Booleans have no range.
@@ -60,7 +68,7 @@ WORLD_OPTIONS: dict[str, tuple[int | bool, int, int, str]] = {
 
 
 COLUMN_KEYS = {"meaning", "type", "default"}
-INVARIANT_KEYS = {"kind", "meaning", "column", "op", "value", "states"}
+INVARIANT_KEYS = {"kind", "meaning", "column", "op", "value", "states", "from", "to", "fair"}
 
 
 #: The evidence a lifecycle of your own compares: readback's ``running`` (is work at the
@@ -90,6 +98,11 @@ class InvariantDecl:
     op: str | None = None
     value: int | None = None
     states: tuple[str, ...] = ()
+    # kind "eventually": from a state in ``sources``, every fair run reaches one of
+    # ``goals``; ``fair`` lists the events and world steps (FAIR_STEPS) assumed weakly fair
+    sources: tuple[str, ...] = ()
+    goals: tuple[str, ...] = ()
+    fair: tuple[str, ...] = ()
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -124,6 +137,8 @@ def parse_invariants(
     columns: Mapping[str, ColumnDecl],
     starts_work: bool,
     fail: Fail,
+    events: frozenset[str] = frozenset(),
+    fenceable: bool = False,
 ) -> dict[str, InvariantDecl]:
     if not isinstance(declared, dict):
         raise fail("invariants must be tables: [invariants.NAME] with a 'kind' and a 'meaning'")
@@ -139,6 +154,14 @@ def parse_invariants(
         if kind not in INVARIANT_KINDS:
             raise fail(f"{what}: unknown kind {kind!r}; use one of {sorted(INVARIANT_KINDS)}")
         operands = {"column", "op", "value", "states"} & set(body)
+        obligation = {"from", "to", "fair"} & set(body)
+        if kind != "eventually" and obligation:
+            raise fail(f"{what}: {sorted(obligation)} belong to kind 'eventually' only")
+        if kind == "eventually":
+            if operands:
+                raise fail(f"{what}: {sorted(operands)} belong to kind 'row' only")
+            found[name] = _obligation(what, name, body, states, events, fenceable, fail)
+            continue
         if kind == "exclusive_work":
             if operands:
                 raise fail(f"{what}: {sorted(operands)} belong to kind 'row' only")
@@ -159,6 +182,52 @@ def parse_invariants(
             raise fail(f"{what}: states {unknown} are not declared")
         found[name] = InvariantDecl(name, kind, body["meaning"], column, op, value, tuple(listed))
     return found
+
+
+def _obligation(
+    what: str,
+    name: str,
+    body: dict[str, Any],
+    states: Mapping[str, Any],
+    events: frozenset[str],
+    fenceable: bool,
+    fail: Fail,
+) -> InvariantDecl:
+    """An ``eventually`` invariant: ``from`` and ``to`` name declared states (neither empty,
+    none in both); ``fair`` names declared events or :data:`FAIR_STEPS`."""
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in ("from", "to", "fair"):
+        listed = body.get(key, [])
+        if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+            raise fail(f"{what}: {key} must be a list of names")
+        lists[key] = tuple(dict.fromkeys(listed))
+    for key in ("from", "to"):
+        if not lists[key]:
+            raise fail(f"{what}: kind 'eventually' needs {key} = [state names]")
+        unknown = [s for s in lists[key] if s not in states]
+        if unknown:
+            raise fail(f"{what}: {key} names states {unknown} that are not declared")
+    both = [s for s in lists["from"] if s in lists["to"]]
+    if both:
+        raise fail(f"{what}: {both} are in both from and to, so the obligation says nothing")
+    allowed = set(events) | set(FAIR_STEPS)
+    if not fenceable:
+        allowed.discard("fence")
+    unknown = [x for x in lists["fair"] if x not in allowed]
+    if unknown:
+        extra = "" if fenceable else " ('fence' only where a guard reads fenced_through)"
+        raise fail(
+            f"{what}: fair names {unknown}, which are neither events nor world steps; use"
+            f" events or {sorted(FAIR_STEPS)}{extra}"
+        )
+    return InvariantDecl(
+        name,
+        "eventually",
+        body["meaning"],
+        sources=lists["from"],
+        goals=lists["to"],
+        fair=lists["fair"],
+    )
 
 
 def check_column_compare(

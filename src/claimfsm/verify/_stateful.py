@@ -71,6 +71,9 @@ def lifecycle_state_machine(
         workers=workers, keys=1, epochs=epochs or 8, counts=16, crashes=crashes
     )
     model = entity_model(spec, config)
+    # What a single step can break: the state invariants (an ``eventually`` obligation is
+    # about whole runs; the checker proves it).
+    always = [p for p in model.properties if p.kind == "always"]
     resolved = config.resolved(spec)
 
     class LifecycleMachine(RuleBasedStateMachine):
@@ -211,7 +214,7 @@ def lifecycle_state_machine(
                 assert grown == 1, self._disagree(f"history grew by {grown} for one transition")
             elif did == "world":
                 assert grown == 0, self._disagree("history changed with no operation")
-            for p in model.properties:
+            for p in always:
                 assert p.holds(self.world), (
                     f"invariant {p.name} violated: {p.description}. The store did what the"
                     " model does at every step: the declaration itself breaks it (claimfsm"
@@ -238,6 +241,7 @@ def guided_paths(
     refusal the model can reach, as (event, from, to) or (event, from, refused), and to the
     first violation of each invariant. Each is (what it reaches, its actions)."""
     model = entity_model(spec, EntityModelConfig(workers=workers, keys=1))
+    always = [p for p in model.properties if p.kind == "always"]
     start = next(iter(model.init_states()))
     parent: dict[EntityWorld, tuple[EntityWorld, tuple[Any, ...]] | None] = {start: None}
     found: dict[str, tuple[EntityWorld, tuple[Any, ...]]] = {}  # what -> (before, action)
@@ -258,7 +262,7 @@ def guided_paths(
                 continue
             parent[after] = (world, action)
             queue.append(after)
-            for p in model.properties:
+            for p in always:
                 if not p.holds(after):
                     found.setdefault(f"invariant {p.name} violated", (world, action))
 
