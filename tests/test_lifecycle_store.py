@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hypothesis import settings
+from transitions import Machine
 
+from claimfsm.checker import Checker, entity_model
 from claimfsm.cli import main
 from claimfsm.errors import (
+    DeclarationMismatch,
     IllegalTransition,
     InsufficientEvidence,
     InvalidArgument,
@@ -26,6 +29,7 @@ from claimfsm.errors import (
     StaleClaim,
     TargetBusy,
 )
+from claimfsm.machine import CallerView, LifecycleMachine, RowView
 from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityStore, compile_event, open_entity_store
 from claimfsm.store import _entity as entity_module
@@ -154,13 +158,56 @@ def test_every_event_is_one_compiled_statement_with_bound_values() -> None:
     assert lease.params.count("const:attempts_left") == 3  # state, deadline, where
 
 
-def test_one_edit_of_a_guard_reaches_the_stores_sql(tmp_path: Path) -> None:
+def test_one_edit_of_a_guard_reaches_the_sql_the_machine_and_the_checker(tmp_path: Path) -> None:
+    """Two attempts instead of three, edited in the TOML alone: the store's SQL refuses the
+    third lease, the ``transitions`` machine takes no transition there, and the checker's
+    world changes (with the sweep still burying at three, a job is stuck: a deadlock)."""
     edited = JOB.replace('op = "<"\nvalue = 3', 'op = "<"\nvalue = 2')
+    assert edited != JOB
     store = open_job("sqlite:///" + str(tmp_path / "e.sqlite"), ManualClock(), edited, tmp_path)
     for _ in range(2):
         store.act(store.take("j", "lease"), "release")
     with pytest.raises(TargetBusy):
         store.take("j", "lease")
+    store.close()
+    row = RowView("queued", epoch=2, columns={"attempts": 2})
+    taker = CallerView(None, None, {}, 0.0)
+    before = LifecycleMachine(load_spec(JOB_PATH)).fire("lease", row, taker)
+    assert before is not None and (before.source, before.dest) == ("queued", "leased")
+    path = tmp_path / "edited.toml"
+    path.write_text(edited)
+    assert LifecycleMachine(load_spec(path)).fire("lease", row, taker) is None
+    checked = Checker(entity_model(load_spec(path))).run()
+    assert (
+        checked.deadlock is not None
+        and Checker(entity_model(load_spec(JOB_PATH))).run().verdict == "ok"
+    )
+
+
+def test_the_store_asks_the_declarations_transitions_machine(tmp_path: Path) -> None:
+    """The machine is a ``transitions.Machine`` with the declared transitions, tried in the
+    order written; a store whose machine disagrees with its SQL says so."""
+    spec = load_spec(JOB_PATH)
+    machine = LifecycleMachine(spec)
+    assert isinstance(machine.machine, Machine)
+    assert set(machine.machine.events) == set(spec.events)
+    orphan = RowView("orphaned", epoch=1)
+    fenced = CallerView(1, None, {"running": True, "fenced_through": 1}, 0.0)
+    stopped = CallerView(1, None, {"running": False, "fenced_through": 0}, 0.0)
+    nothing = CallerView(1, None, {"running": True, "fenced_through": 0}, 0.0)
+    requeues = [t for t in spec.transitions if t.event == "requeue"]
+    assert machine.fire("requeue", orphan, stopped) is requeues[0]
+    assert machine.fire("requeue", orphan, fenced) is requeues[1]
+    assert machine.explain("requeue", orphan, nothing) == (
+        None,
+        ["attempt_stopped", "executor_fenced"],
+    )
+    assert machine.fire("start", orphan, stopped) is None  # not declared from orphaned
+    store = open_job("sqlite:///" + str(tmp_path / "m.sqlite"), ManualClock())
+    store.machine.fire = lambda event, row, caller: None  # type: ignore[method-assign]
+    with pytest.raises(DeclarationMismatch, match="lease from queued"):
+        store.take("j", "lease")
+    assert store.row("j") is None or store.row("j").state == "queued"  # rolled back
     store.close()
 
 

@@ -8,8 +8,9 @@ the event's declared effects the other assignments (a taker's new epoch and toke
 fresh token, the lease, bumped counters). History is appended in the same transaction: the
 transition taken, or a stale owner's refused operation (``refused``), which changes nothing
 else. When the write matches no row, the store reads the row and explains the refusal with
-the declaration's guards in Python (``claimfsm.machine.explain``); if Python finds a
-transition the SQL refused, that is a :class:`DeclarationMismatch`, never silence.
+the declaration's ``transitions`` machine (``claimfsm.machine.LifecycleMachine``); if the
+machine takes a transition the SQL refused, or the reverse, that is a
+:class:`DeclarationMismatch`, never silence.
 
 Who may take an event is its declared role (``Spec.role``): :meth:`EntityStore.take` for a
 taker's (a new epoch; the caller gets a :class:`Handle` with a secret token),
@@ -41,7 +42,7 @@ from claimfsm.errors import (
     StaleClaim,
     StoreError,
 )
-from claimfsm.machine._entity import CallerView, RowView, explain, guard_holds
+from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView, guard_holds
 from claimfsm.spec import LIFECYCLE_FACTS, OPERATORS, Spec, TransitionDecl, lifecycle_problem
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
@@ -202,6 +203,8 @@ class EntityStore:
     ) -> None:
         check_storable(spec)
         self.spec = spec
+        #: The declaration's ``transitions`` machine: it explains what the SQL refused.
+        self.machine = LifecycleMachine(spec)
         table, history = table_names(spec, prefix)
         self.table, self.history_table = driver.qualify(table), driver.qualify(history)
         self._driver = driver
@@ -429,8 +432,8 @@ class EntityStore:
                     }
                 ),
             )
-            taken, failing = explain(
-                self.spec, event, view, CallerView(epoch, presented, facts, now)
+            taken, failing = self.machine.explain(
+                event, view, CallerView(epoch, presented, facts, now)
             )
             if done is not None and taken is not None:
                 state, new_epoch = done
