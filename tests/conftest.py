@@ -36,6 +36,17 @@ def needs_dot() -> None:
         pytest.skip("Graphviz's dot is not installed (Debian: apt-get install graphviz)")
 
 
+def needs_spin() -> None:
+    """Skip (or, with CLAIMFSM_REQUIRE_SPIN=1 as in .ci/run, fail) without SPIN and cc."""
+    from claimfsm.checker import spin_available
+
+    why = spin_available()
+    if why is not None:
+        if os.environ.get("CLAIMFSM_REQUIRE_SPIN") == "1":
+            pytest.fail(f"SPIN is required (CLAIMFSM_REQUIRE_SPIN=1): {why}")
+        pytest.skip(why)
+
+
 PG_URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CLAIMFSM_REQUIRE_PG") == "1"
 REQUIRE_PGBOUNCER = os.environ.get("CLAIMFSM_REQUIRE_PGBOUNCER") == "1"
@@ -81,6 +92,13 @@ def environment_lines() -> list[str]:
         else "claimfsm: the report's browser test SKIPPED: Chromium is not installed "
         "(Debian: apt-get install chromium)"
     )
+    from claimfsm.checker import spin_available
+
+    sp = (
+        "claimfsm: --engine spin tests run SPIN"
+        if spin_available() is None
+        else f"claimfsm: --engine spin tests SKIPPED: {spin_available()}"
+    )
     from . import _pgbouncer
 
     why_not = _pgbouncer.available()
@@ -89,7 +107,7 @@ def environment_lines() -> list[str]:
         if why_not is None and why is None
         else f"claimfsm: PgBouncer store tests SKIPPED: {why_not or 'no PostgreSQL server'}"
     )
-    return [pg, pb, gv, ch]
+    return [pg, pb, gv, ch, sp]
 
 
 #: Paths that a test run may create or change: caches, never the project's files.

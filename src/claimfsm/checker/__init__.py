@@ -6,6 +6,8 @@ reports each property as holding or violated, with the shortest counterexample.
 compiled from the declaration, so a wrong design (``specs/wrong/``) runs on the same code.
 ``entity_model(spec, config)`` is any other declared lifecycle as a model: its world
 (clients, crashes, lease lapse, fencing) and its invariants are read from the declaration.
+``spin_check(spec, config)`` checks that same model with SPIN, from Promela generated from
+the declaration (``promela``), and reads the verdict and the trail back into a ``Report``.
 """
 
 from claimfsm.checker._claim import (
@@ -37,6 +39,14 @@ from claimfsm.checker._entity import (
     world_facts,
 )
 from claimfsm.checker._path import PathStep
+from claimfsm.checker._spin import (
+    Promela,
+    SpinRun,
+    SpinUnavailable,
+    promela,
+    spin_available,
+    spin_check,
+)
 
 __all__ = [
     "Checker",
@@ -46,9 +56,12 @@ __all__ = [
     "EntityWorld",
     "Model",
     "PathStep",
+    "Promela",
     "Property",
     "RemoteMode",
     "Report",
+    "SpinRun",
+    "SpinUnavailable",
     "Step",
     "World",
     "claim_model",
@@ -60,6 +73,9 @@ __all__ = [
     "fire",
     "path_from",
     "path_steps",
+    "promela",
     "replay",
+    "spin_available",
+    "spin_check",
     "world_facts",
 ]

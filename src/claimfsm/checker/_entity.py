@@ -11,8 +11,10 @@ it is, naming its current epoch. The world's faults are actions the search may t
 any point: the lease deadline passes, a client crashes (it forgets its handle and its work
 stops), the executor is fenced through the current epoch (when a guard reads
 ``fenced_through``). A client whose operation is refused drops its handle and stops its
-work, as a keep-alive cancels on loss; a client that does nothing for a while is simply
-not scheduled, which is how a paused worker wakes up stale.
+work, as a keep-alive cancels on loss; a client that moved the entity into a state from
+which it has no event to take, with no work running, is done with the handle and idle
+again; a client that does nothing for a while is simply not scheduled, which is how a
+paused worker wakes up stale.
 
 Guards are true as their declared kinds say (``compare`` reads the row's columns and the
 world's evidence: ``running``, whether work at the row's epoch is running somewhere, and
@@ -196,7 +198,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 return None
             dest, row = result
             rows[key] = row
-            clients[c] = Handle(key, row.epoch, row.token, dest)
+            # a handle from which its holder can do nothing more is forgotten at once
+            clients[c] = Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
             return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(row)
         if kind == "own":
             _, c, event = action
@@ -213,7 +216,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             token = row.token if row.epoch == h.epoch else h.token
             work = spec.work(event)
             working = True if work == "starts" else False if work == "ends" else h.working
-            clients[c] = Handle(h.key, h.epoch, token, dest, working)
+            done = dest not in owner_events and not working  # nothing more to do with it
+            clients[c] = None if done else Handle(h.key, h.epoch, token, dest, working)
             return EntityWorld(tuple(rows), tuple(clients), world.stale_changed or stale), cut(row)
         if kind == "env":
             _, key, event = action
@@ -433,16 +437,7 @@ def _obligation(
         return world.rows[0].state in sources
 
     def fair_class(action: Action) -> tuple[str, Any] | None:
-        kind = action[0]
-        if kind == "env" and action[2] in fair:
-            return (action[2], action[1])
-        if kind == "take" and action[3] in fair:
-            return (action[3], action[2])
-        if kind == "own" and action[2] in fair:
-            return (action[2], "held")  # any client's try, on whatever it holds
-        if kind in ("clock", "fence") and kind in fair:
-            return (kind, action[1])
-        return None
+        return fairness_class(fair, action)
 
     words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
     return Property(
@@ -455,6 +450,22 @@ def _obligation(
         fairness=", ".join(words) if words else "none: any step may be skipped forever",
         stutter=True,
     )
+
+
+def fairness_class(fair: frozenset[str], action: Action) -> tuple[str, Any] | None:
+    """The weak-fairness class of ``action`` under an ``eventually`` invariant's ``fair``
+    list (None: not assumed fair): (event or world step, entity); an owner's event is one
+    class over every client's try."""
+    kind = action[0]
+    if kind == "env" and action[2] in fair:
+        return (action[2], action[1])
+    if kind == "take" and action[3] in fair:
+        return (action[3], action[2])
+    if kind == "own" and action[2] in fair:
+        return (action[2], "held")
+    if kind in ("clock", "fence") and kind in fair:
+        return (kind, action[1])
+    return None
 
 
 def entity_path_steps(

@@ -621,6 +621,27 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     default=None,
     help="Write each counterexample drawn on the state diagram, and as a sequence chart.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["builtin", "spin"]),
+    default="builtin",
+    show_default=True,
+    help="spin: generate Promela from the declaration and search it with SPIN (a lifecycle of"
+    " your own; needs spin and a C compiler).",
+)
+@click.option(
+    "--bitstate",
+    is_flag=True,
+    help="With --engine spin: a bitstate (supertrace) search, a few bits per state, for"
+    " bounds past the memory of an exhaustive one (it may miss states).",
+)
+@click.option(
+    "--spin-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --engine spin: leave the generated Promela (model.pml), the verifier and any"
+    " trail in this directory.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 def check(
@@ -642,6 +663,9 @@ def check(
     replay: bool,
     token: str | None,
     diagram_dir: Path | None,
+    engine: str,
+    bitstate: bool,
+    spin_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Model-check a declaration: every interleaving, within the bounds given.
@@ -689,8 +713,15 @@ def check(
                 draw=(lambda report: _draw_counterexamples(spec, report, diagram_dir))
                 if diagram_dir
                 else None,
+                spin={"bitstate": bitstate, "keep": spin_dir} if engine == "spin" else None,
             )
             return
+        if engine == "spin" or bitstate or spin_dir is not None:
+            raise click.UsageError(
+                "--engine spin: the claim protocol's model is the built-in engine's alone (its"
+                " Promela is not generated from the declaration yet); SPIN checks a lifecycle"
+                " of your own, e.g. claimfsm check job --engine spin"
+            )
         workers, targets, epochs = workers or 3, targets or 1, epochs or 3
         if epochs > 6:
             raise click.UsageError("--epochs: the claim model takes 1 to 6")

@@ -1,0 +1,624 @@
+"""SPIN as a second engine for a lifecycle of your own: the checker's model of a declaration
+(:func:`claimfsm.checker.entity_model`), generated as Promela, compiled and searched by SPIN,
+and read back into the same :class:`Report`.
+
+The Promela is generated from the declaration and the world's bounds, never kept by hand:
+one process whose loop has one ``d_step`` per action of the built-in model (a client taking
+an event on an entity, a client's owner event, a crash, the operator's or the sweep's event,
+the lease deadline passing, the executor fenced), in the order the built-in model lists
+them. Each option's guard is the action being enabled and not cut by a bound; its body is
+the step, transition by transition in the declared order, then one ``assert`` per state
+property. The state vector is the built-in model's world, field for field, with a free
+client's fields zeroed, so the two engines store the same states: a test holds their counts
+equal. One more option fires only where nothing else can: it asserts that the state may
+stop there (every entity terminal, or a bound stopped a step), as the built-in engine's
+deadlock check does, and changes nothing.
+
+SPIN searches breadth-first (``-DBFS``), so its trail is a shortest one. Each ``d_step``
+prints its action's number when the trail is replayed (``spin -t``); the numbers are mapped
+back to the built-in model's actions and replayed there, so a SPIN counterexample is printed,
+drawn and replayed (``--replay-token``) like any other. Each ``eventually`` invariant is an
+LTL formula with its weak fairness written out (``promela(..., liveness=NAME)``), searched
+for acceptance cycles; its trail comes back as a lasso, as the built-in engine's does.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claimfsm.checker._engine import Discovery, Model, Property, Report, Step
+from claimfsm.checker._entity import (
+    Action,
+    EntityModelConfig,
+    EntityWorld,
+    entity_model,
+    fairness_class,
+)
+from claimfsm.errors import ClaimFSMError
+from claimfsm.spec import Spec
+
+
+class SpinUnavailable(ClaimFSMError):
+    """SPIN or a C compiler is not installed, or it failed to build the verifier."""
+
+
+_PROMELA_OP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+@dataclass(frozen=True)
+class Promela:
+    """A generated Promela model: its text, and the built-in model's action behind each
+    ``d_step``'s number."""
+
+    text: str
+    actions: tuple[Action, ...]
+    properties: tuple[str, ...]  # the safety properties, by their assert's number
+
+
+def promela(
+    spec: Spec, config: EntityModelConfig | None = None, liveness: str | None = None
+) -> Promela:
+    """The Promela model of ``spec`` in the world ``config`` (its ``[world]`` by default).
+
+    ``liveness``: the name of an ``eventually`` invariant, checked instead of the safety
+    properties as an LTL formula. Each step records its fairness class in ``last``; one more
+    option, always possible, lets the run pause (``last = 0``), since a run may stop where
+    no fair step is possible; the formula is the obligation under weak fairness of each
+    class: if a class is possible from some point on, it is taken infinitely often."""
+    cfg = (config or EntityModelConfig()).resolved(spec)
+    model = entity_model(spec, config)  # validates the declaration as the built-in engine does
+    workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
+    # Every variable starts at 0, which is the initial world: the initial state is number 0
+    # and a column is kept as its distance from its default.
+    states = [spec.initial, *(s for s in spec.states if s != spec.initial)]
+    sid = {s: i for i, s in enumerate(states)}
+    columns = list(spec.columns)
+    default = {c: spec.columns[c].default for c in columns}
+    roles = {e: spec.role(e) for e in spec.events}
+    lease_states = sorted(spec.states_where("lease"))
+    terminal = sorted(spec.states_where("terminal"))
+    frees = sorted(set(spec.states_where("frees_target")) | {spec.initial})
+    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values())
+    sets = {e: set(d.sets) for e, d in spec.effects.items()}
+    bumps = {e: list(d.bumps) for e, d in spec.effects.items()}
+    by_event = {e: [t for t in spec.transitions if t.event == e] for e in spec.events}
+    owner_events: dict[str, list[str]] = {}
+    for t in spec.transitions:
+        if roles[t.event] == "owner":
+            seen = owner_events.setdefault(t.source, [])
+            if t.event not in seen:
+                seen.append(t.event)
+    takers = [e for e in spec.events if roles[e] == "taker"]
+    environment = [e for e in spec.events if roles[e] in ("operator", "sweep")]
+    client_fields = ("has", "key", "ep", "tok", "seen", "working")
+
+    def any_of(terms: Sequence[str]) -> str:
+        return "(" + " || ".join(terms) + ")" if terms else "false"
+
+    def in_states(r: str, names: Sequence[str]) -> str:
+        return any_of([f"{r}.st == {sid[s]}" for s in names])
+
+    def column(r: str, name: str) -> str:
+        if name == "epoch":
+            return f"{r}.ep"
+        return f"({r}.col[{columns.index(name)}] + {default[name]})"
+
+    def running(k: str, r: str) -> str:
+        return any_of(
+            [
+                f"(c[{j}].has && c[{j}].key == {k} && c[{j}].ep == {r}.ep && c[{j}].working)"
+                for j in range(workers)
+            ]
+        )
+
+    def guard(name: str, k: str, caller: int | None, named: bool) -> str:
+        """The guard over entity ``k``'s row, for client ``caller``'s handle or for no
+        handle (``named``: the caller names the current epoch), as ``_truth`` reads it."""
+        g = spec.guards[name]
+        r = f"r[{k}]"
+        if g.kind == "owner":
+            if caller is None:
+                return "false"
+            return f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {r}.tok)"
+        if g.kind == "epoch":
+            if caller is not None:
+                return f"(c[{caller}].ep == {r}.ep)"
+            return "true" if named else "false"
+        if g.kind == "live":
+            return f"({r}.live)"
+        if g.kind == "lapsed":
+            return f"(!{r}.live)"
+        if g.kind == "free":
+            return in_states(r, frees)
+        op = _PROMELA_OP[g.op or "="]
+        if g.fact is None:
+            return f"({column(r, g.column or '')} {op} {_literal(g.value)})"
+        left = running(k, r) if g.fact == "running" else f"{r}.fence"
+        right = column(r, g.column) if g.column is not None else _literal(g.value)
+        return f"({left} {op} {right})"
+
+    def holds(t: Any, k: str, caller: int | None, named: bool) -> str:
+        r = f"r[{k}]"
+        return " && ".join(
+            [f"{r}.st == {sid[t.source]}", *(guard(g, k, caller, named) for g in t.guards)]
+        )
+
+    def cut(event: str, k: str, taking: bool) -> str:
+        """Whether the step goes beyond a bound (the built-in model's ``cut``)."""
+        r = f"r[{k}]"
+        parts = [f"{r}.ep + 1 > {epochs}"] if taking else []
+        if "fresh_token" in sets.get(event, ()):
+            parts.append(f"{'1' if taking else f'{r}.tok'} + 1 > {counts}")
+        parts += [f"{column(r, col)} + 1 > {counts}" for col in bumps.get(event, ())]
+        return any_of(parts)
+
+    def apply(event: str, k: str, t: Any, taking: bool) -> list[str]:
+        """The assignments of transition ``t`` of ``event`` on entity ``k``."""
+        r = f"r[{k}]"
+        out = [f"{r}.st = {sid[t.dest]}"]
+        effects = sets.get(event, set())
+        if taking:
+            out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
+        if "fresh_token" in effects:
+            out.append(f"{r}.tok = {r}.tok + 1")
+        if "lease" in effects:
+            out.append(f"{r}.live = 1")
+        if t.dest not in lease_states:
+            out.append(f"{r}.live = 0")
+        for col in bumps.get(event, ()):
+            i = columns.index(col)
+            out.append(f"{r}.col[{i}] = {r}.col[{i}] + 1")
+        return out
+
+    def chain(branches: list[tuple[str, list[str]]], otherwise: list[str]) -> list[str]:
+        """``if`` over the branches in order (the first that holds), else ``otherwise``."""
+        if not branches:
+            return otherwise
+        (test, body), rest = branches[0], branches[1:]
+        lines = ["if", f":: ({test}) ->", *("   " + x for x in body), ":: else ->"]
+        lines += ["   " + x for x in chain(rest, otherwise) or ["skip"]]
+        return [*lines, "fi"]
+
+    def drop(c: int) -> list[str]:
+        return [f"c[{c}].{f} = 0" for f in client_fields]
+
+    # (the built-in model's action, when it is possible, when a bound cuts it, its body)
+    options: list[tuple[Action, str, str, list[str]]] = []
+    for c in range(workers):
+        for key in range(keys):
+            k = str(key)
+            for e in takers:
+                branches = []
+                for t in by_event[e]:
+                    body = apply(e, k, t, True)
+                    if t.dest in owner_events:  # else the taker is done with it at once
+                        body += [
+                            f"c[{c}].has = 1",
+                            f"c[{c}].key = {k}",
+                            f"c[{c}].ep = r[{k}].ep",
+                            f"c[{c}].tok = r[{k}].tok",
+                            f"c[{c}].seen = {sid[t.dest]}",
+                        ]
+                    branches.append((holds(t, k, None, False), body))
+                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
+                options.append(
+                    (("take", c, key, e), possible, cut(e, k, True), chain(branches, []))
+                )
+        for e in spec.events:
+            seen_in = [s for s, evs in owner_events.items() if e in evs]
+            if roles[e] != "owner" or not seen_in:
+                continue
+            k = f"c[{c}].key"
+            work = spec.work(e)
+            branches = []
+            for t in by_event[e]:
+                body = [
+                    f"stale = stale || c[{c}].ep != r[{k}].ep || c[{c}].tok != r[{k}].tok",
+                    *apply(e, k, t, False),
+                    f"c[{c}].tok = (r[{k}].ep == c[{c}].ep -> r[{k}].tok : c[{c}].tok)",
+                    f"c[{c}].seen = {sid[t.dest]}",
+                ]
+                if work in ("starts", "ends"):
+                    body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
+                if t.dest not in owner_events:  # done with the handle unless work runs
+                    body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
+                branches.append((holds(t, k, c, True), body))
+            possible = f"c[{c}].has && " + any_of([f"c[{c}].seen == {sid[s]}" for s in seen_in])
+            fires = any_of([f"({b})" for b, _ in branches])
+            # a refusal drops the handle and stops the work; only a step that fires is cut
+            options.append(
+                (
+                    ("own", c, e),
+                    possible,
+                    f"({fires} && {cut(e, k, False)})",
+                    chain(branches, drop(c)),
+                )
+            )
+        if cfg["crashes"]:
+            options.append((("crash", c), f"c[{c}].has", "false", drop(c)))
+    for key in range(keys):
+        k = str(key)
+        r = f"r[{k}]"
+        for e in environment:
+            branches = [(holds(t, k, None, True), apply(e, k, t, False)) for t in by_event[e]]
+            possible = any_of([f"({b})" for b, _ in branches])
+            options.append((("env", key, e), possible, cut(e, k, False), chain(branches, [])))
+        lease = in_states(r, lease_states)
+        options.append((("clock", key), f"({r}.live && {lease})", "false", [f"{r}.live = 0"]))
+        if fenceable:
+            options.append(
+                (("fence", key), f"({r}.fence < {r}.ep)", "false", [f"{r}.fence = {r}.ep"])
+            )
+
+    head = [
+        f"/* {spec.name}: generated by claimfsm from its declaration; do not edit. */",
+        f"/* world: {workers} workers, {keys} entities, {epochs} epochs, counts up to {counts},"
+        f" crashes {'on' if cfg['crashes'] else 'off'} */",
+        "/* states: " + ", ".join(f"{i} {s}" for s, i in sid.items()) + " */",
+        "typedef Row { byte st; byte ep; byte tok; bit live; "
+        + (f"byte col[{len(columns)}]; " if columns else "")
+        + "byte fence }",
+        "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working }",
+        f"Row r[{keys}];",
+        f"Client c[{workers}];",
+        "bit stale;  /* a stale client's operation changed a row */",
+    ]
+    if liveness is not None:
+        some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
+        return _with_ltl(spec, liveness, options, sid, head, some_cut)
+    invariants = [p for p in model.properties if p.kind == "always"]
+    checks = [
+        f"assert({_invariant(spec, p.name, workers, keys, columns, default, sid)})"
+        for p in invariants
+    ]
+    everyone_done = " && ".join(in_states(f"r[{k}]", terminal) for k in range(keys))
+    some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
+    some_step = any_of([f"(({en}) && !{ct})" for _a, en, ct, _b in options])
+    out = [*head, "", "active proctype world() {", "  do"]
+    for n, (_action, possible, bounded, body) in enumerate(options):
+        out.append(f"  :: d_step {{ (({possible}) && !{bounded}) ->")
+        out.append(f'       printf("ACTION {n}\\n");')
+        out += ["       " + _statement(line) for line in body]
+        out += [
+            f"       {check}; /* {p.name} */" for check, p in zip(checks, invariants, strict=True)
+        ]
+        out.append("       skip }")
+    out.append(f"  :: d_step {{ !{some_step} ->")
+    out.append('       printf("DEADLOCK\\n");')
+    out.append(f"       assert({everyone_done} || {some_cut}) }}")
+    out += ["  od", "}"]
+    return Promela(
+        "\n".join(out) + "\n",
+        tuple(a for a, _p, _b, _y in options),
+        tuple(p.name for p in invariants),
+    )
+
+
+def _with_ltl(
+    spec: Spec,
+    name: str,
+    options: list[tuple[Action, str, str, list[str]]],
+    sid: dict[str, int],
+    head: list[str],
+    some_cut: str,
+) -> Promela:
+    """The model with ``eventually`` invariant ``name`` as an LTL formula (see ``promela``)."""
+    inv = spec.invariants.get(name)
+    if inv is None or inv.kind != "eventually":
+        raise ValueError(f"{name!r} is not an eventually invariant of {spec.name}")
+    fair = frozenset(inv.fair)
+    classes: dict[Any, int] = {}
+    for action, *_ in options:
+        found = fairness_class(fair, action)
+        if found is not None:
+            classes.setdefault(found, len(classes) + 1)
+    # SPIN's LTL translator takes plain variables best, and grows exponentially with the
+    # formula: what the formula reads is kept in bits that every step sets from the state
+    # it leaves (functions of the state, plus one state at the start, before they are
+    # set), and weak fairness of n classes is one round-robin counter (``phase``) instead
+    # of n conjuncts. The counter passes class i when i was just taken or is not possible;
+    # ``wrapped`` marks a round completed. Every class is taken or not possible infinitely
+    # often (weak fairness) exactly when rounds complete infinitely often.
+    trigger = " || ".join(f"r[0].st == {sid[s]}" for s in inv.sources)
+    goal = " || ".join(f"r[0].st == {sid[s]}" for s in inv.goals)
+    rounds = []
+    for found, n in classes.items():
+        steps = [
+            f"(({en}) && !{ct})" if ct != "false" else f"({en})"
+            for a, en, ct, _b in options
+            if fairness_class(fair, a) == found
+        ]
+        rounds.append(
+            f"  :: phase == {n - 1} && (last == {n} || !({' || '.join(steps)})) ->"
+            f" phase = {n}  /* {found} */"
+        )
+    out = [
+        *head,
+        "byte last;  /* the fairness class of the last step; 0: none */",
+        "byte phase;  /* the class the fairness round waits for */",
+        "bit trigger, goal, wrapped;",
+        "",
+        "inline observe() {",
+        f"  trigger = ({trigger});",
+        f"  goal = ({goal}) || {some_cut};  /* or a bound stops a step */",
+        "  wrapped = 0;",
+    ]
+    if rounds:
+        out += ["  if", *rounds, "  :: else -> skip", "  fi;"]
+        out += [f"  if :: phase == {len(classes)} -> phase = 0; wrapped = 1 :: else -> skip fi"]
+    out += ["}", ""]
+    assumption = "([]<> wrapped)" if classes else "true"
+    out.append(f"ltl {name} {{ {assumption} -> [] (trigger -> <> goal) }}")
+    out += ["", "active proctype world() {", "  d_step { observe() };", "  do"]
+    for n, (action, possible, bounded, body) in enumerate(options):
+        cls = classes.get(fairness_class(fair, action), 0)
+        out.append(f"  :: d_step {{ (({possible}) && !{bounded}) ->")
+        out.append(f'       printf("ACTION {n}\\n");')
+        out += ["       " + _statement(line) for line in body]
+        out.append(f"       last = {cls}; observe() }}")
+    out.append('  :: d_step { true -> printf("PAUSE\\n"); last = 0; observe() }')
+    out += ["  od", "}"]
+    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options), (name,))
+
+
+def _statement(line: str) -> str:
+    """A line of a body with its separator: none after ``if`` and an option's guard."""
+    bare = line.strip()
+    return line if bare == "if" or bare.startswith("::") else line + ";"
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(int(value))
+
+
+def _invariant(
+    spec: Spec,
+    name: str,
+    workers: int,
+    keys: int,
+    columns: list[str],
+    default: dict[str, int],
+    sid: dict[str, int],
+) -> str:
+    """A safety property of the built-in model as a Promela expression."""
+    if name == "stale_operations_change_nothing":
+        return "!stale"
+    inv = spec.invariants[name]
+    if inv.kind == "exclusive_work":
+        pairs = [
+            f"!(c[{i}].has && c[{j}].has && c[{i}].working && c[{j}].working"
+            f" && c[{i}].key == c[{j}].key && c[{i}].ep > r[c[{i}].key].fence"
+            f" && c[{j}].ep > r[c[{j}].key].fence)"
+            for i in range(workers)
+            for j in range(i + 1, workers)
+        ]
+        return "(" + " && ".join(pairs) + ")" if pairs else "true"
+    assert inv.kind == "row" and inv.op is not None
+    op = _PROMELA_OP[inv.op]
+    terms = []
+    for k in range(keys):
+        r = f"r[{k}]"
+        left = (
+            f"{r}.ep"
+            if inv.column == "epoch"
+            else f"({r}.col[{columns.index(inv.column or '')}] + {default[inv.column or '']})"
+        )
+        test = f"({left} {op} {_literal(inv.value)})"
+        if inv.states:
+            within = " || ".join(f"{r}.st == {sid[s]}" for s in inv.states)
+            test = f"(!({within}) || {test})"
+        terms.append(test)
+    return "(" + " && ".join(terms) + ")"
+
+
+@dataclass
+class SpinRun:
+    """What a SPIN run cost, besides the report: the seconds to generate and compile the
+    verifier (``spin -a`` and the C compiler) and to search (``pan``), SPIN's memory, and
+    the Promela it searched."""
+
+    compile_seconds: float = 0.0
+    search_seconds: float = 0.0
+    memory_mb: float = 0.0
+    state_vector_bytes: int = 0
+    bitstate: bool = False
+    promela: str = ""
+    output: str = ""
+
+
+def spin_available() -> str | None:
+    """Why SPIN cannot run here (None: it can)."""
+    missing = [tool for tool in ("spin", "cc") if shutil.which(tool) is None]
+    if missing:
+        return (
+            f"{' and '.join(missing)} not found on PATH: --engine spin needs SPIN and a C"
+            " compiler (Debian: apt-get install spin gcc); the built-in engine needs neither"
+        )
+    return None
+
+
+def spin_check(
+    spec: Spec,
+    config: EntityModelConfig | None = None,
+    *,
+    bitstate: bool = False,
+    keep: Path | None = None,
+    timeout: float | None = None,
+) -> tuple[Report[EntityWorld, Action], SpinRun]:
+    """Check ``spec``'s model with SPIN and read the verdicts, the state count and the
+    trails back into a :class:`Report` of the built-in model.
+
+    The safety properties and deadlocks are one breadth-first search (``model.pml``), so a
+    counterexample is a shortest one; each ``eventually`` invariant is an LTL formula
+    searched for acceptance cycles (``NAME.pml``; nested depth-first, with ``-i`` shortening
+    the trail by iterating the search). ``bitstate``: the safety search is a bitstate (supertrace)
+    one, which stores a few bits per state and so reaches bounds past the memory of an
+    exhaustive search, at the price of possibly missing states. ``keep``: a directory to
+    leave the Promela, the verifiers and any trails in. The report's figures (states,
+    depth, seconds) are the safety search's."""
+    why = spin_available()
+    if why is not None:
+        raise SpinUnavailable(why)
+    model = entity_model(spec, config)
+    generated = promela(spec, config)
+    run = SpinRun(bitstate=bitstate, promela=generated.text)
+    with tempfile.TemporaryDirectory(prefix="claimfsm-spin-") as scratch:
+        where = keep if keep is not None else Path(scratch)
+        where.mkdir(parents=True, exist_ok=True)
+        flags = ["-DSAFETY", "-DBITSTATE" if bitstate else "-DBFS"]
+        compiled = _build(where, "model", generated.text, flags, timeout)
+        run.compile_seconds += compiled
+        start = time.perf_counter()
+        pan = ["./model", "-m1000000"] + (["-w30"] if bitstate else [])
+        run.output = _run(pan, where, timeout, "pan (the search)", check=False)
+        run.search_seconds = time.perf_counter() - start
+        report = _read(model, run.output, run.search_seconds)
+        if "errors: 0" not in run.output:
+            trail = _run(["spin", "-t", "model.pml"], where, timeout, "spin -t (the trail)")
+            _discover(report, generated, trail)
+        for p in model.properties:
+            if p.kind != "eventually":
+                continue
+            ltl = promela(spec, config, liveness=p.name)
+            run.compile_seconds += _build(where, p.name, ltl.text, [], timeout)
+            start = time.perf_counter()
+            output = _run(
+                [f"./{p.name}", "-a", "-i", "-m1000000"],
+                where,
+                timeout,
+                f"pan -a ({p.name})",
+                check=False,
+            )
+            run.search_seconds += time.perf_counter() - start
+            if "errors: 0" in output and "max search depth too small" not in output:
+                continue
+            if "errors: 0" in output:
+                report.complete = False
+                report.stopped_by = "depth"
+                continue
+            trail = _run(["spin", "-t", f"{p.name}.pml"], where, timeout, "spin -t (the trail)")
+            _discover_lasso(report, p, ltl, trail)
+    found = re.search(r"([\d.]+)\s+total actual memory usage", run.output)
+    run.memory_mb = float(found.group(1)) if found else 0.0
+    found = re.search(r"State-vector (\d+) byte", run.output)
+    run.state_vector_bytes = int(found.group(1)) if found else 0
+    return report, run
+
+
+def _build(where: Path, stem: str, text: str, flags: list[str], timeout: float | None) -> float:
+    """Write ``stem.pml``, generate its verifier and compile it to ``./stem``; the seconds."""
+    start = time.perf_counter()
+    (where / f"{stem}.pml").write_text(text)
+    _run(["spin", "-a", f"{stem}.pml"], where, timeout, f"spin -a {stem}.pml")
+    argv = ["cc", "-O2", "-w", "-DNOREDUCE", *flags, "-o", stem, "pan.c"]
+    _run(argv, where, timeout, f"the C compiler (pan.c of {stem}.pml)")
+    return time.perf_counter() - start
+
+
+def _run(argv: list[str], cwd: Path, timeout: float | None, what: str, check: bool = True) -> str:
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SpinUnavailable(f"{what} took longer than {timeout} s") from exc
+    if check and done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        raise SpinUnavailable(f"{what} failed (exit {done.returncode}): " + " / ".join(tail))
+    return done.stdout + done.stderr
+
+
+def _read(model: Model[EntityWorld, Action], output: str, seconds: float) -> Report[Any, Any]:
+    """SPIN's figures as a report: states stored (unique), transitions, depth."""
+
+    def number(pattern: str) -> int:
+        found = re.search(pattern, output)
+        if found is None:
+            raise SpinUnavailable("pan printed no " + pattern + "; its output:\n" + output[-800:])
+        return int(float(found.group(1)))
+
+    report: Report[Any, Any] = Report(model)
+    report.unique = number(r"([\d.e+]+) states, stored")
+    report.states = number(r"([\d.e+]+) transitions \(")
+    report.depth = number(r"depth reached (\d+)")
+    report.seconds = seconds
+    report.complete = "errors: 0" in output and "max search depth too small" not in output
+    if "errors: 0" not in output:
+        report.stopped_by = "first counterexample"  # SPIN stops at its first error
+    elif not report.complete:
+        report.stopped_by = "depth"
+    return report
+
+
+def _discover_lasso(
+    report: Report[Any, Any], prop: Property[Any], generated: Promela, trail: str
+) -> None:
+    """Replay SPIN's acceptance cycle for ``eventually`` property ``prop`` on the built-in
+    model: the steps up to the cycle, then the cycle. A cycle of pauses alone is a run that
+    stops where no fair step is possible."""
+    model = report.model
+    cycle = trail.find("START OF CYCLE")
+    if cycle < 0:
+        raise SpinUnavailable(f"SPIN's trail for {prop.name} has no cycle:\n{trail[-800:]}")
+    before = re.findall(r"^\s*ACTION (\d+)\s*$", trail[:cycle], flags=re.MULTILINE)
+    after = re.findall(r"^\s*ACTION (\d+)\s*$", trail[cycle:], flags=re.MULTILINE)
+    path, token = _replayed(model, generated, [int(n) for n in before + after])
+    loop_from = len(before) if after else None
+    if loop_from is not None and path[loop_from].state != path[-1].state:
+        raise SpinUnavailable(
+            f"SPIN's cycle for {prop.name} does not return to its first state on the"
+            " built-in model: the generated Promela and the model disagree"
+        )
+    report.discoveries[prop.name] = Discovery(prop, tuple(path), token, loop_from)
+
+
+def _replayed(
+    model: Model[Any, Any], generated: Promela, numbers: list[int]
+) -> tuple[list[Step[Any, Any]], str]:
+    """The built-in model's path for SPIN's action numbers, and its replay token."""
+    state = next(iter(model.init_states()))
+    path: list[Step[Any, Any]] = [Step(None, state)]
+    indices = ["0"]
+    for number in numbers:
+        action = generated.actions[number]
+        options = list(model.actions(state))
+        after = model.next_state(state, action) if action in options else None
+        if after is None:
+            raise SpinUnavailable(
+                f"SPIN's trail takes {model.show_action(action)!r} at step {len(path)}, which"
+                " the built-in model does not: the generated Promela and the model disagree"
+            )
+        indices.append(str(options.index(action)))
+        state = after
+        path.append(Step(action, state))
+    return path, ".".join(indices)
+
+
+def _discover(report: Report[Any, Any], generated: Promela, trail: str) -> None:
+    """Replay SPIN's trail on the built-in model and record what it violates."""
+    model = report.model
+    marks = re.findall(r"^\s*(ACTION (\d+)|DEADLOCK)\s*$", trail, flags=re.MULTILINE)
+    numbers = [int(n) for mark, n in marks if mark != "DEADLOCK"]
+    path, token = _replayed(model, generated, numbers)
+    if any(mark == "DEADLOCK" for mark, _ in marks):
+        report.deadlock = tuple(path)
+        return
+    state = path[-1].state
+    broken = [p for p in model.properties if p.kind == "always" and not p.holds(state)]
+    if not broken:
+        raise SpinUnavailable(
+            "SPIN reported an error, but its trail ends in a state where every property"
+            " holds on the built-in model"
+        )
+    for p in broken:
+        report.discoveries[p.name] = Discovery(p, tuple(path), token)

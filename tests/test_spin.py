@@ -1,0 +1,156 @@
+"""SPIN as a second engine (``claimfsm check --engine spin``): Promela generated from a
+declaration reaches the same states as the built-in engine, gives the same verdicts, and its
+trail comes back as the same kind of counterexample. Skipped without SPIN and a C compiler,
+except in CI (CLAIMFSM_REQUIRE_SPIN=1), which installs them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.checker import (
+    Checker,
+    EntityModelConfig,
+    entity_model,
+    promela,
+    replay,
+    spin_check,
+)
+from claimfsm.cli import main
+from claimfsm.spec import declarations_dir, is_lifecycle_of_its_own, load_spec, shipped
+
+from .conftest import needs_spin
+
+JOB_PATH = declarations_dir() / "job.toml"
+JOB = JOB_PATH.read_text()
+
+
+@pytest.fixture(autouse=True)
+def _spin() -> None:
+    needs_spin()
+
+
+def builtin(spec_path: Path, config: EntityModelConfig) -> tuple[int, int, str]:
+    report = Checker(entity_model(load_spec(spec_path), config)).symmetry(False).run()
+    return report.unique, report.depth, report.verdict
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(EntityModelConfig(workers=2), id="K2"),
+        pytest.param(EntityModelConfig(workers=3), id="K3"),
+        pytest.param(
+            EntityModelConfig(workers=2, keys=2, epochs=2), id="two-jobs", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            EntityModelConfig(workers=2, crashes=False), id="no-crashes", marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_spin_stores_exactly_the_builtin_engines_states(config: EntityModelConfig) -> None:
+    report, run = spin_check(load_spec(JOB_PATH), config)
+    assert (report.unique, report.depth, report.verdict) == builtin(JOB_PATH, config)
+    assert report.complete and run.compile_seconds > 0 and run.state_vector_bytes > 0
+
+
+@pytest.mark.slow
+def test_a_column_with_a_default_and_a_counter_bound_are_the_same_world(tmp_path: Path) -> None:
+    """Columns start at their default (Promela keeps the distance from it); a bump past the
+    counts bound is cut in both engines."""
+    text = JOB.replace("default = 0", "default = 1").replace("value = 3", "value = 4")
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    config = EntityModelConfig(workers=2, counts=4)
+    report, _ = spin_check(load_spec(path), config)
+    assert (report.unique, report.depth, report.verdict) == builtin(path, config)
+
+
+def test_every_design_gets_the_same_verdict_and_a_replayable_counterexample() -> None:
+    own = {n: s for n, s in shipped().items() if is_lifecycle_of_its_own(s)}
+    assert len(own) >= 3
+    for name, spec in own.items():
+        config = EntityModelConfig(workers=2)
+        ours = Checker(entity_model(spec, config)).symmetry(False).run()
+        theirs, _ = spin_check(spec, config)
+        assert theirs.verdict == ours.verdict, name
+        assert bool(theirs.discoveries) == bool(spec.base), name  # the wrong ones violate
+        for prop, found in theirs.discoveries.items():
+            assert prop in ours.discoveries, (name, prop)
+            if found.property.kind == "always":
+                # breadth-first in both: the same length of shortest counterexample
+                assert len(found.path) == len(ours.discoveries[prop].path), (name, prop)
+            else:
+                assert (found.loop_from is None) == (ours.discoveries[prop].loop_from is None)
+            steps = replay(theirs.model, found.token)
+            assert [s.state for s in steps] == [s.state for s in found.path]
+
+
+def test_fairness_decides_in_spin_as_in_the_builtin_engine(tmp_path: Path) -> None:
+    """The LTL formula carries the declared fairness: without the operator's fencing
+    assumed fair, the correct job's orphan can starve, in both engines."""
+    for fair, verdict in (('["requeue", "fence"]', "ok"), ('["requeue"]', "violated")):
+        path = tmp_path / "job.toml"
+        path.write_text(JOB.replace('fair = ["requeue", "fence"]', f"fair = {fair}"))
+        config = EntityModelConfig(workers=2)
+        theirs, _ = spin_check(load_spec(path), config)
+        assert theirs.verdict == verdict == builtin(path, config)[2], fair
+
+
+def test_a_deadlock_is_found_by_spin_as_by_the_builtin_engine(tmp_path: Path) -> None:
+    path = tmp_path / "stuck.toml"
+    path.write_text(JOB.replace('op = "<"\nvalue = 3', 'op = "<"\nvalue = 2'))
+    report, _ = spin_check(load_spec(path), EntityModelConfig(workers=2))
+    assert report.deadlock is not None and report.verdict == "violated"
+    assert "queued e2" in report.model.show_state(report.deadlock[-1].state)
+
+
+def test_the_promela_is_generated_from_the_declaration() -> None:
+    """No hand-kept model: the declaration's states, invariants and bounds are in the text,
+    and an edit of the declaration is an edit of the Promela."""
+    spec = load_spec(JOB_PATH)
+    text = promela(spec, EntityModelConfig(workers=2)).text
+    assert "generated by claimfsm from its declaration" in text
+    assert "0 queued, 1 leased, 2 running" in text and "/* one_attempt_at_a_time */" in text
+    assert text.count("Client c[2];") == 1 and "ep + 1 > 4" in text
+    three = promela(spec, EntityModelConfig(workers=3)).text
+    assert "Client c[3];" in three
+
+
+def test_check_engine_spin_on_the_command_line(tmp_path: Path) -> None:
+    kept = tmp_path / "spin"
+    result = CliRunner().invoke(
+        main, ["check", "job", "--engine", "spin", "--json", "--spin-dir", str(kept)]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["engine"]["name"] == "spin"
+    assert data["unique"] == builtin(JOB_PATH, EntityModelConfig())[0]
+    assert data["bounds"]["symmetry"] is False and data["verdict"] == "ok"
+    assert (kept / "model.pml").read_text().startswith("/* job: generated by claimfsm")
+    wrong = CliRunner().invoke(main, ["check", "job-requeue_without_evidence", "--engine", "spin"])
+    assert wrong.exit_code == 1, wrong.output
+    assert "engine: SPIN" in wrong.output and "one_attempt_at_a_time: violated" in wrong.output
+    token = re.search(r"replay token: (\S+)", wrong.output)
+    assert token is not None
+    replayed = CliRunner().invoke(
+        main, ["check", "job-requeue_without_evidence", "--replay-token", token.group(1)]
+    )
+    assert replayed.exit_code == 1 and "worker 1: start" in replayed.output
+
+
+def test_engine_spin_errors_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    claim = CliRunner().invoke(main, ["check", "--engine", "spin"])
+    assert claim.exit_code == 2 and "a lifecycle of your own" in claim.output
+    alone = CliRunner().invoke(main, ["check", "job", "--bitstate"])
+    assert alone.exit_code == 2 and "go with --engine spin" in alone.output
+    depth = CliRunner().invoke(main, ["check", "job", "--engine", "spin", "--max-states", "9"])
+    assert depth.exit_code == 2 and "SPIN takes --time-limit" in depth.output
+    monkeypatch.setenv("PATH", "/nonexistent")
+    missing = CliRunner().invoke(main, ["check", "job", "--engine", "spin"])
+    assert missing.exit_code == 1 and "apt-get install spin gcc" in missing.output
+    assert "Traceback" not in missing.output
