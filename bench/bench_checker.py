@@ -5,6 +5,11 @@
 2. The claim model, correct design, fencing remote, crashes and lost acknowledgements:
    unique states, generated states, seconds and unique states per second, with and
    without symmetry reduction, for K=2 and K=3 workers (T=1, D=2, 3 epochs).
+3. The job lifecycle (specs/job.toml, its [world] with K workers), checked by the built-in
+   engine and, when SPIN and a C compiler are installed, by SPIN from the generated
+   Promela: time to verdict (SPIN's includes generating and compiling its verifiers, one
+   for the safety search and one per eventually invariant), unique states, and the ratio
+   SPIN / built-in, from the same run.
 """
 
 from __future__ import annotations
@@ -12,8 +17,16 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from claimfsm.checker import Checker, ClaimModelConfig, claim_model
-from claimfsm.spec import claim_spec
+from claimfsm.checker import (
+    Checker,
+    ClaimModelConfig,
+    EntityModelConfig,
+    claim_model,
+    entity_model,
+    spin_available,
+    spin_check,
+)
+from claimfsm.spec import claim_spec, declarations_dir, load_spec
 
 
 def bare_bfs(limit: int) -> tuple[int, float]:
@@ -50,6 +63,34 @@ def main() -> None:
                 f"unique={report.unique:,} generated={report.states:,} depth={report.depth} "
                 f"seconds={report.seconds:.1f} states/s={rate:,.0f} "
                 f"({rate / anchor:.2f} of the bare search) verdict={report.verdict}"
+            )
+
+    print("== 3. the job lifecycle: the built-in engine and SPIN (time to verdict) ==")
+    job = load_spec(declarations_dir() / "job.toml")
+    why = spin_available()
+    if why is not None:
+        print(f"  SPIN: not run ({why})")
+    for workers in (3, 4):
+        world = EntityModelConfig(workers=workers)
+        timed = {}
+        for symmetry in (True, False):
+            start = time.perf_counter()
+            checked = Checker(entity_model(job, world)).symmetry(symmetry).run()
+            timed[symmetry] = time.perf_counter() - start
+            print(
+                f"  K={workers} built-in symmetry={'on ' if symmetry else 'off'}: "
+                f"unique={checked.unique:,} seconds={timed[symmetry]:.2f} "
+                f"states/s={checked.unique / timed[symmetry]:,.0f} verdict={checked.verdict}"
+            )
+        if why is None:
+            start = time.perf_counter()
+            spun, run = spin_check(job, world)
+            total = time.perf_counter() - start
+            print(
+                f"  K={workers} SPIN (no symmetry): unique={spun.unique:,} seconds={total:.2f}"
+                f" (compile {run.compile_seconds:.2f}, search {run.search_seconds:.2f})"
+                f" verdict={spun.verdict}; SPIN / built-in: {total / timed[True]:.2f} against"
+                f" symmetry on, {total / timed[False]:.2f} against off"
             )
 
 

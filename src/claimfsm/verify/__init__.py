@@ -2,6 +2,12 @@
 and a real store side by side and compares them after every step (``claimfsm verify``).
 A pytest suite calls :func:`lifecycle_state_machine` to run it as its own test."""
 
-from claimfsm.verify._stateful import ManualClock, VerifyResult, lifecycle_state_machine, verify
+from claimfsm.verify._stateful import (
+    ManualClock,
+    VerifyResult,
+    guided_paths,
+    lifecycle_state_machine,
+    verify,
+)
 
-__all__ = ["ManualClock", "VerifyResult", "lifecycle_state_machine", "verify"]
+__all__ = ["ManualClock", "VerifyResult", "guided_paths", "lifecycle_state_machine", "verify"]
