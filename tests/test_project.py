@@ -33,10 +33,10 @@ def test_the_readme_layout_block_names_every_package() -> None:
 
 
 def test_quiet_runs_say_what_they_skip_one_line_per_missing_component(tmp_path: Path) -> None:
-    """Without PostgreSQL, PgBouncer, Graphviz and Chromium, ``pytest -q`` (as ``make test``
-    runs it) prints one line for each, before any test runs."""
+    """Without PostgreSQL, PgBouncer, Graphviz, Chromium and SPIN, ``pytest -q`` (as ``make
+    test`` runs it) prints one line for each, before any test runs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMFSM_")}
-    env["PATH"] = str(Path(sys.executable).parent)  # no dot, no chromium on it
+    env["PATH"] = str(Path(sys.executable).parent)  # no dot, no chromium, no spin on it
     env["CLAIMFSM_PG_URL"] = "postgresql://nobody@127.0.0.1:1/none"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co",
@@ -44,11 +44,12 @@ def test_quiet_runs_say_what_they_skip_one_line_per_missing_component(tmp_path: 
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     lines = [line for line in result.stdout.splitlines() if line.startswith("claimfsm:")]
-    assert len(lines) == 4, result.stdout
+    assert len(lines) == 5, result.stdout
     assert "PostgreSQL tests SKIPPED" in lines[0] and "CLAIMFSM_PG_URL" in lines[0]
     assert "PgBouncer" in lines[1] and "SKIPPED" in lines[1]
     assert "Graphviz" in lines[2] and "SKIPPED" in lines[2]
     assert "Chromium" in lines[3] and "SKIPPED" in lines[3]
+    assert "--engine spin" in lines[4] and "apt-get install spin gcc" in lines[4]
 
 
 def test_a_test_that_writes_into_the_checkout_fails_the_run(tmp_path: Path) -> None:
