@@ -241,7 +241,7 @@ def test_the_world_is_read_from_the_declaration_and_flags_override_it(tmp_path: 
     assert json.loads(more.output)["unique"] > json.loads(one.output)["unique"]
 
 
-@pytest.mark.parametrize("flag", [["--drafts", "2"], ["--remote", "plain"], ["--replay"]])
+@pytest.mark.parametrize("flag", [["--drafts", "2"], ["--remote", "plain"], ["--retries", "2"]])
 def test_the_claim_worlds_flags_are_refused_for_another_lifecycle(flag: list[str]) -> None:
     result = CliRunner().invoke(main, ["check", "job", *flag])
     assert result.exit_code == 2

@@ -6,6 +6,7 @@ model step by step (each test fails without what it names)."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -338,6 +339,49 @@ def test_verify_catches_a_store_that_forgets_an_effect(
     assert not result.ok
     assert "store row (state, epoch, columns, live) ('leased', 1, (0,), True)" in result.failure
     assert result.program == ["1. worker 0: lease job 0 -> leased"]
+
+
+def test_check_replay_plays_every_guided_path_on_sqlite(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """check --replay: the model's shortest path to each transition, refusal and violation,
+    on real SQLite files; a violation on the way is the declaration's, a disagreement the
+    store's (exit 1)."""
+    ok = CliRunner().invoke(main, ["check", "job", "--replay"])
+    assert ok.exit_code == 0, ok.output
+    assert f"replayed on real SQLite files: {len(guided_paths(load_spec(JOB_PATH)))} paths" in (
+        ok.output
+    )
+    assert "the store did what the model did at every step" in ok.output
+    wrong = CliRunner().invoke(main, ["check", "job-requeue_without_evidence", "--replay"])
+    assert wrong.exit_code == 1
+    assert "on the store too: invariant one_attempt_at_a_time violated" in wrong.output
+    assert "DISAGREES" not in wrong.output
+    real = entity_module.compile_event
+
+    def forgetful(spec, event, table, marker="?"):  # type: ignore[no-untyped-def]
+        compiled = real(spec, event, table, marker)
+        sql = compiled.sql.replace(", attempts = attempts + 1", "")
+        return entity_module.CompiledEvent(sql, compiled.params)
+
+    monkeypatch.setattr(entity_module, "compile_event", forgetful)
+    broken = CliRunner().invoke(main, ["check", "job", "--replay", "--json"])
+    assert broken.exit_code == 1, broken.output
+    said = json.loads(broken.output)["replay"]["disagreements"][0]["store"]
+    assert "store row (state, epoch, columns, live) ('leased', 1, (0,), True)" in said
+
+
+def test_a_replay_token_is_played_on_the_store_too() -> None:
+    result = CliRunner().invoke(main, ["check", "job-requeue_without_evidence"])
+    token = re.search(r"replay token: (\S+)", result.output)
+    assert token is not None
+    replayed = CliRunner().invoke(
+        main, ["check", "job-requeue_without_evidence", "--replay-token", token.group(1)]
+    )
+    assert replayed.exit_code == 1
+    on_store = replayed.output.split("and on a real SQLite store")[1]
+    assert "7. worker 1: start -> running" in on_store
+    assert "invariant one_attempt_at_a_time violated" in on_store
 
 
 def test_verify_plays_the_wrong_designs_counterexample_on_the_store(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import click
 from claimfsm.spec import Spec
 
 #: ``check`` options that describe the claim protocol's world only.
-CLAIM_ONLY = ("drafts", "retries", "remote", "replay")
+CLAIM_ONLY = ("drafts", "retries", "remote")
 
 
 def check_lifecycle(
@@ -33,6 +33,7 @@ def check_lifecycle(
     as_json: bool,
     draw: Callable[[Any], list[Path]] | None = None,
     spin: dict[str, Any] | None = None,
+    replay_paths: bool = False,
 ) -> None:
     """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine."""
     from claimfsm.checker import Checker, EntityModelConfig, entity_model, explained, replay
@@ -57,17 +58,36 @@ def check_lifecycle(
     if token is not None:
         path = replay(model, token)
         steps = explained(model, path)
+        actions = [step.action for step in path[1:]]
+        on_store = _on_a_store(spec, actions, world["workers"])
         if as_json:
-            click.echo(json.dumps({"design": spec.name, "token": token, "steps": steps}, indent=2))
+            data: dict[str, Any] = {"design": spec.name, "token": token, "steps": steps}
+            if on_store is not None:
+                data["store"] = {"program": on_store[0], "disagreement": on_store[1]}
+            click.echo(json.dumps(data, indent=2))
         else:
             click.echo(f"design {spec.name}: {spec.description}")
-            click.echo(f"replay token {token} (on the model; storing this lifecycle is not built):")
+            click.echo(f"replay token {token}, on the model:")
             for n, (text, state) in enumerate(steps):
                 click.echo(f"  {n}. {text}\n       -> {state}")
+            if on_store is None:
+                click.echo("not played on a store: the path acts on more than one entity")
+            else:
+                click.echo("and on a real SQLite store (a temporary file), step by step:")
+                for line in on_store[0]:
+                    click.echo(f"  {line}")
+                click.echo(
+                    f"  {on_store[1]}" if on_store[1] else "  the store did what the model did"
+                )
         end = path[-1].state
-        sys.exit(1 if any(not p.holds(end) for p in model.properties) else 0)
+        broken = any(p.kind == "always" and not p.holds(end) for p in model.properties)
+        open_ = [p.name for p in model.properties if _unmet(p, [step.state for step in path])]
+        if open_ and not as_json:
+            click.echo(f"at the end, still unmet: {', '.join(open_)} (eventually)")
+        sys.exit(1 if broken or open_ or (on_store is not None and on_store[1]) else 0)
     if spin is not None:
-        _check_with_spin(spec, config, world, spin, limits, draw, as_json)
+        played = _replay_guided(spec, world["workers"]) if replay_paths else None
+        _check_with_spin(spec, config, world, spin, limits, draw, as_json, played)
         return
     if ctx.get_parameter_source("bitstate") is not click.core.ParameterSource.DEFAULT or (
         ctx.get_parameter_source("spin_dir") is not click.core.ParameterSource.DEFAULT
@@ -87,11 +107,14 @@ def check_lifecycle(
     )
     report = checker.run()
     drawn = draw(report) if draw is not None else []
+    played = _replay_guided(spec, world["workers"]) if replay_paths else None
     if as_json:
-        data = report.as_dict()
-        data["design"] = spec.name
-        data["bounds"] = {**world, "symmetry": not no_symmetry}
-        click.echo(json.dumps(data, indent=2))
+        found = report.as_dict()
+        found["design"] = spec.name
+        found["bounds"] = {**world, "symmetry": not no_symmetry}
+        if played is not None:
+            found["replay"] = played
+        click.echo(json.dumps(found, indent=2))
     else:
         click.echo(f"design {spec.name}: {spec.description}")
         click.echo("world: " + describe_world(spec, world))
@@ -103,8 +126,84 @@ def check_lifecycle(
         click.echo(report.text())
         for written in drawn:
             click.echo(f"wrote {written}")
+        if played is not None:
+            _print_replay(played)
         click.echo(f"verdict: {report.verdict}")
+    if played is not None and played["disagreements"]:
+        sys.exit(1)
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
+
+
+def _unmet(prop: Any, states: list[Any]) -> bool:
+    """Whether an ``eventually`` obligation started on the path and is still unmet at its
+    end (a liveness counterexample's path ends so)."""
+    if prop.kind != "eventually":
+        return False
+    starts = prop.trigger or (lambda s: s is states[0])
+    last_start = max((i for i, s in enumerate(states) if starts(s)), default=None)
+    return last_start is not None and not any(prop.holds(s) for s in states[last_start:])
+
+
+def _on_a_store(spec: Spec, actions: list[Any], workers: int) -> tuple[list[str], str] | None:
+    """The path played on a temporary SQLite store beside the model (None: it acts on
+    more than one entity, which the store comparison does not follow)."""
+    import tempfile
+
+    from claimfsm.errors import InvalidArgument
+    from claimfsm.verify import play
+
+    with tempfile.TemporaryDirectory(prefix="claimfsm-replay-") as folder:
+        url = f"sqlite:///{folder}/replay.sqlite"
+        try:
+            return play(spec, _opener(spec, url), actions, workers=workers)
+        except InvalidArgument:
+            return None
+
+
+def _opener(spec: Spec, url: str) -> Callable[[Any], Any]:
+    """Opens a new connection to the store at ``url`` each time (one per worker)."""
+    from claimfsm.store import open_entity_store
+
+    return lambda clock: open_entity_store(spec, url, clock=clock, prefix="replay")
+
+
+def _replay_guided(spec: Spec, workers: int) -> dict[str, Any]:
+    """``check --replay``: the model's shortest path to every transition, refusal and
+    violation, each played on a temporary SQLite store beside the model. A violated
+    invariant on the way is the declaration's (the store did what the model did); a
+    disagreement is the store's."""
+    import tempfile
+
+    from claimfsm.verify import guided_paths, play
+
+    paths: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="claimfsm-replay-") as folder:
+        for n, (what, actions) in enumerate(guided_paths(spec, workers=workers)):
+            url = f"sqlite:///{folder}/path{n}.sqlite"
+            _program, said = play(spec, _opener(spec, url), actions, workers=workers)
+            paths.append({"reaches": what, "steps": len(actions), "store": said or "agreed"})
+    violated = sorted({p["store"] for p in paths if p["store"].startswith("invariant ")})
+    return {
+        "paths": len(paths),
+        "steps": sum(p["steps"] for p in paths),
+        "disagreements": [
+            p for p in paths if p["store"] != "agreed" and not p["store"].startswith("invariant ")
+        ],
+        "violated_on_the_store": violated,
+    }
+
+
+def _print_replay(played: dict[str, Any]) -> None:
+    click.echo(
+        f"\nreplayed on real SQLite files: {played['paths']} paths, the model's shortest to"
+        f" each transition, refusal and violation ({played['steps']} steps)"
+    )
+    for p in played["disagreements"]:
+        click.echo(f"  DISAGREES on the way to {p['reaches']}: {p['store']}")
+    for said in played["violated_on_the_store"]:
+        click.echo(f"  on the store too: {said.split('. The store')[0]}")
+    if not played["disagreements"]:
+        click.echo("  the store did what the model did at every step")
 
 
 def _check_with_spin(
@@ -115,8 +214,10 @@ def _check_with_spin(
     limits: dict[str, Any],
     draw: Callable[[Any], list[Path]] | None,
     as_json: bool,
+    played: dict[str, Any] | None = None,
 ) -> None:
-    """``check --engine spin``: the same report, from SPIN's search of generated Promela."""
+    """``check --engine spin``: the same report, from SPIN's search of generated Promela
+    (and ``played``: ``--replay``'s paths on the store)."""
     from claimfsm.checker import SpinUnavailable, spin_check
 
     if limits["max_depth"] is not None or limits["max_states"] is not None:
@@ -148,6 +249,8 @@ def _check_with_spin(
         data["design"] = spec.name
         data["bounds"] = {**world, "symmetry": False}
         data["engine"] = engine
+        if played is not None:
+            data["replay"] = played
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(f"design {spec.name}: {spec.description}")
@@ -165,7 +268,11 @@ def _check_with_spin(
             )
         for written in drawn:
             click.echo(f"wrote {written}")
+        if played is not None:
+            _print_replay(played)
         click.echo(f"verdict: {report.verdict}")
+    if played is not None and played["disagreements"]:
+        sys.exit(1)
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
 
 

@@ -714,6 +714,7 @@ def check(
                 if diagram_dir
                 else None,
                 spin={"bitstate": bitstate, "keep": spin_dir} if engine == "spin" else None,
+                replay_paths=replay,
             )
             return
         if engine == "spin" or bitstate or spin_dir is not None:

@@ -7,7 +7,15 @@ from claimfsm.verify._stateful import (
     VerifyResult,
     guided_paths,
     lifecycle_state_machine,
+    play,
     verify,
 )
 
-__all__ = ["ManualClock", "VerifyResult", "guided_paths", "lifecycle_state_machine", "verify"]
+__all__ = [
+    "ManualClock",
+    "VerifyResult",
+    "guided_paths",
+    "lifecycle_state_machine",
+    "play",
+    "verify",
+]

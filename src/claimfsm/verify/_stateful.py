@@ -15,7 +15,7 @@ finds, printed step by step.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 )
 
 from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model, world_facts
-from claimfsm.errors import IllegalTransition, Refused
+from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
 from claimfsm.store._tokens import fingerprint, token_hash
@@ -296,6 +296,31 @@ class VerifyResult:
     workers: int
     failure: str = ""  # what went wrong first, in one line
     program: list[str] = field(default_factory=list)  # the failing program, step by step
+
+
+def play(
+    spec: Spec,
+    open_store: OpenStore,
+    actions: Sequence[tuple[Any, ...]],
+    *,
+    workers: int | None = None,
+) -> tuple[list[str], str]:
+    """Play one path of the model (its actions, on entity 0) on the store, comparing after
+    every step as :func:`verify` does: the program in words, and the first disagreement or
+    violated invariant ("" if none)."""
+    if any(a[0] in ("env", "clock", "fence") and a[1] != 0 for a in actions) or any(
+        a[0] == "take" and a[2] != 0 for a in actions
+    ):
+        raise InvalidArgument("a path played on the store acts on entity 0 only")
+    run = lifecycle_state_machine(spec, open_store, workers=workers)()
+    try:
+        for action in actions:
+            run.step(action)  # type: ignore[attr-defined]
+    except AssertionError as exc:
+        return list(run.program), str(exc).split("\n")[0]  # type: ignore[attr-defined]
+    finally:
+        run.teardown()
+    return list(run.program), ""  # type: ignore[attr-defined]
 
 
 def verify(
