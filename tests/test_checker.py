@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -258,3 +259,40 @@ def test_a_replay_token_replays_on_the_model_and_on_a_real_store() -> None:
     assert "the real store followed all" in ok.output
     bad = runner.invoke(main, ["check", "--workers", "2", "--replay-token", "0.x"])
     assert bad.exit_code == 1 and "is not a replay token" in bad.output
+
+
+def test_where_the_send_may_start_is_declared_not_a_model_option(tmp_path: Path) -> None:
+    """intent_after_send differs from claim.toml in its events' tables alone: the send may
+    start at acquire instead of begin_send. The older [model] flag is refused with that
+    advice, and the claim model refuses a send that starts anywhere else."""
+    from claimfsm.errors import SpecError
+    from claimfsm.spec import declarations_dir, differences, load_spec
+
+    wrong = designs()["intent_after_send"]
+    assert wrong.work("acquire") == "starts" and wrong.work("begin_send") is None
+    assert claim_spec().work("begin_send") == "starts"
+    found = differences(claim_spec(), wrong)
+    assert found.options == () and not found.changed
+    assert found.lines() == [
+        "event acquire: work none → starts",
+        "event begin_send: work starts → none",
+    ]
+    flag = tmp_path / "flag.toml"
+    base = declarations_dir() / "claim.toml"
+    flag.write_text(
+        f'base = "{base}"\ndescription = "the old spelling"\n[model]\nsend_before_intent = true\n'
+    )
+    with pytest.raises(SpecError, match=r'declared now: mark the event .* work = "starts"'):
+        load_spec(flag)
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(
+        f'base = "{base}"\ndescription = "send on renew"\n'
+        '[events.renew]\nsets = ["lease"]\nwork = "starts"\n'
+    )
+    with pytest.raises(SpecError, match="lets the send start after begin_send or after acquire"):
+        claim_model(load_spec(elsewhere))
+    unmarked = tmp_path / "unmarked.toml"
+    unmarked.write_text(base.read_text().replace('work = "starts"  #', "#"))
+    small = ClaimModelConfig(workers=2, drafts=1, epochs=2)
+    counts = [Checker(claim_model(load_spec(p), small)).run().unique for p in (base, unmarked)]
+    assert counts[0] == counts[1]  # no mark: the send starts after begin_send

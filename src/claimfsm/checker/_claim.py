@@ -29,7 +29,7 @@ from typing import Any, Literal, NamedTuple
 
 from claimfsm.checker._engine import Model, Property
 from claimfsm.checker._path import PathStep
-from claimfsm.errors import InvalidArgument
+from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import GUARD_KINDS, Spec, compare, require_claim_protocol
 
 RemoteMode = Literal["plain", "fencing", "dedup"]
@@ -146,7 +146,16 @@ def claim_model(
     lease_states = frozenset(spec.states_where("lease"))
     opts = spec.options
     one_live = bool(opts.get("one_live_draft_per_target"))
-    send_first = bool(opts.get("send_before_intent"))
+    # Where the send may start is declared (``work = "starts"``): after begin_send, the
+    # intent recorded first (the correct design; also when no event says), or right after
+    # acquire, before any intent is recorded (the wrong design intent_after_send).
+    starts = [e for e in spec.events if spec.work(e) == "starts"]
+    if len(starts) > 1 or not set(starts) <= {"acquire", "begin_send"}:
+        raise SpecError(
+            f"{spec.path or spec.name}: the claim model lets the send start after begin_send"
+            f' or after acquire, one of them; work = "starts" is on {starts}'
+        )
+    send_first = starts == ["acquire"]
     fresh_key = bool(opts.get("retry_with_fresh_key"))
     fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
     # The guards true in a situation, by the kind each is declared with (the checker's

@@ -32,6 +32,8 @@ class Differences:
     guards_dropped: tuple[tuple[str, str, str, int, str], ...]
     guards_added: tuple[tuple[str, str, str, int, str], ...]
     options: tuple[str, ...]  # model options the variant turns on (MODEL_OPTIONS)
+    #: What the variant changes in an event's declared table: (event, key, base's, variant's)
+    events: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def changed(self) -> frozenset[TransitionKey]:
@@ -51,6 +53,7 @@ class Differences:
         out += [f"removes {e}: {s} → {d}" for e, s, d, _ in self.removed]
         out += [f"{e}: {s} → {d} no longer checks {g}" for e, s, d, _, g in self.guards_dropped]
         out += [f"{e}: {s} → {d} also checks {g}" for e, s, d, _, g in self.guards_added]
+        out += [f"event {e}: {key} {old} → {new}" for e, key, old, new in self.events]
         out += [f"the model: {MODEL_OPTIONS.get(o, o)}" for o in self.options]
         return out
 
@@ -66,4 +69,21 @@ def differences(base: Spec, variant: Spec) -> Differences:
         guards_dropped=tuple((*k, g) for k in both for g in sorted(old[k] - new[k])),
         guards_added=tuple((*k, g) for k in both for g in sorted(new[k] - old[k])),
         options=tuple(o for o, on in variant.options.items() if on),
+        events=tuple(
+            (e, key, _said(getattr(base.effects.get(e), key, None)), _said(new_value))
+            for e in variant.events
+            for key in ("by", "work", "sets", "bumps", "durable")
+            if (new_value := getattr(variant.effects.get(e), key, None))
+            != getattr(base.effects.get(e), key, None)
+            and (new_value or getattr(base.effects.get(e), key, None))
+        ),
     )
+
+
+def _said(value: object) -> str:
+    """A declared value as the declaration writes it ("none" when absent)."""
+    if value in (None, (), False):
+        return "none" if value is None or value == () else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return "true" if value is True else str(value)

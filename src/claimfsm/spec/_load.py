@@ -39,11 +39,20 @@ _TOP_KEYS = {
     "world",
 }
 _EVENT_KEYS = {"sets", "durable", "by", "bumps", "work"}
-_OVERLAY_KEYS = {"base", "name", "description", "replace", "drop_guard", "drop", "add", "model"}
+_OVERLAY_KEYS = {
+    "base",
+    "name",
+    "description",
+    "replace",
+    "drop_guard",
+    "drop",
+    "add",
+    "events",
+    "model",
+}
 #: Options a variant may set for the checker's model of the world around the claim row.
 MODEL_OPTIONS = {
     "one_live_draft_per_target": "one live draft per target (a partial unique index)",
-    "send_before_intent": "workers call the remote before recording the intent to send",
     "retry_with_fresh_key": "a retry of an uncertain attempt uses a new idempotency key",
 }
 
@@ -229,10 +238,21 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
             t["guards"] = [g for g in t["guards"] if g != change["guard"]]
     transitions += [dict(t) for t in raw.get("add", [])]
     options = raw.get("model", {})
+    if "send_before_intent" in options:
+        raise fail(
+            "model option send_before_intent is declared now: mark the event after which"
+            ' workers may send with work = "starts" under [events.NAME], and take it off'
+            " the event that had it (specs/wrong/intent_after_send.toml shows how)"
+        )
     unknown = set(options) - set(MODEL_OPTIONS)
     if unknown:
         raise fail(f"unknown model options {sorted(unknown)}; known: {sorted(MODEL_OPTIONS)}")
+    events = raw.get("events", {})
+    if not isinstance(events, dict) or not all(isinstance(v, dict) for v in events.values()):
+        raise fail("events must be tables: [events.NAME], each replacing the base's table")
     merged = dict(base, transitions=transitions, name=raw.get("name", path.stem))
+    if events:
+        merged["events"] = {**base.get("events", {}), **events}
     merged["description"] = raw["description"]
     spec = parse_spec(merged, path=path)
     return replace(spec, base=str(raw["base"]), options=dict(options))
