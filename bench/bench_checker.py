@@ -5,11 +5,11 @@
 2. The claim model, correct design, fencing remote, crashes and lost acknowledgements:
    unique states, generated states, seconds and unique states per second, with and
    without symmetry reduction, for K=2 and K=3 workers (T=1, D=2, 3 epochs).
-3. The job lifecycle (specs/job.toml, its [world] with K workers), checked by the built-in
-   engine and, when SPIN and a C compiler are installed, by SPIN from the generated
-   Promela: time to verdict (SPIN's includes generating and compiling its verifiers, one
-   for the safety search and one per eventually invariant), unique states, and the ratio
-   SPIN / built-in, from the same run.
+3. The job lifecycle (specs/job.toml, its [world] with K workers and one or two jobs),
+   checked by the built-in engine and, when SPIN and a C compiler are installed, by SPIN
+   from the generated Promela: time to verdict (SPIN's includes generating and compiling
+   its verifiers, one for the safety search and one per eventually invariant), unique
+   states, and the ratio SPIN / built-in, from the same run.
 """
 
 from __future__ import annotations
@@ -70,15 +70,15 @@ def main() -> None:
     why = spin_available()
     if why is not None:
         print(f"  SPIN: not run ({why})")
-    for workers in (3, 4):
-        world = EntityModelConfig(workers=workers)
+    for workers, keys in ((3, 1), (4, 1), (3, 2)):
+        world = EntityModelConfig(workers=workers, keys=keys)
         timed = {}
         for symmetry in (True, False):
             start = time.perf_counter()
             checked = Checker(entity_model(job, world)).symmetry(symmetry).run()
             timed[symmetry] = time.perf_counter() - start
             print(
-                f"  K={workers} built-in symmetry={'on ' if symmetry else 'off'}: "
+                f"  K={workers} jobs={keys} built-in symmetry={'on ' if symmetry else 'off'}: "
                 f"unique={checked.unique:,} seconds={timed[symmetry]:.2f} "
                 f"states/s={checked.unique / timed[symmetry]:,.0f} verdict={checked.verdict}"
             )
@@ -87,7 +87,8 @@ def main() -> None:
             spun, run = spin_check(job, world)
             total = time.perf_counter() - start
             print(
-                f"  K={workers} SPIN (no symmetry): unique={spun.unique:,} seconds={total:.2f}"
+                f"  K={workers} jobs={keys} SPIN (no symmetry): unique={spun.unique:,}"
+                f" seconds={total:.2f}"
                 f" (compile {run.compile_seconds:.2f}, search {run.search_seconds:.2f})"
                 f" verdict={spun.verdict}; SPIN / built-in: {total / timed[True]:.2f} against"
                 f" symmetry on, {total / timed[False]:.2f} against off"
