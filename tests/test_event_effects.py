@@ -57,7 +57,7 @@ def test_dropping_an_effect_reaches_the_sql_and_every_store(tmp_path: Path) -> N
 
 def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
     """begin_send without ``durable``: its commit is no longer synced in full."""
-    spec = load_spec(edited(tmp_path, "[events.begin_send]\ndurable = true", ""))
+    spec = load_spec(edited(tmp_path, "[events.begin_send]\ndurable = true", "[events.begin_send]"))
     assert spec.durable_events() == {"retry"}
     for s, full in ((claim_spec(), True), (spec, False)):
         clock = FakeClock()
@@ -78,7 +78,11 @@ def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
         ('sets = ["outcome"]', 'sets = ["result"]', r"must name each effect once, from \["),
         ('sets = ["outcome"]', 'sets = ["outcome", "outcome"]', "must name each effect once"),
         ("[events.renew]", "[events.renews]", "event 'renews' has no transition"),
-        ("durable = true\n\n[events.renew]", 'durable = "yes"\n\n[events.renew]', "durable must"),
+        (
+            "[events.begin_send]\ndurable = true",
+            '[events.begin_send]\ndurable = "yes"',
+            "durable must",
+        ),
         ('sets = ["lease"]', 'sets = ["lease"]\nwrites = 1', "unknown keys"),
     ],
 )
