@@ -326,6 +326,16 @@ def test_verify_long_runs_agree_on_both_backends(job_url: str) -> None:
 def test_verify_catches_a_store_that_forgets_an_effect(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    forget_the_attempts_bump(monkeypatch)
+    spec, open_store = opener(JOB_PATH, f"sqlite:///{tmp_path / 'v.sqlite'}")
+    result = verify(spec, open_store, examples=5)
+    assert not result.ok
+    assert "store row (state, epoch, columns, live) ('leased', 1, (0,), True)" in result.failure
+    assert result.program == ["1. worker 0: lease job 0 -> leased"]
+
+
+def forget_the_attempts_bump(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose compiled lease forgets to bump attempts: a store bug to be caught."""
     real = entity_module.compile_event
 
     def forgetful(spec, event, table, marker="?"):  # type: ignore[no-untyped-def]
@@ -334,11 +344,6 @@ def test_verify_catches_a_store_that_forgets_an_effect(
         return entity_module.CompiledEvent(sql, compiled.params)
 
     monkeypatch.setattr(entity_module, "compile_event", forgetful)
-    spec, open_store = opener(JOB_PATH, f"sqlite:///{tmp_path / 'v.sqlite'}")
-    result = verify(spec, open_store, examples=5)
-    assert not result.ok
-    assert "store row (state, epoch, columns, live) ('leased', 1, (0,), True)" in result.failure
-    assert result.program == ["1. worker 0: lease job 0 -> leased"]
 
 
 def test_check_replay_plays_every_guided_path_on_sqlite(
@@ -357,14 +362,7 @@ def test_check_replay_plays_every_guided_path_on_sqlite(
     assert wrong.exit_code == 1
     assert "on the store too: invariant one_attempt_at_a_time violated" in wrong.output
     assert "DISAGREES" not in wrong.output
-    real = entity_module.compile_event
-
-    def forgetful(spec, event, table, marker="?"):  # type: ignore[no-untyped-def]
-        compiled = real(spec, event, table, marker)
-        sql = compiled.sql.replace(", attempts = attempts + 1", "")
-        return entity_module.CompiledEvent(sql, compiled.params)
-
-    monkeypatch.setattr(entity_module, "compile_event", forgetful)
+    forget_the_attempts_bump(monkeypatch)
     broken = CliRunner().invoke(main, ["check", "job", "--replay", "--json"])
     assert broken.exit_code == 1, broken.output
     said = json.loads(broken.output)["replay"]["disagreements"][0]["store"]

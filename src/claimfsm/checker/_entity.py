@@ -436,9 +436,6 @@ def _obligation(
     def trigger(world: EntityWorld) -> bool:
         return world.rows[0].state in sources
 
-    def fair_class(action: Action) -> tuple[str, Any] | None:
-        return fairness_class(fair, action)
-
     words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
     return Property(
         inv.name,
@@ -446,7 +443,7 @@ def _obligation(
         holds,
         inv.meaning,
         trigger=trigger,
-        fair=fair_class,
+        fair=lambda action: fairness_class(fair, action),
         fairness=", ".join(words) if words else "none: any step may be skipped forever",
         stutter=True,
     )

@@ -60,7 +60,6 @@ class Promela:
 
     text: str
     actions: tuple[Action, ...]
-    properties: tuple[str, ...]  # the safety properties, by their assert's number
 
 
 def promela(
@@ -295,11 +294,7 @@ def promela(
     out.append('       printf("DEADLOCK\\n");')
     out.append(f"       assert({everyone_done} || {some_cut}) }}")
     out += ["  od", "}"]
-    return Promela(
-        "\n".join(out) + "\n",
-        tuple(a for a, _p, _b, _y in options),
-        tuple(p.name for p in invariants),
-    )
+    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options))
 
 
 def _with_ltl(
@@ -366,7 +361,7 @@ def _with_ltl(
         out.append(f"       last = {cls}; observe() }}")
     out.append('  :: d_step { true -> printf("PAUSE\\n"); last = 0; observe() }')
     out += ["  od", "}"]
-    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options), (name,))
+    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options))
 
 
 def _statement(line: str) -> str:

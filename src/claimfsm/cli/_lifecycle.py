@@ -124,6 +124,13 @@ def check_lifecycle(
                 " stale operations change nothing, and looks for deadlocks"
             )
         click.echo(report.text())
+    _finish(report, drawn, played, as_json)
+
+
+def _finish(report: Any, drawn: list[Path], played: dict[str, Any] | None, as_json: bool) -> None:
+    """What every search ends with, whichever engine: the drawings written, the replay on
+    the store, the verdict, and the exit status (1 also when the store disagreed)."""
+    if not as_json:
         for written in drawn:
             click.echo(f"wrote {written}")
         if played is not None:
@@ -266,14 +273,7 @@ def _check_with_spin(
                 "note: a bitstate search may miss states: 'ok' means no violation was found"
                 " among the states it reached"
             )
-        for written in drawn:
-            click.echo(f"wrote {written}")
-        if played is not None:
-            _print_replay(played)
-        click.echo(f"verdict: {report.verdict}")
-    if played is not None and played["disagreements"]:
-        sys.exit(1)
-    sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
+    _finish(report, drawn, played, as_json)
 
 
 def describe_world(spec: Spec, world: dict[str, Any]) -> str:
