@@ -272,7 +272,7 @@ def test_where_the_send_may_start_is_declared_not_a_model_option(tmp_path: Path)
     assert wrong.work("acquire") == "starts" and wrong.work("begin_send") is None
     assert claim_spec().work("begin_send") == "starts"
     found = differences(claim_spec(), wrong)
-    assert found.options == () and not found.changed
+    assert found.drafts == () and not found.changed
     assert found.lines() == [
         "event acquire: work none → starts",
         "event begin_send: work starts → none",
@@ -282,7 +282,7 @@ def test_where_the_send_may_start_is_declared_not_a_model_option(tmp_path: Path)
     flag.write_text(
         f'base = "{base}"\ndescription = "the old spelling"\n[model]\nsend_before_intent = true\n'
     )
-    with pytest.raises(SpecError, match=r'declared now: mark the event .* work = "starts"'):
+    with pytest.raises(SpecError, match=r'declared now: send_before_intent is work = "starts"'):
         load_spec(flag)
     elsewhere = tmp_path / "elsewhere.toml"
     elsewhere.write_text(

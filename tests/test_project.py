@@ -126,5 +126,6 @@ def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
     assert keys("`[invariants.NAME]`") == _roles.INVARIANT_KEYS
     assert keys("inv kinds") == set(_roles.INVARIANT_KINDS)
     assert keys("`[world]`") == set(_roles.WORLD_OPTIONS)
-    for option in _load.MODEL_OPTIONS:
+    assert keys("`[drafts]`") == _load._DRAFTS_KEYS
+    for option in _load.RETIRED_MODEL_OPTIONS:
         assert f"`{option}`" in sections['Variants: `base = "..."`']

@@ -144,8 +144,9 @@ def claim_model(
     frees = frozenset(spec.states_where("frees_target")) | {spec.initial}
     stale_states = frozenset(spec.states_where("stale"))
     lease_states = frozenset(spec.states_where("lease"))
-    opts = spec.options
-    one_live = bool(opts.get("one_live_draft_per_target"))
+    # How many drafts may be live per target is declared ([drafts]): any number (the
+    # correct design), or one, as a partial unique index allows (partial_unique_index).
+    one_live = spec.drafts is not None and spec.drafts.one_live_per_target
     # Where the send may start is declared (``work = "starts"``): after begin_send, the
     # intent recorded first (the correct design; also when no event says), or right after
     # acquire, before any intent is recorded (the wrong design intent_after_send).
@@ -156,7 +157,15 @@ def claim_model(
             f' or after acquire, one of them; work = "starts" is on {starts}'
         )
     send_first = starts == ["acquire"]
-    fresh_key = bool(opts.get("retry_with_fresh_key"))
+    # Whether a retry sends under a new idempotency key is declared too: ``fresh_key`` in
+    # what retry writes (fresh_key_retry). The model's remote sees keys change nowhere else.
+    keyed = [e for e, d in spec.effects.items() if "fresh_key" in d.sets]
+    if not set(keyed) <= {"retry"}:
+        raise SpecError(
+            f"{spec.path or spec.name}: the claim model lets retry alone write a fresh"
+            f" idempotency key; fresh_key is on {keyed}"
+        )
+    fresh_key = keyed == ["retry"]
     fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
     # The guards true in a situation, by the kind each is declared with (the checker's
     # truth values are compiled from the declaration, as the machine's and the SQL are).

@@ -254,6 +254,7 @@ def spec(declaration: str | None, as_json: bool) -> None:
                 for i in s.invariants.values()
             ],
             "world": dict(s.world),
+            "drafts": None if s.drafts is None else dataclasses.asdict(s.drafts),
         }
         click.echo(json.dumps(data, indent=2))
         return
@@ -318,6 +319,15 @@ def spec(declaration: str | None, as_json: bool) -> None:
                 )
             invariants.add_row(i.name, what, i.meaning)
         console.print(invariants)
+    if s.drafts is not None:
+        console.print(
+            "drafts: "
+            + (
+                "one live draft per target (a second is refused)"
+                if s.drafts.one_live_per_target
+                else "any number live per target (parallel drafting)"
+            )
+        )
 
 
 def _width() -> int:

@@ -48,6 +48,7 @@ class Facts:
     owner: str | None = None
     lease_deadline: float | None = None  # new deadline, for acquire / renew / retry
     new_token_hash: str | None = None  # for retry: the new owner's token
+    new_idempotency_key: str | None = None  # for an event declared with fresh_key
     outcome: str | None = None  # evidence: "present" or "absent"
     fenced_through: int | None = None  # evidence: remote rejects every epoch <= this
     remote_dedups: bool = False
@@ -66,6 +67,7 @@ class Facts:
             "owner": self.owner,
             "lease_deadline": self.lease_deadline,
             "new_token_hash": self.new_token_hash,
+            "new_idempotency_key": self.new_idempotency_key,
             "outcome": self.outcome,
             "fenced_through": self.fenced_through,
             "remote_dedups": int(self.remote_dedups),

@@ -5,12 +5,19 @@ Everything else derives from it: the ``transitions`` machine (``claimfsm.machine
 stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
 """
 
-from claimfsm.spec._declaration import EventDecl, GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._declaration import (
+    DraftsDecl,
+    EventDecl,
+    GuardDecl,
+    Spec,
+    StateDecl,
+    TransitionDecl,
+)
 from claimfsm.spec._differences import Differences, TransitionKey, differences, transition_keys
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS, compare
 from claimfsm.spec._load import (
-    MODEL_OPTIONS,
+    RETIRED_MODEL_OPTIONS,
     available,
     base_of,
     claim_spec,
@@ -41,13 +48,14 @@ __all__ = [
     "GUARD_KINDS",
     "INVARIANT_KINDS",
     "LIFECYCLE_FACTS",
-    "MODEL_OPTIONS",
     "OPERATORS",
+    "RETIRED_MODEL_OPTIONS",
     "ROLES",
     "WORK",
     "WORLD_OPTIONS",
     "ColumnDecl",
     "Differences",
+    "DraftsDecl",
     "Event",
     "EventDecl",
     "GuardDecl",

@@ -40,11 +40,20 @@ class EventDecl:
     """What an event writes besides the state (``[events.NAME]``)."""
 
     name: str
-    sets: tuple[str, ...] = ()  # effects, in spec.EFFECTS: lease, outcome, owner, fresh_token
+    sets: tuple[str, ...] = ()  # effects, in spec.EFFECTS: lease, outcome, owner, fresh_token…
     durable: bool = False  # its commit must survive power loss
     by: str | None = None  # who takes it (spec.ROLES); None: as its guards say (Spec.role)
     bumps: tuple[str, ...] = ()  # declared columns it adds one to
     work: str | None = None  # "starts" or "ends" the owner's external work
+
+
+@dataclass(frozen=True, slots=True)
+class DraftsDecl:
+    """The claim protocol's drafts (``[drafts]``): how many may be live per target."""
+
+    #: At most one pending or approved draft per target (a partial unique index on the
+    #: drafts table): a second one is refused. False in the correct design.
+    one_live_per_target: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +78,7 @@ class Spec:
     path: Path | None = None
     description: str = ""  # one line; for a variant: how it differs from its base
     base: str | None = None  # the declaration a variant overlays
-    options: Mapping[str, bool] = field(default_factory=dict)  # model options of a variant
+    drafts: DraftsDecl | None = None  # the claim protocol's [drafts]
     effects: Mapping[str, EventDecl] = field(default_factory=dict)  # events that write more
     columns: Mapping[str, ColumnDecl] = field(default_factory=dict)  # the row's own columns
     invariants: Mapping[str, InvariantDecl] = field(default_factory=dict)

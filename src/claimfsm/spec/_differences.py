@@ -31,9 +31,10 @@ class Differences:
     removed: tuple[TransitionKey, ...]  # in the base only
     guards_dropped: tuple[tuple[str, str, str, int, str], ...]
     guards_added: tuple[tuple[str, str, str, int, str], ...]
-    options: tuple[str, ...]  # model options the variant turns on (MODEL_OPTIONS)
     #: What the variant changes in an event's declared table: (event, key, base's, variant's)
     events: tuple[tuple[str, str, str, str], ...] = ()
+    #: What the variant changes in [drafts]: (key, base's, variant's)
+    drafts: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def changed(self) -> frozenset[TransitionKey]:
@@ -47,14 +48,12 @@ class Differences:
 
     def lines(self) -> list[str]:
         """One line per difference, in words."""
-        from claimfsm.spec._load import MODEL_OPTIONS
-
         out = [f"adds {e}: {s} → {d}" for e, s, d, _ in self.added]
         out += [f"removes {e}: {s} → {d}" for e, s, d, _ in self.removed]
         out += [f"{e}: {s} → {d} no longer checks {g}" for e, s, d, _, g in self.guards_dropped]
         out += [f"{e}: {s} → {d} also checks {g}" for e, s, d, _, g in self.guards_added]
         out += [f"event {e}: {key} {old} → {new}" for e, key, old, new in self.events]
-        out += [f"the model: {MODEL_OPTIONS.get(o, o)}" for o in self.options]
+        out += [f"drafts: {key} {old} → {new}" for key, old, new in self.drafts]
         return out
 
 
@@ -68,7 +67,6 @@ def differences(base: Spec, variant: Spec) -> Differences:
         removed=tuple(k for k in old if k not in new),
         guards_dropped=tuple((*k, g) for k in both for g in sorted(old[k] - new[k])),
         guards_added=tuple((*k, g) for k in both for g in sorted(new[k] - old[k])),
-        options=tuple(o for o, on in variant.options.items() if on),
         events=tuple(
             (e, key, _said(getattr(base.effects.get(e), key, None)), _said(new_value))
             for e in variant.events
@@ -76,6 +74,11 @@ def differences(base: Spec, variant: Spec) -> Differences:
             if (new_value := getattr(variant.effects.get(e), key, None))
             != getattr(base.effects.get(e), key, None)
             and (new_value or getattr(base.effects.get(e), key, None))
+        ),
+        drafts=tuple(
+            (key, _said(getattr(base.drafts, key, None)), _said(new_value))
+            for key in ("one_live_per_target",)
+            if (new_value := getattr(variant.drafts, key, None)) != getattr(base.drafts, key, None)
         ),
     )
 

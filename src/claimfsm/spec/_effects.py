@@ -5,6 +5,9 @@ the row column each sets and the caller's fact it takes the value from. stdlib o
 - ``outcome``: the row records the caller's evidence (readback's ``present`` or ``absent``).
 - ``owner``: the row's owner becomes the caller.
 - ``fresh_token``: a new owner token (its hash): every earlier handle becomes stale.
+- ``fresh_key``: a new idempotency key (the claim row's): a request sent after it is a new
+  request to the remote, which a deduping remote cannot match with an earlier one. The
+  claim protocol's alone (a lifecycle of your own has no idempotency key).
 
 ``durable`` on an event marks its commit as one that must survive power loss (the claim's
 ``begin_send`` and ``retry``: after them an external call may happen at any moment).
@@ -18,4 +21,5 @@ EFFECTS: dict[str, tuple[str, str]] = {
     "outcome": ("outcome", "outcome"),
     "owner": ("owner", "owner"),
     "fresh_token": ("token_hash", "new_token_hash"),
+    "fresh_key": ("idempotency_key", "new_idempotency_key"),
 }

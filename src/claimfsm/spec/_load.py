@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from claimfsm.errors import REFUSALS, SpecError
-from claimfsm.spec._declaration import EventDecl, GuardDecl, Spec, StateDecl, TransitionDecl
+from claimfsm.spec._declaration import (
+    DraftsDecl,
+    EventDecl,
+    GuardDecl,
+    Spec,
+    StateDecl,
+    TransitionDecl,
+)
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
 from claimfsm.spec._roles import (
@@ -37,7 +44,9 @@ _TOP_KEYS = {
     "columns",
     "invariants",
     "world",
+    "drafts",
 }
+_DRAFTS_KEYS = {"one_live_per_target"}
 _EVENT_KEYS = {"sets", "durable", "by", "bumps", "work"}
 _OVERLAY_KEYS = {
     "base",
@@ -48,12 +57,16 @@ _OVERLAY_KEYS = {
     "drop",
     "add",
     "events",
-    "model",
+    "drafts",
 }
-#: Options a variant may set for the checker's model of the world around the claim row.
-MODEL_OPTIONS = {
-    "one_live_draft_per_target": "one live draft per target (a partial unique index)",
-    "retry_with_fresh_key": "a retry of an uncertain attempt uses a new idempotency key",
+#: What each option of the retired ``[model]`` table of a variant is declared as now.
+RETIRED_MODEL_OPTIONS = {
+    "send_before_intent": 'work = "starts" on the event after which workers may send, under'
+    " [events.NAME], and off the event that had it (specs/wrong/intent_after_send.toml)",
+    "one_live_draft_per_target": "[drafts] one_live_per_target = true"
+    " (specs/wrong/partial_unique_index.toml)",
+    "retry_with_fresh_key": '"fresh_key" in the sets of [events.retry]'
+    " (specs/wrong/fresh_key_retry.toml)",
 }
 
 
@@ -77,7 +90,7 @@ def load_spec(path: str | Path) -> Spec:
     """Read and validate one declaration; a malformed one raises :class:`SpecError`.
 
     A file with ``base = "other.toml"`` is a variant: the base declaration with the changes
-    it lists (``replace``, ``drop_guard``, ``add``) and checker ``model`` options.
+    it lists (``replace``, ``drop_guard``, ``drop``, ``add``, ``[events.NAME]``, ``[drafts]``).
     """
     path = Path(path)
     raw = _read(path)
@@ -172,6 +185,14 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
     def fail(msg: str) -> SpecError:
         return SpecError(f"{path}: {msg}")
 
+    if "model" in raw:
+        options = raw["model"] if isinstance(raw["model"], dict) else {}
+        said = [f"{o} is {RETIRED_MODEL_OPTIONS[o]}" for o in options if o in RETIRED_MODEL_OPTIONS]
+        raise fail(
+            "[model] options are declared now"
+            + (": " + "; ".join(said) if said else "")
+            + "; see the variants section of docs/declarations.md"
+        )
     _only(raw, _OVERLAY_KEYS, "a variant", fail)
     if not isinstance(raw.get("description"), str) or not raw["description"]:
         raise fail("a variant needs a one-line 'description' of how it differs")
@@ -191,10 +212,6 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
             missing = [k for k in needed if not isinstance(c.get(k), str)]
             if missing:
                 raise fail(f"[[{key}]] needs {' and '.join(repr(k) for k in missing)}")
-    if not isinstance(raw.get("model", {}), dict) or not all(
-        isinstance(v, bool) for v in raw.get("model", {}).values()
-    ):
-        raise fail("model must be a table of options set to true or false")
     base_path = (path.parent / raw["base"]).resolve()
     if base_path == path.resolve():
         raise fail("a variant cannot be its own base")
@@ -237,25 +254,19 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
         for t in hits:
             t["guards"] = [g for g in t["guards"] if g != change["guard"]]
     transitions += [dict(t) for t in raw.get("add", [])]
-    options = raw.get("model", {})
-    if "send_before_intent" in options:
-        raise fail(
-            "model option send_before_intent is declared now: mark the event after which"
-            ' workers may send with work = "starts" under [events.NAME], and take it off'
-            " the event that had it (specs/wrong/intent_after_send.toml shows how)"
-        )
-    unknown = set(options) - set(MODEL_OPTIONS)
-    if unknown:
-        raise fail(f"unknown model options {sorted(unknown)}; known: {sorted(MODEL_OPTIONS)}")
     events = raw.get("events", {})
     if not isinstance(events, dict) or not all(isinstance(v, dict) for v in events.values()):
         raise fail("events must be tables: [events.NAME], each replacing the base's table")
     merged = dict(base, transitions=transitions, name=raw.get("name", path.stem))
     if events:
         merged["events"] = {**base.get("events", {}), **events}
+    if "drafts" in raw:
+        if not isinstance(raw["drafts"], dict):
+            raise fail("drafts must be a table: [drafts], replacing the base's")
+        merged["drafts"] = {**base.get("drafts", {}), **raw["drafts"]}
     merged["description"] = raw["description"]
     spec = parse_spec(merged, path=path)
-    return replace(spec, base=str(raw["base"]), options=dict(options))
+    return replace(spec, base=str(raw["base"]))
 
 
 def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
@@ -359,6 +370,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         fenceable=any(g.fact == "fenced_through" for g in guards.values()),
     )
     world = parse_world(raw.get("world", {}), fail)
+    drafts = _drafts(raw["drafts"], fail) if "drafts" in raw else None
 
     return Spec(
         name=name,
@@ -372,7 +384,15 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         columns=columns,
         invariants=invariants,
         world=world,
+        drafts=drafts,
     )
+
+
+def _drafts(body: Any, fail: Any) -> DraftsDecl:
+    """``[drafts]``: the claim protocol's drafts; one flag, ``one_live_per_target``."""
+    _only(body, _DRAFTS_KEYS, "[drafts]", fail)
+    _flags(body, _DRAFTS_KEYS, "[drafts]", fail)
+    return DraftsDecl(**body)
 
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")

@@ -273,6 +273,13 @@ def lifecycle_problem(spec: Any) -> str | None:
                 f"event {event!r} sets outcome, the claim row's readback evidence; count what"
                 " you need in a column of your own instead"
             )
+        if "fresh_key" in decl.sets:
+            return (
+                f"event {event!r} sets fresh_key, the claim row's idempotency key; a"
+                " lifecycle of your own has none: count what you need in a column of your own"
+            )
+    if spec.drafts is not None:
+        return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
     return None
 
 

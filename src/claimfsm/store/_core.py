@@ -10,6 +10,7 @@ drift apart on anything but the guarded write itself.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -115,6 +116,11 @@ class Tx(Protocol):
     def claim_rows(self, state: str | None) -> list[ClaimRow]: ...
     def epoch_state(self, target_id: str, epoch: int) -> str | None: ...
     def history_rows(self, target_id: str | None) -> list[HistoryEntry]: ...
+    def live_drafts(self, target_id: str) -> list[DraftRow]:
+        """The target's pending and approved drafts, read so that no other transaction can
+        create one for the target before this one commits."""
+        ...
+
     def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow: ...
     def update_draft(self, row: DraftRow, now: float) -> None: ...
     def mark_dispatched(self, draft_id: int, version: int, now: float) -> None: ...
@@ -166,6 +172,12 @@ class Store(ABC):
         self._durable = self.spec.durable_events()
         # Transitions that make the pinned draft dispatched (declared ``dispatches``).
         self._dispatching = self.spec.dispatching()
+        # At most one pending or approved draft per target, where declared ([drafts]).
+        self._one_live_draft = self.spec.drafts is not None and self.spec.drafts.one_live_per_target
+        # A retry that sends under a new idempotency key, where declared (``fresh_key``).
+        self._retry_fresh_key = "retry" in self.spec.effects and (
+            "fresh_key" in self.spec.effects["retry"].sets
+        )
 
     def observe(self, observer: Observer) -> None:
         """Call ``observer`` with an :class:`Observed` after every transition and refusal
@@ -246,13 +258,24 @@ class Store(ABC):
 
     # -- drafts --------------------------------------------------------------------------
     def create_draft(self, target_id: str, content: str) -> Draft:
-        """A new pending draft for ``target_id``; any number may coexist per target."""
+        """A new pending draft for ``target_id``. Any number may coexist per target, unless
+        the declaration says one live draft per target (``[drafts]``): then a second
+        pending or approved draft is refused (``TargetBusy``), as a unique index would."""
         check.text_id(target_id, "target_id")
         check.content(content)
-        row = self._atomically(
-            lambda tx: tx.insert_draft(target_id, content, content_digest(content), tx.now())
-        )
-        return Draft.from_row(row)
+
+        def create(tx: Tx) -> DraftRow:
+            if self._one_live_draft:
+                live = tx.live_drafts(target_id)
+                if live:
+                    raise TargetBusy(
+                        f"target {target_id!r} already has a live draft (draft"
+                        f" {live[0].draft_id}, {live[0].status}) and this declaration"
+                        " ([drafts] one_live_per_target) allows one; dispatch or edit it"
+                    )
+            return tx.insert_draft(target_id, content, content_digest(content), tx.now())
+
+        return Draft.from_row(self._atomically(create))
 
     def edit_draft(self, draft_id: int, content: str) -> Draft:
         """Replace the content: version + 1, new digest, back to pending (approve it again)."""
@@ -495,6 +518,7 @@ class Store(ABC):
                 epoch=epoch,
                 owner=owner,
                 new_token_hash=token_hash(token),
+                new_idempotency_key=fresh_idempotency_key() if self._retry_fresh_key else None,
                 lease_deadline=now + seconds,
                 remote_dedups=remote_dedups,
             ),
@@ -719,6 +743,11 @@ def idempotency_key(draft: DraftRow) -> str:
     """Stable for one draft version: every attempt at it reuses the key, across epochs.
     (The SQL stores derive it in the acquire statement: ``IDEMPOTENCY_KEY_SQL``.)"""
     return f"cf-{draft.draft_id}-v{draft.version}-{draft.digest[:16]}"
+
+
+def fresh_idempotency_key() -> str:
+    """A key no earlier request used: what a retry declared with ``fresh_key`` sends under."""
+    return f"cf-fresh-{secrets.token_hex(16)}"
 
 
 #: ``idempotency_key`` as SQL over the draft row ``d`` (SQLite and PostgreSQL alike).

@@ -82,6 +82,9 @@ class _MemoryTx:
     def history_rows(self, target_id: str | None) -> list[HistoryEntry]:
         return [e for e in self.data.history if target_id is None or e.target_id == target_id]
 
+    def live_drafts(self, target_id: str) -> list[DraftRow]:
+        return [d for d in self.draft_rows(target_id, None) if d.status in ("pending", "approved")]
+
     def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
         row = DraftRow(len(self.data.drafts) + 1, target_id, 1, digest, "pending", content)
         self.data.drafts[row.draft_id] = row

@@ -158,6 +158,7 @@ class _Queries:
         s = '"' + schema.replace('"', '""') + '"'
         self.claims = f"{s}.claims"
         self.drafts = f"{s}.drafts"
+        self.drafts_lock = f"claimfsm:{schema}:drafts:"  # + target: live_drafts' lock
         self.history = f"{s}.history"
         cols = ", ".join(CLAIM_COLUMNS)
         self.select_claims = f"SELECT {cols} FROM {self.claims}"  # noqa: S608 (identifiers)
@@ -267,6 +268,19 @@ class _PostgresTx:
                 self.q.select_history + " WHERE target_id = %s ORDER BY seq", (target_id,)
             )
         return [HistoryEntry(*r) for r in rows.fetchall()]
+
+    def live_drafts(self, target_id: str) -> list[DraftRow]:
+        # Under READ COMMITTED two transactions would both see none: a lock per target
+        # (held to commit) makes the second creation wait for the first.
+        self.conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (self.q.drafts_lock + target_id,)
+        )
+        rows = self.conn.execute(
+            self.q.select_drafts + " WHERE target_id = %s AND status IN ('pending', 'approved')"
+            " ORDER BY draft_id",
+            (target_id,),
+        )
+        return [DraftRow(*r) for r in rows.fetchall()]
 
     def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
         (draft_id,) = self._one(

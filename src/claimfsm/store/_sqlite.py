@@ -188,6 +188,10 @@ class _SQLiteTx:
         ).fetchall()
         return [HistoryEntry(*r) for r in rows]
 
+    def live_drafts(self, target_id: str) -> list[DraftRow]:
+        # BEGIN IMMEDIATE already holds the write lock: no other creation can interleave.
+        return [d for d in self.draft_rows(target_id, None) if d.status in ("pending", "approved")]
+
     def insert_draft(self, target_id: str, content: str, digest: str, now: float) -> DraftRow:
         cur = self.conn.execute(
             "INSERT INTO drafts (target_id, content, version, digest, status, updated_at)"
