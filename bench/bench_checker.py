@@ -5,6 +5,13 @@
 2. The claim model, correct design, fencing remote, crashes and lost acknowledgements:
    unique states, generated states, seconds and unique states per second, with and
    without symmetry reduction, for K=2 and K=3 workers (T=1, D=2, 3 epochs).
+   Then time to verdict at the default bounds (T=1, D=2, 3 epochs), K=3 and K=4: the
+   built-in engine with symmetry (the default) and without, and SPIN from the Promela
+   generated from claim.toml (no symmetry): its whole check (the safety search and both
+   eventually properties' LTL searches, generating and compiling included) and the safety
+   search alone, which is what the hand-written anchor of the speed issue measured.
+   Memory: the built-in engine's peak resident growth over the run without symmetry, per
+   unique state; SPIN's own figure.
 3. The job lifecycle (specs/job.toml, its [world] with K workers and one or two jobs),
    checked by the built-in engine and, when SPIN and a C compiler are installed, by SPIN
    from the generated Promela: time to verdict (SPIN's includes generating and compiling
@@ -14,8 +21,11 @@
 
 from __future__ import annotations
 
+import resource
+import tempfile
 import time
 from collections import deque
+from pathlib import Path
 
 from claimfsm.checker import (
     Checker,
@@ -65,6 +75,8 @@ def main() -> None:
                 f"({rate / anchor:.2f} of the bare search) verdict={report.verdict}"
             )
 
+    claim_against_spin()
+
     print("== 3. the job lifecycle: the built-in engine and SPIN (time to verdict) ==")
     job = load_spec(declarations_dir() / "job.toml")
     why = spin_available()
@@ -93,6 +105,67 @@ def main() -> None:
                 f" verdict={spun.verdict}; SPIN / built-in: {total / timed[True]:.2f} against"
                 f" symmetry on, {total / timed[False]:.2f} against off"
             )
+
+
+def claim_against_spin() -> None:
+    print("== 2b. the claim model, time to verdict: built-in engine and SPIN ==")
+    why = spin_available()
+    if why is not None:
+        print(f"  SPIN: not run ({why})")
+    for workers in (3, 4):
+        config = ClaimModelConfig(workers=workers)
+        timed = {}
+        for symmetry in (True, False):
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            start = time.perf_counter()
+            report = Checker(claim_model(claim_spec(), config)).symmetry(symmetry).run()
+            timed[symmetry] = time.perf_counter() - start
+            grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+            memory = ""
+            if not symmetry and grown > 0:
+                memory = f" memory about {grown * 1024 / report.unique:,.0f} bytes/state"
+            print(
+                f"  K={workers} built-in symmetry={'on ' if symmetry else 'off'}:"
+                f" unique={report.unique:,} seconds={timed[symmetry]:.2f}"
+                f" states/s={report.unique / timed[symmetry]:,.0f} verdict={report.verdict}"
+                + memory
+            )
+            del report
+        if why is not None:
+            continue
+        start = time.perf_counter()
+        spun, run = spin_check(claim_spec(), config)
+        total = time.perf_counter() - start
+        print(
+            f"  K={workers} SPIN, whole check: unique={spun.unique:,} seconds={total:.2f}"
+            f" (verifiers built {run.compile_seconds:.2f}, searches {run.search_seconds:.2f})"
+            f" verdict={spun.verdict} memory {run.memory_mb:,.0f} MB"
+            f" ({run.state_vector_bytes} bytes per state vector);"
+            f" SPIN / built-in: {total / timed[True]:.2f} against symmetry on,"
+            f" {total / timed[False]:.2f} against off"
+        )
+        safety, search = spin_safety_only(config)
+        print(
+            f"  K={workers} SPIN, safety search alone: seconds={safety:.2f}"
+            f" (search {search:.2f}); SPIN / built-in: {safety / timed[True]:.2f} against"
+            f" symmetry on, {safety / timed[False]:.2f} against off"
+        )
+
+
+def spin_safety_only(config: ClaimModelConfig) -> tuple[float, float]:
+    """Generate, compile and run the safety verifier alone: (seconds in all, searching)."""
+    from claimfsm.checker._spin import _build, _run
+    from claimfsm.checker._spin_claim import claim_promela
+
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        text = claim_promela(claim_spec(), config).text
+        _build(Path(scratch), "model", text, ["-DSAFETY", "-DBFS"], None)
+        searching = time.perf_counter()
+        output = _run(["./model", "-m1000000"], Path(scratch) / "model", None, "pan")
+        end = time.perf_counter()
+    assert "errors: 0" in output, output[-500:]
+    return end - start, end - searching
 
 
 if __name__ == "__main__":

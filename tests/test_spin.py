@@ -144,8 +144,8 @@ def test_check_engine_spin_on_the_command_line(tmp_path: Path) -> None:
 
 
 def test_engine_spin_errors_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    claim = CliRunner().invoke(main, ["check", "--engine", "spin"])
-    assert claim.exit_code == 2 and "a lifecycle of your own" in claim.output
+    claim = CliRunner().invoke(main, ["check", "--engine", "spin", "--max-depth", "3"])
+    assert claim.exit_code == 2 and "SPIN takes --time-limit" in claim.output
     alone = CliRunner().invoke(main, ["check", "job", "--bitstate"])
     assert alone.exit_code == 2 and "go with --engine spin" in alone.output
     depth = CliRunner().invoke(main, ["check", "job", "--engine", "spin", "--max-states", "9"])
@@ -154,3 +154,5 @@ def test_engine_spin_errors_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     missing = CliRunner().invoke(main, ["check", "job", "--engine", "spin"])
     assert missing.exit_code == 1 and "apt-get install spin gcc" in missing.output
     assert "Traceback" not in missing.output
+    missing = CliRunner().invoke(main, ["check", "--engine", "spin", "--workers", "2"])
+    assert missing.exit_code == 1 and "apt-get install spin gcc" in missing.output

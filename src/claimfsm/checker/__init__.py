@@ -6,8 +6,9 @@ reports each property as holding or violated, with the shortest counterexample.
 compiled from the declaration, so a wrong design (``specs/wrong/``) runs on the same code.
 ``entity_model(spec, config)`` is any other declared lifecycle as a model: its world
 (clients, crashes, lease lapse, fencing) and its invariants are read from the declaration.
-``spin_check(spec, config)`` checks that same model with SPIN, from Promela generated from
-the declaration (``promela``), and reads the verdict and the trail back into a ``Report``.
+``spin_check(spec, config)`` checks either model with SPIN, from Promela generated from the
+declaration (``promela`` for a lifecycle of your own, ``claim_promela`` for the claim
+protocol and its wrong designs), and reads the verdict and the trail back into a ``Report``.
 """
 
 from claimfsm.checker._claim import (
@@ -47,6 +48,7 @@ from claimfsm.checker._spin import (
     spin_available,
     spin_check,
 )
+from claimfsm.checker._spin_claim import claim_promela
 
 __all__ = [
     "Checker",
@@ -65,6 +67,7 @@ __all__ = [
     "Step",
     "World",
     "claim_model",
+    "claim_promela",
     "compile_table",
     "entity_model",
     "entity_path_steps",

@@ -135,13 +135,16 @@ class Report(Generic[S, A]):
     stopped_by: str | None = None  # depth, states or time
     discoveries: dict[str, Discovery[S, A]] = field(default_factory=dict)
     deadlock: tuple[Step[S, A], ...] | None = None
+    #: ``sometimes`` properties an engine met without giving the path there (SPIN's search
+    #: says that it met one, not how): found, with no example to show.
+    reached: set[str] = field(default_factory=set)
 
     @property
     def states_per_second(self) -> float:
         return self.unique / self.seconds if self.seconds > 0 else 0.0
 
     def outcome(self, prop: Property[S]) -> str:
-        found = prop.name in self.discoveries
+        found = prop.name in self.discoveries or prop.name in self.reached
         if prop.kind in ("always", "eventually"):
             return "violated" if found else ("holds" if self.complete else "holds so far")
         return "found" if found else ("never happens" if self.complete else "not found yet")

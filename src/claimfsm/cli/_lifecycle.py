@@ -87,7 +87,8 @@ def check_lifecycle(
         sys.exit(1 if broken or open_ or (on_store is not None and on_store[1]) else 0)
     if spin is not None:
         played = _replay_guided(spec, world["workers"]) if replay_paths else None
-        _check_with_spin(spec, config, world, spin, limits, draw, as_json, played)
+        heading = "world: " + describe_world(spec, world) + " (no symmetry reduction)"
+        _check_with_spin(spec, config, world, heading, spin, limits, draw, as_json, played)
         return
     if ctx.get_parameter_source("bitstate") is not click.core.ParameterSource.DEFAULT or (
         ctx.get_parameter_source("spin_dir") is not click.core.ParameterSource.DEFAULT
@@ -216,15 +217,19 @@ def _print_replay(played: dict[str, Any]) -> None:
 def _check_with_spin(
     spec: Spec,
     config: Any,
-    world: dict[str, Any],
+    bounds: dict[str, Any],
+    heading: str,
     spin: dict[str, Any],
     limits: dict[str, Any],
     draw: Callable[[Any], list[Path]] | None,
     as_json: bool,
     played: dict[str, Any] | None = None,
+    coverage: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
-    """``check --engine spin``: the same report, from SPIN's search of generated Promela
-    (and ``played``: ``--replay``'s paths on the store)."""
+    """``check --engine spin``: the same report, from SPIN's search of generated Promela,
+    for a lifecycle of your own or the claim protocol (``config`` says which; ``heading``
+    describes its bounds). ``played``: a lifecycle's ``--replay`` paths on the store;
+    ``coverage``: the claim's (its text and its JSON)."""
     from claimfsm.checker import SpinUnavailable, spin_check
 
     if limits["max_depth"] is not None or limits["max_states"] is not None:
@@ -254,25 +259,34 @@ def _check_with_spin(
     if as_json:
         data = report.as_dict()
         data["design"] = spec.name
-        data["bounds"] = {**world, "symmetry": False}
+        data["bounds"] = {**bounds, "symmetry": False}
         data["engine"] = engine
         if played is not None:
             data["replay"] = played
+        if coverage is not None:
+            data["replay"] = coverage[1]
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(f"design {spec.name}: {spec.description}")
-        click.echo("world: " + describe_world(spec, world) + " (no symmetry reduction)")
+        click.echo(heading)
         click.echo(
-            f"engine: SPIN, {engine['search']}: verifier built in {run.compile_seconds:.2f} s,"
+            f"engine: SPIN, {engine['search']}: verifiers built in {run.compile_seconds:.2f} s,"
             f" searched in {run.search_seconds:.2f} s, {run.memory_mb:,.0f} MB,"
             f" {run.state_vector_bytes} bytes per state vector"
         )
         click.echo(report.text())
+        if report.reached:
+            click.echo(
+                f"(SPIN says that it met {', '.join(sorted(report.reached))}, not how: the"
+                " built-in engine prints an example path)"
+            )
         if run.bitstate:
             click.echo(
                 "note: a bitstate search may miss states: 'ok' means no violation was found"
                 " among the states it reached"
             )
+        if coverage is not None:
+            click.echo(coverage[0])
     _finish(report, drawn, played, as_json)
 
 

@@ -636,8 +636,8 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     type=click.Choice(["builtin", "spin"]),
     default="builtin",
     show_default=True,
-    help="spin: generate Promela from the declaration and search it with SPIN (a lifecycle of"
-    " your own; needs spin and a C compiler).",
+    help="spin: generate Promela from the declaration and search it with SPIN (needs spin and"
+    " a C compiler; no symmetry reduction).",
 )
 @click.option(
     "--bitstate",
@@ -727,12 +727,8 @@ def check(
                 replay_paths=replay,
             )
             return
-        if engine == "spin" or bitstate or spin_dir is not None:
-            raise click.UsageError(
-                "--engine spin: the claim protocol's model is the built-in engine's alone (its"
-                " Promela is not generated from the declaration yet); SPIN checks a lifecycle"
-                " of your own, e.g. claimfsm check job --engine spin"
-            )
+        if engine != "spin" and (bitstate or spin_dir is not None):
+            raise click.UsageError("--bitstate and --spin-dir go with --engine spin")
         workers, targets, epochs = workers or 3, targets or 1, epochs or 3
         if epochs > 6:
             raise click.UsageError("--epochs: the claim model takes 1 to 6")
@@ -754,6 +750,38 @@ def check(
                 click.echo(f"replay token {token}:")
                 click.echo(played.text())
             sys.exit(1 if played.violated or played.store_error else 0)
+        bounds = {
+            "workers": workers,
+            "targets": targets,
+            "drafts": drafts,
+            "epochs": epochs,
+            "retries": retries,
+            "remote": remote,
+            "crashes": not no_crashes,
+        }
+        heading = (
+            f"bounds: {_count(workers, 'worker')}, {_count(targets, 'target')}, "
+            f"{_count(drafts, 'draft')} per target, {_count(epochs, 'epoch')} per target, "
+            f"{remote} remote" + ("" if no_crashes else ", with crashes and stale wake-ups")
+        )
+        if engine == "spin":
+            from claimfsm.cli._lifecycle import _check_with_spin
+
+            covered = _replay_on_sqlite(spec, config) if replay else None
+            _check_with_spin(
+                spec,
+                config,
+                bounds,
+                heading + " (no symmetry reduction)",
+                {"bitstate": bitstate, "keep": spin_dir},
+                {"max_depth": max_depth, "max_states": max_states, "time_limit": time_limit},
+                (lambda report: _draw_counterexamples(spec, report, diagram_dir))
+                if diagram_dir
+                else None,
+                as_json,
+                coverage=None if covered is None else (covered.text(), _coverage_json(covered)),
+            )
+            return
         checker = (
             Checker(claim_model(spec, config))
             .symmetry(not no_symmetry)
@@ -773,33 +801,13 @@ def check(
     if as_json:
         data = report.as_dict()
         if coverage is not None:
-            data["replay"] = {
-                "paths": coverage.paths,
-                "steps": coverage.steps,
-                "declared_transitions": len(coverage.declared),
-                "transitions_reached": len(coverage.declared & coverage.transitions),
-                "missing": sorted(" ".join(t) for t in coverage.missing),
-                "refusals": sorted(":".join(r) for r in coverage.refusals),
-            }
+            data["replay"] = _coverage_json(coverage)
         data["design"] = design
-        data["bounds"] = {
-            "workers": workers,
-            "targets": targets,
-            "drafts": drafts,
-            "epochs": epochs,
-            "retries": retries,
-            "remote": remote,
-            "crashes": not no_crashes,
-            "symmetry": not no_symmetry,
-        }
+        data["bounds"] = {**bounds, "symmetry": not no_symmetry}
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(f"design {design}: {spec.description}")
-        click.echo(
-            f"bounds: {_count(workers, 'worker')}, {_count(targets, 'target')}, "
-            f"{_count(drafts, 'draft')} per target, {_count(epochs, 'epoch')} per target, "
-            f"{remote} remote" + ("" if no_crashes else ", with crashes and stale wake-ups")
-        )
+        click.echo(heading)
         click.echo(report.text())
         if coverage is not None:
             click.echo(coverage.text())
@@ -807,6 +815,18 @@ def check(
             click.echo(f"wrote {path}")
         click.echo(f"verdict: {report.verdict}")
     sys.exit({"ok": 0, "violated": 1}.get(report.verdict, 3))
+
+
+def _coverage_json(coverage: Any) -> dict[str, Any]:
+    """``check --replay``'s coverage of the claim model's paths on SQLite, as JSON."""
+    return {
+        "paths": coverage.paths,
+        "steps": coverage.steps,
+        "declared_transitions": len(coverage.declared),
+        "transitions_reached": len(coverage.declared & coverage.transitions),
+        "missing": sorted(" ".join(t) for t in coverage.missing),
+        "refusals": sorted(":".join(r) for r in coverage.refusals),
+    }
 
 
 @main.command()

@@ -466,9 +466,9 @@ def _events(
         if unknown or len(set(sets)) != len(sets):
             raise fail(f"{what}: sets {sets!r} must name each effect once, from {sorted(EFFECTS)}")
         by, work = body.get("by"), body.get("work")
-        if by is not None and by not in ROLES:
+        if by is not None and (not isinstance(by, str) or by not in ROLES):
             raise fail(f"{what}: by {by!r} is not a role; use one of {sorted(ROLES)}")
-        if work is not None and work not in WORK:
+        if work is not None and (not isinstance(work, str) or work not in WORK):
             raise fail(f"{what}: work {work!r} must be one of {sorted(WORK)}")
         bumps = body.get("bumps", [])
         if not isinstance(bumps, list) or not all(isinstance(c, str) for c in bumps):

@@ -151,7 +151,7 @@ def parse_invariants(
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
             raise fail(f"{what} needs a one-line 'meaning'")
         kind = body.get("kind")
-        if kind not in INVARIANT_KINDS:
+        if not isinstance(kind, str) or kind not in INVARIANT_KINDS:
             raise fail(f"{what}: unknown kind {kind!r}; use one of {sorted(INVARIANT_KINDS)}")
         operands = {"column", "op", "value", "states"} & set(body)
         obligation = {"from", "to", "fair"} & set(body)
@@ -235,7 +235,7 @@ def check_column_compare(
 ) -> None:
     """``column op value`` (a compare guard without a fact, or a ``row`` invariant): the
     column is ``epoch`` or declared, the operator known, the value a whole number."""
-    if column not in columns and column != "epoch":
+    if not isinstance(column, str) or (column not in columns and column != "epoch"):
         raise fail(
             f"{what}: column {column!r} is not a column of the row; declare it under"
             f" [columns.NAME] or use one of {sorted(['epoch', *columns])}"

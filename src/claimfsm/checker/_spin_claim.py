@@ -1,0 +1,979 @@
+"""The claim protocol's checker model (:func:`claimfsm.checker.claim_model`) as Promela, for
+SPIN: generated from the declaration and the world's bounds, as ``_spin`` does for a
+lifecycle of your own.
+
+One process whose loop has one ``d_step`` per action of the built-in model, in the order
+the built-in model lists them. Each option's guard is "the built-in model's ``next_state``
+is not None"; its body is the step. Every change of a claim's state is a chain over the
+declared transitions of the event from the claim's state, tried in the declared order, each
+guard's truth compiled by its kind for the situation (an owner's handle, the sweep's lapse,
+readback's evidence, a retry), as the built-in model's truth tables are. The world around
+the claim (workers, drafts, the remote's requests in flight and landed, the ghosts that make
+per-step properties invariants) is the built-in model's, field for field:
+
+- a target: epoch, state, token, lease, pinned draft (+1; 0: none), version, nonce, outcome
+  (0 none, 1 present, 2 absent), retries;
+- a draft: status (0 absent, 1 approved, 2 pending, 3 dispatched) and version;
+- a worker: phase (0 idle, then R S W A P Q), target (+1), epoch, token, and its saved
+  handle after a crash;
+- a remote: the requests in flight and landed, each a sorted array of request codes (one
+  ``short`` per request, ordered as the built-in model's tuples, 0 for an empty slot), and
+  its fence;
+- four ghost bits.
+
+Temporaries are ordinary variables reset to 0 at the end of every step (SPIN's breadth-first
+search refuses hidden ones), so they add no states. The two engines therefore store the same
+states: a test holds their counts equal without symmetry.
+
+``always`` properties are assertions after every step; a state where no step is possible
+asserts that it may stop there (the built-in engine's deadlock check). ``sometimes``
+properties are C fragments that print ``SOMETIMES n`` the first time the search meets one
+(they keep no state, so they add none). Each ``eventually`` property is an LTL formula with
+its weak fairness as a round-robin counter (``promela(..., liveness=NAME)``), as ``_spin``'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from claimfsm.checker._claim import ClaimModelConfig, claim_model
+from claimfsm.checker._engine import Property
+from claimfsm.checker._spin import Promela
+from claimfsm.errors import SpecError
+from claimfsm.spec import Spec, compare
+
+PHASE = {"": 0, "R": 1, "S": 2, "W": 3, "A": 4, "P": 5, "Q": 6}
+DRAFT = {"-": 0, "a": 1, "p": 2, "d": 3}
+OUTCOME = {"": 0, "present": 1, "absent": 2}
+NONE = 255  # no transition fires
+
+#: Every variable of the state vector (prefixed ``now.`` in the C fragments).
+_STATE_VARIABLES = (
+    "t_epoch",
+    "t_state",
+    "t_token",
+    "t_lease",
+    "t_draft",
+    "t_version",
+    "t_nonce",
+    "t_outcome",
+    "t_retries",
+    "w_phase",
+    "w_target",
+    "w_epoch",
+    "w_token",
+    "w_saved",
+    "s_target",
+    "s_epoch",
+    "s_token",
+    "inflight",
+    "landed",
+    "fence",
+    "g_overlap",
+    "g_stale",
+    "g_escaped",
+    "g_discarded",
+)
+_TEMPORARIES = ("dest", "disp", "found", "e0", "k0", "t0", "j", "c0", "code", "fence0")
+
+Action = tuple[Any, ...]
+
+
+def claim_promela(
+    spec: Spec, config: ClaimModelConfig | None = None, liveness: str | None = None
+) -> Promela:
+    """The Promela model of the claim declaration ``spec`` (the correct design or a wrong
+    one) in the world ``config``; ``liveness``: an ``eventually`` property's name, checked
+    instead of the safety properties as an LTL formula."""
+    cfg = config or ClaimModelConfig()
+    model = claim_model(spec, cfg)  # validates the declaration as the built-in engine does
+    g = _Generator(spec, cfg)
+    options = g.options()
+    head = g.head()
+    names = {p.name: p for p in model.properties}
+    if liveness is not None:
+        prop = names.get(liveness)
+        if prop is None or prop.kind != "eventually":
+            raise ValueError(f"{liveness!r} is not an eventually property of the claim model")
+        return Promela(g.with_ltl(liveness, prop, options, head), tuple(a for a, *_ in options))
+    always = [p.name for p in model.properties if p.kind == "always"]
+    sometimes = tuple(p.name for p in model.properties if p.kind == "sometimes")
+    checks = [f"assert({g.property(name)}) /* {name} */" for name in always]
+    marks = [
+        f"if (!seen[{n}] && {_in_c(g.property(name))})"
+        f' {{ seen[{n}] = 1; printf("SOMETIMES {n}\\n"); }}'
+        for n, name in enumerate(sometimes)
+    ]
+    out = [*head, f"c_decl {{ int seen[{max(len(sometimes), 1)}]; }}", ""]
+    out += ["active proctype world() {", "  do"]
+    for n, (_action, guard, body) in enumerate(options):
+        out.append(f"  :: d_step {{ ({guard}) ->")
+        out.append(f'       printf("ACTION {n}\\n");')
+        out += ["       " + line for line in _statements([*body, *g.reset()])]
+        out += [f"       {c};" for c in checks]
+        if marks:
+            out.append("       c_code { " + " ".join(marks) + " };")
+        out.append("       skip }")
+    out.append("  :: d_step { timeout ->")
+    out.append('       printf("DEADLOCK\\n");')
+    out.append(f"       assert({g.may_stop()}) }}")
+    out += ["  od", "}"]
+    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options), sometimes)
+
+
+def _in_c(expr: str) -> str:
+    """A Promela expression over the state as C inside pan (``now.`` before each variable)."""
+    names = "|".join([*_STATE_VARIABLES, r"d\d+_status", r"d\d+_version"])
+    return re.sub(rf"\b({names})\b", r"now.\1", expr)
+
+
+def _statements(lines: Sequence[str]) -> list[str]:
+    """Lines of a body with separators: a ``;`` after each statement, except where the next
+    line opens an option or closes the ``if``/``do`` (or this line opens one)."""
+    out = []
+    for n, line in enumerate(lines):
+        bare = line.strip()
+        after = lines[n + 1].strip() if n + 1 < len(lines) else ""
+        opens = bare in ("if", "do") or bare.endswith("->")
+        closes = after.startswith(("::", "fi", "od"))
+        out.append(line if opens or closes else line + ";")
+    return out
+
+
+class _Generator:
+    """Promela text for one declaration and one world."""
+
+    def __init__(self, spec: Spec, cfg: ClaimModelConfig) -> None:
+        self.spec, self.cfg = spec, cfg
+        self.states = [spec.initial, *(s for s in spec.states if s != spec.initial)]
+        self.sid = {s: i for i, s in enumerate(self.states)}
+        self.frees = set(spec.states_where("frees_target")) | {spec.initial}
+        self.stale_states = set(spec.states_where("stale"))
+        self.lease_states = set(spec.states_where("lease"))
+        self.fencing, self.dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+        starts = [e for e in spec.events if spec.work(e) == "starts"]
+        self.send_first = starts == ["acquire"]
+        self.fresh_key = any("fresh_key" in d.sets for d in spec.effects.values())
+        self.retry_sets = spec.effects["retry"].sets if "retry" in spec.effects else ()
+        self.one_live = spec.drafts is not None and spec.drafts.one_live_per_target
+        self.kind = {name: decl.kind for name, decl in spec.guards.items()}
+        # request codes: ((epoch * D + draft) * V + version) * N + nonce, ordered as the
+        # built-in model's Request tuples; epoch >= 1, so a request is never 0 (empty).
+        self.V = 3  # versions 1 and 2: one edit per draft
+        self.N = cfg.retries + 1  # nonces 0..retries
+        self.key_mod = cfg.drafts * self.V * self.N  # code % key_mod: the idempotency key
+        # slots per target: each send adds one request, and an epoch sends once after it
+        # enters sending and once after each retry (a design that sends more often runs
+        # out of slots, which the search reports as such: CAPACITY).
+        self.cap = cfg.epochs * (1 + cfg.retries)
+
+    # -- names -----------------------------------------------------------------------------
+    def st(self, name: str) -> int:
+        return self.sid[name]
+
+    def in_states(self, t: str, names: Sequence[str] | set[str]) -> str:
+        terms = [f"t_state[{t}] == {self.sid[s]}" for s in sorted(names, key=lambda n: self.sid[n])]
+        return "(" + " || ".join(terms) + ")" if terms else "false"
+
+    @staticmethod
+    def status(t: str, d: int) -> str:
+        """Draft ``d`` of target ``t``: one array per draft, so that each starts as its own."""
+        return f"d{d}_status[{t}]"
+
+    @staticmethod
+    def version(t: str, d: int) -> str:
+        return f"d{d}_version[{t}]"
+
+    def slot(self, t: str, j: str | int) -> str:
+        return f"{t} * {self.cap} + {j}"
+
+    def epoch_of(self, code: str) -> str:
+        return f"({code} / {self.key_mod})"
+
+    def draft_of(self, code: str) -> str:
+        return f"(({code} / {self.V * self.N}) % {self.cfg.drafts})"
+
+    def encode(self, epoch: str, draft: str, version: str, nonce: str) -> str:
+        d, v, n = self.cfg.drafts, self.V, self.N
+        return f"((({epoch} * {d} + {draft}) * {v} + {version}) * {n} + {nonce})"
+
+    # -- guards by situation ---------------------------------------------------------------
+    def pinned(self, t: str) -> str:
+        terms = [
+            f"(t_draft[{t}] == {d + 1} && {self.status(t, d)} == {DRAFT['a']}"
+            f" && {self.version(t, d)} == t_version[{t}])"
+            for d in range(self.cfg.drafts)
+        ]
+        return "(" + " || ".join(terms) + ")"
+
+    def owner_truth(self, guard: str, t: str, e: str, k: str) -> str:
+        """An owner's handle (epoch ``e``, token ``k``) on target ``t``: owner_truths."""
+        kind = self.kind[guard]
+        if kind == "owner":
+            return f"(t_epoch[{t}] == {e} && t_token[{t}] == {k} && {e} > 0)"
+        if kind == "epoch":
+            return f"(t_epoch[{t}] == {e})"
+        return self.clock_truth(kind, t)
+
+    def clock_truth(self, kind: str, t: str) -> str:
+        if kind == "live":
+            return f"(t_lease[{t}] == 1)"
+        if kind == "lapsed":
+            return f"(t_lease[{t}] == 0)"
+        if kind == "draft_pinned":
+            return self.pinned(t)
+        return "false"
+
+    def lapse_truth(self, guard: str, t: str) -> str:
+        """The sweep's lapse (a handle that is nobody's): owner_truths(w, t, -1, -1)."""
+        kind = self.kind[guard]
+        return "false" if kind in ("owner", "epoch") else self.clock_truth(kind, t)
+
+    def evidence_truth(
+        self, guard: str, t: str, facts: Mapping[str, tuple[str, str, str] | None]
+    ) -> str:
+        """Readback's or a retry's situation: epoch guards hold (the caller names the
+        current epoch), ``compare`` guards read ``facts``; nothing else holds."""
+        kind = self.kind[guard]
+        if kind == "epoch":
+            return "true"
+        if kind != "compare":
+            return "false"
+        decl = self.spec.guards[guard]
+        left = facts.get(decl.fact or "")
+        if decl.fact is None or decl.fact not in facts:
+            raise SpecError(
+                f"{self.spec.path or self.spec.name}: guard {guard!r} compares"
+                f" {decl.fact or 'a column'}, which the claim model's SPIN engine does not read"
+            )
+        right = (
+            self.row_operand(decl.column, t) if decl.column is not None else _constant(decl.value)
+        )
+        if left is None or right is None:
+            return "false"
+        op = decl.op or "="
+        (lexpr, ldef, ltype), (rexpr, rdef, rtype) = left, right
+        if ltype == "const" and rtype == "const":
+            return "true" if compare(op, _value(lexpr), _value(rexpr)) else "false"
+        if "str" in (ltype, rtype) and op not in ("=", "!="):
+            raise SpecError(
+                f"{self.spec.path or self.spec.name}: guard {guard!r} orders text with {op!r};"
+                " the claim model's SPIN engine compares text with = and != only"
+            )
+        promela_op = {"=": "==", "!=": "!="}.get(op, op)
+        return f"({ldef} && {rdef} && ({_code(lexpr)} {promela_op} {_code(rexpr)}))"
+
+    def row_operand(self, column: str, t: str) -> tuple[str, str, str]:
+        if column == "epoch":
+            return (f"t_epoch[{t}]", "1", "int")
+        if column == "draft_version":
+            return (f"t_version[{t}]", "1", "int")
+        if column == "outcome":
+            return (f"t_outcome[{t}]", f"(t_outcome[{t}] != 0)", "str")
+        raise SpecError(
+            f"{self.spec.path or self.spec.name}: the claim model reads the columns epoch,"
+            f" draft_version and outcome of the row, not {column!r}"
+        )
+
+    def chain(
+        self, event: str, t: str, truth: Callable[[str], str], states: Sequence[str] | None = None
+    ) -> list[str]:
+        """``dest`` and ``disp`` of ``event`` on target ``t``: the first declared transition
+        from the claim's state whose guards hold (``truth`` of each), else NONE."""
+        branches: list[tuple[str, int, int]] = []
+        for source in states if states is not None else self.states:
+            for tr in self.spec.transitions_for(event, source):
+                test = " && ".join(
+                    [f"t_state[{t}] == {self.sid[source]}", *(truth(g) for g in tr.guards)]
+                )
+                branches.append((test, self.sid[tr.dest], int(tr.dispatches)))
+        return _chain(
+            [(f"({b})", [f"dest = {d}", f"disp = {f}"]) for b, d, f in branches],
+            [f"dest = {NONE}"],
+        )
+
+    def fires(
+        self, event: str, t: str, truth: Callable[[str], str], states: Sequence[str] | None = None
+    ) -> str:
+        """Whether some declared transition of ``event`` fires on target ``t``."""
+        terms = []
+        for source in states if states is not None else self.states:
+            for tr in self.spec.transitions_for(event, source):
+                terms.append(
+                    "("
+                    + " && ".join(
+                        [f"t_state[{t}] == {self.sid[source]}", *(truth(g) for g in tr.guards)]
+                    )
+                    + ")"
+                )
+        return "(" + " || ".join(terms) + ")" if terms else "false"
+
+    # -- effects -----------------------------------------------------------------------------
+    def move(self, t: str, event: str) -> list[str]:
+        """The claim of target ``t`` enters ``dest`` (uncertain left other than by evidence
+        is a ghost)."""
+        out = []
+        if event not in ("reconcile", "retry"):
+            u = self.sid["uncertain"]
+            out.append(
+                f"if :: (t_state[{t}] == {u} && dest != {u}) -> g_escaped = 1 :: else -> skip fi"
+            )
+        out.append(f"t_state[{t}] = dest")
+        return out
+
+    def mark_dispatched(self, t: str) -> list[str]:
+        return [
+            "if",
+            *(
+                f":: (disp && t_draft[{t}] == {d + 1} && {self.version(t, d)} == t_version[{t}])"
+                f" -> {self.status(t, d)} = {DRAFT['d']}"
+                for d in range(self.cfg.drafts)
+            ),
+            ":: else -> skip",
+            "fi",
+        ]
+
+    def stale(self, t: str, e: str, k: str) -> str:
+        parts = [f"t_epoch[{t}] != {e}", f"t_token[{t}] != {k}"]
+        if self.stale_states:
+            parts.append(self.in_states(t, self.stale_states))
+        return "(" + " || ".join(parts) + ")"
+
+    def idle(self, i: int, keep_saved: bool = True) -> list[str]:
+        out = [f"w_phase[{i}] = 0", f"w_target[{i}] = 0", f"w_epoch[{i}] = 0", f"w_token[{i}] = 0"]
+        if not keep_saved:
+            out += [
+                f"w_saved[{i}] = 0",
+                f"s_target[{i}] = 0",
+                f"s_epoch[{i}] = 0",
+                f"s_token[{i}] = 0",
+            ]
+        return out
+
+    def owner_event(self, i: int, event: str, success: list[str]) -> list[str]:
+        """``event`` with the handle in e0, k0 on target t0; a refusal drops the handle."""
+        truth: Callable[[str], str] = lambda guard: self.owner_truth(guard, "t0", "e0", "k0")  # noqa: E731
+        body = self.chain(event, "t0", truth)
+        fired = [
+            f"if :: ({self.stale('t0', 'e0', 'k0')} && dest != t_state[t0]) -> g_stale = 1"
+            " :: else -> skip fi",
+            *self.move("t0", event),
+            *self.mark_dispatched("t0"),
+            *success,
+        ]
+        refused = [
+            f"if :: {self.stale('t0', 'e0', 'k0')} -> g_discarded = 1 :: else -> skip fi",
+            *self.idle(i),
+        ]
+        return [*body, *_chain([(f"(dest != {NONE})", fired)], refused)]
+
+    def insert(self, array: str, t: str) -> list[str]:
+        """Insert ``code`` into ``array``'s sorted slots of target ``t``."""
+        last = self.slot(t, self.cap - 1)
+        return [
+            f"if :: ({array}[{last}] != 0) ->"
+            ' printf("CAPACITY\\n"); assert(false) :: else -> skip fi',
+            f"j = {self.cap - 1}",
+            "do",
+            f":: (j > 0 && ({array}[{self.slot(t, 'j - 1')}] == 0"
+            f" || {array}[{self.slot(t, 'j - 1')}] > code)) ->"
+            f" {array}[{self.slot(t, 'j')}] = {array}[{self.slot(t, 'j - 1')}]; j = j - 1",
+            ":: else -> break",
+            "od",
+            f"{array}[{self.slot(t, 'j')}] = code",
+        ]
+
+    def has_epoch(self, array: str, t: str, epoch: str) -> str:
+        return (
+            "("
+            + " || ".join(
+                f"({array}[{self.slot(t, j)}] != 0"
+                f" && {self.epoch_of(f'{array}[{self.slot(t, j)}]')} == {epoch})"
+                for j in range(self.cap)
+            )
+            + ")"
+        )
+
+    def present(self, t: int) -> str:
+        """Readback finds the target's idempotency key among the landed effects."""
+        key = self.encode("0", f"t_draft[{t}] - 1", f"t_version[{t}]", f"t_nonce[{t}]")
+        return (
+            "("
+            + " || ".join(
+                f"(landed[{self.slot(str(t), j)}] != 0"
+                f" && landed[{self.slot(str(t), j)}] % {self.key_mod} == {key})"
+                for j in range(self.cap)
+            )
+            + ")"
+        )
+
+    # -- the options -----------------------------------------------------------------------
+    def options(self) -> list[tuple[Action, str, list[str]]]:
+        """(the built-in model's action, its d_step guard, its body), in the built-in
+        model's order of actions."""
+        cfg = self.cfg
+        out: list[tuple[Action, str, list[str]]] = []
+        for i in range(cfg.workers):
+            for t in range(cfg.targets):
+                for d in range(cfg.drafts):
+                    out.append(self.acquire(i, t, d))
+                out.append(self.retry(i, t))
+            for op in ("release", "begin_send"):
+                out.append(self.wake(i, op))
+            out += self.owner_steps(i)
+            if cfg.crashes:
+                out.append(
+                    (
+                        ("crash", i),
+                        f"w_phase[{i}] != 0 && w_saved[{i}] == 0",
+                        [
+                            f"w_saved[{i}] = 1",
+                            f"s_target[{i}] = w_target[{i}]",
+                            f"s_epoch[{i}] = w_epoch[{i}]",
+                            f"s_token[{i}] = w_token[{i}]",
+                            *self.idle(i),
+                        ],
+                    )
+                )
+        for t in range(cfg.targets):
+            out += self.target_steps(t)
+        return [o for o in out if o[1] != "false"]
+
+    def lapse_after(self, t: str) -> tuple[str, list[str]]:
+        """Whether target ``t`` is free once a lapsed claim is recorded expired (acquire's
+        lapse first), and the lapse's body."""
+        truth: Callable[[str], str] = lambda guard: self.lapse_truth(guard, t)  # noqa: E731
+        terms = []
+        for source in self.states:
+            lapses = self.spec.transitions_for("lapse", source)
+            tried: list[str] = []
+            for tr in lapses:
+                test = " && ".join(truth(g) for g in tr.guards) or "true"
+                if tr.dest in self.frees:
+                    terms.append(
+                        "("
+                        + " && ".join([f"t_state[{t}] == {self.sid[source]}", *tried, f"({test})"])
+                        + ")"
+                    )
+                tried.append(f"!({test})")
+            if source in self.frees:
+                terms.append(
+                    "(" + " && ".join([f"t_state[{t}] == {self.sid[source]}", *tried]) + ")"
+                )
+        free_after = "(" + " || ".join(terms) + ")" if terms else "false"
+        body = [
+            *self.chain("lapse", t, truth),
+            f"if :: (dest != {NONE} && dest != t_state[{t}]) ->",
+            *("   " + x for x in self.move(t, "lapse")),
+            ":: else -> skip",
+            "fi",
+        ]
+        return free_after, body
+
+    def acquire(self, i: int, t: int, d: int) -> tuple[Action, str, list[str]]:
+        kinds = {"free", "draft_ready"}
+        takes = [
+            tr
+            for tr in self.spec.transitions_for("acquire", self.spec.initial)
+            if all(self.kind[g] in kinds for g in tr.guards)
+        ]
+        free_after, lapse = self.lapse_after(str(t))
+        ways = [
+            free_after if any(self.kind[g] == "free" for g in tr.guards) else "true" for tr in takes
+        ]
+        if not ways:
+            return (("acquire", i, t, d), "false", [])
+        guard = (
+            f"w_phase[{i}] == 0 && t_epoch[{t}] < {self.cfg.epochs}"
+            f" && {self.status(str(t), d)} == {DRAFT['a']} && (" + " || ".join(ways) + ")"
+        )
+        body = [
+            *lapse,
+            f"t_epoch[{t}] = t_epoch[{t}] + 1",
+            f"t_state[{t}] = {self.sid['reserved']}",
+            f"t_token[{t}] = t_token[{t}] + 1",
+            f"t_lease[{t}] = 1",
+            f"t_draft[{t}] = {d + 1}",
+            f"t_version[{t}] = {self.version(str(t), d)}",
+            f"t_nonce[{t}] = 0",
+            f"t_outcome[{t}] = 0",
+            f"t_retries[{t}] = 0",
+            f"w_phase[{i}] = {PHASE['R']}",
+            f"w_target[{i}] = {t + 1}",
+            f"w_epoch[{i}] = t_epoch[{t}]",
+            f"w_token[{i}] = t_token[{t}]",
+        ]
+        return (("acquire", i, t, d), guard, body)
+
+    def retry(self, i: int, t: int) -> tuple[Action, str, list[str]]:
+        facts = {
+            "outcome": None,
+            "fenced_through": None,
+            "remote_dedups": ("1" if self.dedup else "0", "1", "const"),
+        }
+        truth: Callable[[str], str] = lambda guard: self.evidence_truth(guard, str(t), facts)  # noqa: E731
+        u = self.sid["uncertain"]
+        fires = self.fires("retry", str(t), truth, ["uncertain"])
+        if fires == "false" or self.cfg.retries == 0:
+            return (("retry", i, t), "false", [])
+        guard = (
+            f"w_phase[{i}] == 0 && t_state[{t}] == {u}"
+            f" && t_retries[{t}] < {self.cfg.retries} && {fires}"
+        )
+        body = [*self.chain("retry", str(t), truth, ["uncertain"])]
+        if "fresh_token" in self.retry_sets:
+            body.append(f"t_token[{t}] = t_token[{t}] + 1")
+        body += self.move(str(t), "retry")
+        if "lease" in self.retry_sets:
+            body.append(f"t_lease[{t}] = 1")
+        body.append(f"t_retries[{t}] = t_retries[{t}] + 1")
+        if self.fresh_key:
+            body.append(f"t_nonce[{t}] = t_nonce[{t}] + 1")
+        body += [
+            f"w_phase[{i}] = {PHASE['S']}",
+            f"w_target[{i}] = {t + 1}",
+            f"w_epoch[{i}] = t_epoch[{t}]",
+            f"w_token[{i}] = t_token[{t}]",
+        ]
+        return (("retry", i, t), guard, body)
+
+    def wake(self, i: int, op: str) -> tuple[Action, str, list[str]]:
+        success = []
+        if op == "begin_send":
+            success = [
+                f"w_phase[{i}] = {PHASE['S']}",
+                f"w_target[{i}] = t0 + 1",
+                f"w_epoch[{i}] = e0",
+                f"w_token[{i}] = k0",
+            ]
+        body = [
+            f"t0 = s_target[{i}] - 1",
+            f"e0 = s_epoch[{i}]",
+            f"k0 = s_token[{i}]",
+            *self.idle(i, keep_saved=False),
+            *self.owner_event(i, op, success),
+        ]
+        return (("wake", i, op), f"w_phase[{i}] == 0 && w_saved[{i}] == 1", body)
+
+    def owner_steps(self, i: int) -> list[tuple[Action, str, list[str]]]:
+        def ph(*names: str) -> str:
+            return "(" + " || ".join(f"w_phase[{i}] == {PHASE[n]}" for n in names) + ")"
+
+        handle = [f"t0 = w_target[{i}] - 1", f"e0 = w_epoch[{i}]", f"k0 = w_token[{i}]"]
+        out: list[tuple[Action, str, list[str]]] = []
+        begin = [
+            f"if :: (w_phase[{i}] == {PHASE['R']}) -> w_phase[{i}] = {PHASE['S']}"
+            f" :: else -> w_phase[{i}] = {PHASE['A']} fi"
+        ]
+        out.append(
+            (("begin_send", i), ph("R", "Q"), [*handle, *self.owner_event(i, "begin_send", begin)])
+        )
+        out.append(
+            (("release", i), ph("R"), [*handle, *self.owner_event(i, "release", self.idle(i))])
+        )
+        if self.send_first:
+            out.append(self.send(i, ph("R")))
+        out.append(self.send(i, ph("S")))
+        out.append(self.ack(i, ph("W", "P")))
+        out.append(
+            (("timeout", i), ph("S", "W"), [*handle, *self.owner_event(i, "timeout", self.idle(i))])
+        )
+        out.append((("renew", i), ph("R", "S", "W"), [*handle, *self.owner_event(i, "renew", [])]))
+        out.append(
+            (("confirm", i), ph("A"), [*handle, *self.owner_event(i, "confirm", self.idle(i))])
+        )
+        return out
+
+    def send(self, i: int, phases: str) -> tuple[Action, str, list[str]]:
+        body = [
+            f"t0 = w_target[{i}] - 1",
+            "code = "
+            + self.encode(f"w_epoch[{i}]", "t_draft[t0] - 1", "t_version[t0]", "t_nonce[t0]"),
+            f"if :: (w_phase[{i}] == {PHASE['R']}) -> w_phase[{i}] = {PHASE['P']}"
+            f" :: else -> w_phase[{i}] = {PHASE['W']} fi",
+        ]
+        slots = [f"inflight[{self.slot('t0', j)}]" for j in range(self.cap)]
+        overlap = (
+            "("
+            + " || ".join(f"({x} != 0 && {self.epoch_of(x)} != w_epoch[{i}])" for x in slots)
+            + ")"
+        )
+        accepted = [
+            f"if :: {overlap} -> g_overlap = 1 :: else -> skip fi",
+            *(
+                [
+                    f"if :: (w_epoch[{i}] - 1 > fence[t0]) -> fence[t0] = w_epoch[{i}] - 1"
+                    " :: else -> skip fi"
+                ]
+                if self.fencing
+                else []
+            ),
+            *self.insert("inflight", "t0"),
+        ]
+        if self.fencing:
+            body += _chain([(f"(w_epoch[{i}] <= fence[t0])", ["skip"])], accepted)
+        else:
+            body += accepted
+        action = ("send", i)
+        return (action, phases, body)
+
+    def ack(self, i: int, phases: str) -> tuple[Action, str, list[str]]:
+        t = f"(w_target[{i}] - 1)"
+        guard = (
+            f"{phases} && {self.has_epoch('landed', t, f'w_epoch[{i}]')}"
+            f" && !{self.has_epoch('inflight', t, f'w_epoch[{i}]')}"
+        )
+        body = [
+            f"if :: (w_phase[{i}] == {PHASE['W']}) -> w_phase[{i}] = {PHASE['A']}"
+            f" :: else -> w_phase[{i}] = {PHASE['Q']} fi"
+        ]
+        return (("ack", i), guard, body)
+
+    def target_steps(self, t: int) -> list[tuple[Action, str, list[str]]]:
+        cfg, ts = self.cfg, str(t)
+        out: list[tuple[Action, str, list[str]]] = []
+        leased = self.in_states(ts, self.lease_states)
+        out.append((("lease_lapses", t), f"t_lease[{t}] == 1 && {leased}", [f"t_lease[{t}] = 0"]))
+        truth: Callable[[str], str] = lambda guard: self.lapse_truth(guard, ts)  # noqa: E731
+        changes = []
+        for source in self.states:
+            tried: list[str] = []
+            for tr in self.spec.transitions_for("lapse", source):
+                test = " && ".join(truth(g) for g in tr.guards) or "true"
+                if tr.dest != source:
+                    changes.append(
+                        "("
+                        + " && ".join([f"t_state[{t}] == {self.sid[source]}", *tried, f"({test})"])
+                        + ")"
+                    )
+                tried.append(f"!({test})")
+        changed = "(" + " || ".join(changes) + ")" if changes else "false"
+        out.append(
+            (
+                ("sweep", t),
+                f"t_lease[{t}] == 0 && {leased} && {changed}",
+                [*self.chain("lapse", ts, truth), *self.move(ts, "lapse")],
+            )
+        )
+        for k in range(self.cap):
+            out.append(self.land(t, k))
+        out.append(self.reconcile(t))
+        live = " || ".join(
+            f"{self.status(ts, e)} == {DRAFT['a']} || {self.status(ts, e)} == {DRAFT['p']}"
+            for e in range(cfg.drafts)
+        )
+        for d in range(cfg.drafts):
+            status, version = self.status(ts, d), self.version(ts, d)
+            if cfg.edits:
+                sending = self.in_states(ts, ["sending", "uncertain"])
+                out.append(
+                    (
+                        ("edit", t, d),
+                        f"({status} == {DRAFT['a']} || {status} == {DRAFT['p']})"
+                        f" && {version} < 2 && !(t_draft[{t}] == {d + 1} && {sending})",
+                        [f"{status} = {DRAFT['p']}", f"{version} = {version} + 1"],
+                    )
+                )
+            out.append(
+                (("approve", t, d), f"{status} == {DRAFT['p']}", [f"{status} = {DRAFT['a']}"])
+            )
+            out.append(
+                (
+                    ("create", t, d),
+                    f"{status} == {DRAFT['-']}" + (f" && !({live})" if self.one_live else ""),
+                    [f"{status} = {DRAFT['p']}", f"{version} = 1"],
+                )
+            )
+        return out
+
+    def land(self, t: int, k: int) -> tuple[Action, str, list[str]]:
+        ts = str(t)
+        body = [
+            f"code = inflight[{self.slot(ts, k)}]",
+            f"j = {k}",
+            "do",
+            f":: (j < {self.cap - 1}) -> inflight[{self.slot(ts, 'j')}] ="
+            f" inflight[{self.slot(ts, 'j + 1')}]; j = j + 1",
+            ":: else -> break",
+            "od",
+            f"inflight[{self.slot(ts, self.cap - 1)}] = 0",
+        ]
+        conditions = []
+        if self.fencing:
+            conditions.append(f"{self.epoch_of('code')} > fence[{t}]")
+        if self.dedup:
+            applied = " || ".join(
+                f"(landed[{self.slot(ts, j)}] != 0"
+                f" && landed[{self.slot(ts, j)}] % {self.key_mod} == code % {self.key_mod})"
+                for j in range(self.cap)
+            )
+            conditions.append(f"!({applied})")
+        applies = " && ".join(conditions) or "true"
+        body += _chain([(f"({applies})", self.insert("landed", ts))], ["skip"])
+        return (("land", t, k), f"inflight[{self.slot(ts, k)}] != 0", body)
+
+    def reconcile(self, t: int) -> tuple[Action, str, list[str]]:
+        ts = str(t)
+        found = self.present(t)
+        fence = (
+            f"(({found} || fence[{t}] >= t_epoch[{t}]) -> fence[{t}] : t_epoch[{t}])"
+            if self.fencing
+            else f"fence[{t}]"
+        )
+        as_facts = {
+            "outcome": (f"({found} -> 1 : 2)", "1", "str"),
+            "fenced_through": (fence, "1", "int"),
+            "remote_dedups": ("0", "1", "const"),
+        }
+        fires = self.fires(
+            "reconcile", ts, lambda guard: self.evidence_truth(guard, ts, as_facts), ["uncertain"]
+        )
+        u = self.sid["uncertain"]
+        if fires == "false":
+            return (("reconcile", t), "false", [])
+        in_body = {
+            "outcome": ("(found -> 1 : 2)", "1", "str"),
+            "fenced_through": (f"fence[{t}]", "1", "int"),
+            "remote_dedups": ("0", "1", "const"),
+        }
+        body = [f"found = {found}"]
+        at_j = f"inflight[{self.slot(ts, 'j')}]"
+        if self.fencing:
+            body += [
+                "if",
+                ":: (!found) ->",
+                "   j = 0",
+                "   c0 = 0",
+                "   do",
+                f"   :: (j < {self.cap}) ->",
+                f"      if :: ({at_j} != 0 && {self.epoch_of(at_j)} > t_epoch[{t}]) ->"
+                f" inflight[{self.slot(ts, 'c0')}] = {at_j}; c0 = c0 + 1"
+                " :: else -> skip fi",
+                "      j = j + 1",
+                "   :: else -> break",
+                "   od",
+                "   do",
+                f"   :: (c0 < {self.cap}) -> inflight[{self.slot(ts, 'c0')}] = 0; c0 = c0 + 1",
+                "   :: else -> break",
+                "   od",
+                f"   if :: (t_epoch[{t}] > fence[{t}]) -> fence[{t}] = t_epoch[{t}]"
+                " :: else -> skip fi",
+                ":: else -> skip",
+                "fi",
+            ]
+        body += self.chain(
+            "reconcile", ts, lambda guard: self.evidence_truth(guard, ts, in_body), ["uncertain"]
+        )
+        body += [
+            *self.move(ts, "reconcile"),
+            f"t_outcome[{t}] = (found -> 1 : 2)",
+            *self.mark_dispatched(ts),
+        ]
+        return (("reconcile", t), f"t_state[{t}] == {u} && {fires}", body)
+
+    # -- the rest of the text --------------------------------------------------------------
+    def head(self) -> list[str]:
+        cfg = self.cfg
+        T, D, K = cfg.targets, cfg.drafts, cfg.workers
+        return [
+            f"/* {self.spec.name}: the claim model, generated by claimfsm from its declaration;"
+            " do not edit. */",
+            f"/* world: {K} workers, {T} targets, {D} drafts each, {cfg.epochs} epochs,"
+            f" {cfg.retries} retries, {cfg.remote} remote,"
+            f" crashes {'on' if cfg.crashes else 'off'},"
+            f" edits {'on' if cfg.edits else 'off'} */",
+            "/* states: " + ", ".join(f"{i} {s}" for s, i in self.sid.items()) + " */",
+            f"byte t_epoch[{T}]; byte t_state[{T}]; byte t_token[{T}]; byte t_lease[{T}];",
+            f"byte t_draft[{T}]; byte t_version[{T}]; byte t_nonce[{T}]; byte t_outcome[{T}];",
+            f"byte t_retries[{T}];",
+            *(
+                f"byte d{d}_status[{T}] = {DRAFT['-' if self.one_live and d > 0 else 'a']};"
+                f" byte d{d}_version[{T}] = 1;"
+                for d in range(D)
+            ),
+            f"byte w_phase[{K}]; byte w_target[{K}]; byte w_epoch[{K}]; byte w_token[{K}];",
+            f"byte w_saved[{K}]; byte s_target[{K}]; byte s_epoch[{K}]; byte s_token[{K}];",
+            f"short inflight[{T * self.cap}]; short landed[{T * self.cap}]; byte fence[{T}];",
+            "byte g_overlap; byte g_stale; byte g_escaped; byte g_discarded;",
+            "/* a step's temporaries: 0 between steps */",
+            "byte dest; byte disp; byte found; byte e0; byte k0; byte t0; byte j; byte c0;"
+            " short code; byte fence0;",
+        ]
+
+    def reset(self) -> list[str]:
+        return [f"{v} = 0" for v in _TEMPORARIES]
+
+    def property(self, name: str) -> str:
+        cfg, T = self.cfg, range(self.cfg.targets)
+        if name == "no_overlapping_sends":
+            return "g_overlap == 0"
+        if name == "stale_operations_change_nothing":
+            return "g_stale == 0"
+        if name == "uncertain_left_only_with_evidence":
+            return "g_escaped == 0"
+        if name == "effect_at_most_once":
+            terms = []
+            for t in T:
+                for d in range(cfg.drafts):
+                    slots = [f"landed[{self.slot(str(t), j)}]" for j in range(self.cap)]
+                    count = " + ".join(f"({x} != 0 && {self.draft_of(x)} == {d})" for x in slots)
+                    terms.append(f"({count}) <= 1")
+            return "(" + " && ".join(terms) + ")"
+        if name == "parallel_drafts":
+            return (
+                "("
+                + " || ".join(
+                    "("
+                    + " + ".join(
+                        f"({self.status(str(t), d)} == {DRAFT['a']}"
+                        f" || {self.status(str(t), d)} == {DRAFT['p']})"
+                        for d in range(cfg.drafts)
+                    )
+                    + ") >= 2"
+                    for t in T
+                )
+                + ")"
+            )
+        if name == "dispatch_confirmed":
+            return "(" + " || ".join(f"t_state[{t}] == {self.sid['confirmed']}" for t in T) + ")"
+        if name == "reconciled_present":
+            return "(" + " || ".join(f"t_outcome[{t}] == 1" for t in T) + ")"
+        if name == "reconciled_absent":
+            return "(" + " || ".join(f"t_outcome[{t}] == 2" for t in T) + ")"
+        if name == "stale_owner_discarded":
+            return "g_discarded == 1"
+        raise ValueError(f"no Promela for the claim model's property {name!r}")
+
+    def waiting(self) -> str:
+        """Some target is free, has an approved draft, and epochs left."""
+        cfg = self.cfg
+        return (
+            "("
+            + " || ".join(
+                f"({self.in_states(str(t), self.frees)} && t_epoch[{t}] < {cfg.epochs} && ("
+                + " || ".join(
+                    f"{self.status(str(t), d)} == {DRAFT['a']}" for d in range(cfg.drafts)
+                )
+                + "))"
+                for t in range(cfg.targets)
+            )
+            + ")"
+        )
+
+    def may_stop(self) -> str:
+        cfg = self.cfg
+        terms = []
+        for t in range(cfg.targets):
+            parts = [self.in_states(str(t), self.frees), f"t_epoch[{t}] >= {cfg.epochs}"]
+            if self.dedup:
+                parts.append(
+                    f"(t_state[{t}] == {self.sid['uncertain']} && t_retries[{t}] >= {cfg.retries})"
+                )
+            terms.append("(" + " || ".join(parts) + ")")
+        return "(" + " && ".join(terms) + ")"
+
+    def with_ltl(
+        self,
+        name: str,
+        prop: Property[Any],
+        options: list[tuple[Action, str, list[str]]],
+        head: list[str],
+    ) -> str:
+        """The model with ``eventually`` property ``name`` as an LTL formula, its weak
+        fairness a round-robin counter over the fairness classes (see ``_spin``). A run
+        stops only where no step is possible: there one more option loops, so that the
+        formula sees the run go on."""
+        u = self.sid["uncertain"]
+        T = range(self.cfg.targets)
+        if name == "uncertain_is_reconciled":
+            trigger = "(" + " || ".join(f"t_state[{t}] == {u}" for t in T) + ")"
+            goal = "(" + " && ".join(f"t_state[{t}] != {u}" for t in T) + ")"
+        elif name == "free_target_is_acquired":
+            trigger = self.waiting()
+            goal = f"!{self.waiting()}"
+        else:
+            raise ValueError(f"no LTL for the claim model's property {name!r}")
+        fair = prop.fair or _unfair  # the built-in model's fairness classes, as they are
+        classes: dict[Any, int] = {}
+        for action, *_ in options:
+            found = fair(action)
+            if found is not None:
+                classes.setdefault(found, len(classes) + 1)
+        rounds = []
+        for found, n in classes.items():
+            steps = [f"({guard})" for a, guard, _b in options if fair(a) == found]
+            rounds.append(
+                f"  :: phase == {n - 1} && (last == {n} || !({' || '.join(steps)})) ->"
+                f" phase = {n}  /* {found} */"
+            )
+        out = [
+            *head,
+            "byte last;  /* the fairness class of the last step; 0: none */",
+            "byte phase;  /* the class the fairness round waits for */",
+            "bit trigger, goal, wrapped;",
+            "",
+            "inline observe() {",
+            f"  trigger = {trigger};",
+            f"  goal = {goal};",
+            "  wrapped = 0;",
+        ]
+        if rounds:
+            out += ["  if", *rounds, "  :: else -> skip", "  fi;"]
+            out += [f"  if :: phase == {len(classes)} -> phase = 0; wrapped = 1 :: else -> skip fi"]
+        out += ["}", ""]
+        assumption = "([]<> wrapped)" if classes else "true"
+        out.append(f"ltl {name} {{ {assumption} -> [] (trigger -> <> goal) }}")
+        out += ["", "active proctype world() {"]
+        out.append("  d_step { observe() };")
+        out.append("  do")
+        for n, (action, guard, body) in enumerate(options):
+            cls = classes.get(fair(action), 0)
+            out.append(f"  :: d_step {{ ({guard}) ->")
+            out.append(f'       printf("ACTION {n}\\n");')
+            out += ["       " + line for line in _statements([*body, *self.reset()])]
+            out.append(f"       last = {cls}; observe() }}")
+        out.append('  :: d_step { timeout -> printf("STOP\\n"); last = 0; observe() }')
+        out += ["  od", "}"]
+        return "\n".join(out) + "\n"
+
+
+def _unfair(action: Action) -> None:
+    return None
+
+
+def _chain(branches: list[tuple[str, list[str]]], otherwise: list[str]) -> list[str]:
+    """``if`` over the branches in order (the first that holds), else ``otherwise``."""
+    if not branches:
+        return list(otherwise) or ["skip"]
+    (test, body), rest = branches[0], branches[1:]
+    lines = ["if", f":: {test} ->"]
+    lines += ["   " + x for x in body or ["skip"]]
+    lines.append(":: else ->")
+    lines += ["   " + x for x in _chain(rest, otherwise)]
+    return [*lines, "fi"]
+
+
+def _constant(value: Any) -> tuple[str, str, str] | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return ("1" if value else "0", "1", "const")
+    if isinstance(value, str):
+        return (repr(value), "1", "const")
+    return (str(int(value)), "1", "const")
+
+
+def _value(expr: str) -> Any:
+    """A constant operand back as its Python value."""
+    if expr.startswith("'") or expr.startswith('"'):
+        return expr[1:-1]
+    return int(expr)
+
+
+def _code(expr: str) -> str:
+    """A constant text operand as its code (outcome words); others unchanged."""
+    if expr.startswith("'") or expr.startswith('"'):
+        return str(OUTCOME.get(expr[1:-1], 9))
+    return expr
