@@ -22,7 +22,6 @@ model-to-store replay check them on real databases.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -275,7 +274,7 @@ def claim_model(
         tg = w.targets[t]
         ghosts = w.ghosts
         if tg.state == "uncertain" and dest != "uncertain" and event not in ("reconcile", "retry"):
-            ghosts = ghosts._replace(uncertain_escaped=True)
+            ghosts = Ghosts(ghosts[0], ghosts[1], True, ghosts[3])
         new = tg._replace(state=dest, **changes) if changes else Target(tg[0], dest, *tg[2:])
         return World(put(w.targets, t, new), w.drafts, w.workers, w.remote, ghosts)
 
@@ -304,9 +303,11 @@ def claim_model(
 
     def refuse(w: World, i: int, t: int, epoch: int, token: int) -> World:
         """A worker's operation was refused: it drops the handle; a stale one is recorded."""
-        if is_stale(w, t, epoch, token):
-            w = w._replace(ghosts=w.ghosts._replace(discarded=True))
-        return set_worker(w, i, Worker("", -1, 0, 0, w.workers[i].saved))
+        ghosts = w.ghosts
+        if not ghosts.discarded and is_stale(w, t, epoch, token):
+            ghosts = Ghosts(ghosts[0], ghosts[1], ghosts[2], True)
+        idle = Worker("", -1, 0, 0, w.workers[i].saved)
+        return World(w.targets, w.drafts, put(w.workers, i, idle), w.remote, ghosts)
 
     def owner_event(w: World, i: int, event: str, epoch: int, token: int, t: int) -> World | None:
         """Apply ``event`` with a handle; None when refused (the caller records that)."""
@@ -315,8 +316,9 @@ def claim_model(
         dest = fire(table, event, tg.state, true)
         if dest is None:
             return None
-        if is_stale(w, t, epoch, token) and dest != tg.state:
-            w = w._replace(ghosts=w.ghosts._replace(stale_changed=True))
+        if dest != tg.state and not w.ghosts.stale_changed and is_stale(w, t, epoch, token):
+            g = w.ghosts
+            w = World(w.targets, w.drafts, w.workers, w.remote, Ghosts(g[0], True, g[2], g[3]))
         w = move(w, t, event, dest)
         if dispatches(event, tg.state, true):
             w = mark_dispatched(w, t)
@@ -530,8 +532,8 @@ def claim_model(
     # -- properties -------------------------------------------------------------------------------
     def effects_at_most_once(w: World) -> bool:
         for rm in w.remote:
-            counts = Counter(r.draft for r in rm.landed)
-            if any(n > 1 for n in counts.values()):
+            landed = rm.landed
+            if len(landed) > 1 and len({r.draft for r in landed}) < len(landed):
                 return False
         return True
 
@@ -651,7 +653,9 @@ def claim_model(
         )
 
     def canonical(w: World) -> Any:
-        return World(w.targets, w.drafts, tuple(sorted(w.workers)), w.remote, w.ghosts)
+        workers = w.workers
+        ordered = tuple(sorted(workers))
+        return w if ordered == workers else World(w.targets, w.drafts, ordered, w.remote, w.ghosts)
 
     def show_action(a: tuple[Any, ...]) -> str:
         kind = a[0]

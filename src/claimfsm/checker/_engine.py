@@ -27,7 +27,7 @@ import json
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -319,8 +319,9 @@ class Checker(Generic[S, A]):
         # numbered as found; the edges of state i are entries offsets[i] to offsets[i + 1]
         # of ``targets`` (the next state's number) and ``chosen`` (the index of the action
         # among the state's actions: actions are asked of the model again when needed).
-        # key -> (parent key, action, the concrete state first reached, depth)
-        seen: dict[Hashable, tuple[Hashable | None, A | None, S, int]] = {}
+        # key -> (parent key, action, the concrete state first reached, depth, number): one
+        # look-up per state generated (a nested tuple's hash is not cached, so each costs).
+        seen: dict[Hashable, tuple[Hashable | None, A | None, S, int, int]] = {}
         edges: _Graph | None = _Graph(m, seen) if eventually else None
         queue: deque[Hashable] = deque()
         start = time.perf_counter()
@@ -343,13 +344,15 @@ class Checker(Generic[S, A]):
             report.states += 1
             key = canon(state)
             if key not in seen:
-                seen[key] = (None, None, state, 0)
+                seen[key] = (None, None, state, 0, len(seen))
                 if edges is not None:
                     edges.number(key)
                 visit(key, state)
                 queue.append(key)
 
         all_found = len(m.properties)
+        actions, next_state, symmetric = m.actions, m.next_state, self._symmetry
+        checking = bool(always or sometimes)
         while queue:
             if self._stop_when_all_found and len(report.discoveries) == all_found:
                 report.stopped_by = "all properties decided"
@@ -360,7 +363,7 @@ class Checker(Generic[S, A]):
                 report.stopped_by = "first counterexample"
                 break
             key = queue.popleft()
-            _, _, state, depth = seen[key]
+            _, _, state, depth, _ = seen[key]
             report.depth = max(report.depth, depth)
             if self._max_depth is not None and depth >= self._max_depth:
                 report.stopped_by = "depth"
@@ -368,25 +371,30 @@ class Checker(Generic[S, A]):
             enabled = False
             if edges is not None:
                 edges.expand(key)
-            for index, action in enumerate(m.actions(state)):
-                nxt = m.next_state(state, action)
+            generated = 0
+            for index, action in enumerate(actions(state)):
+                nxt = next_state(state, action)
                 if nxt is None:
                     continue
                 enabled = True
-                report.states += 1
-                k2 = canon(nxt)
-                if k2 in seen:
+                generated += 1
+                k2 = canon(nxt) if symmetric else nxt
+                entry = seen.get(k2)
+                if entry is not None:
                     if edges is not None:  # inlined: this is the inner loop
-                        edges.targets.append(edges.ids[k2])
+                        edges.targets.append(entry[4])
                         edges.chosen.append(index)
                     continue
+                number = len(seen)
+                seen[k2] = (key, action, nxt, depth + 1, number)
                 if edges is not None:
-                    edges.number(k2)
-                    edges.targets.append(edges.ids[k2])
+                    edges.keys.append(k2)
+                    edges.targets.append(number)
                     edges.chosen.append(index)
-                seen[k2] = (key, action, nxt, depth + 1)
-                visit(k2, nxt)
+                if checking:
+                    visit(k2, nxt)
                 queue.append(k2)
+            report.states += generated
             if not enabled and report.deadlock is None and not m.may_stop(state):
                 report.deadlock = path_to(key)
             now = time.perf_counter()
@@ -430,10 +438,9 @@ class _Graph:
     def __init__(
         self,
         model: Model[Any, Any],
-        seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
+        seen: dict[Hashable, tuple[Hashable | None, Any, Any, int, int]],
     ) -> None:
-        self.model, self.seen = model, seen
-        self.ids: dict[Hashable, int] = {}
+        self.model, self.seen = model, seen  # seen[key][4]: the state's number
         self.keys: list[Hashable] = []
         self.offsets = array("Q")
         self.targets = array("I")
@@ -442,11 +449,10 @@ class _Graph:
 
     # -- built during the search (states are expanded in the order they are numbered) --
     def number(self, k: Hashable) -> None:
-        self.ids[k] = len(self.keys)
         self.keys.append(k)
 
     def expand(self, k: Hashable) -> None:
-        assert self.ids[k] == len(self.offsets), "states are expanded in the order found"
+        assert self.seen[k][4] == len(self.offsets), "states are expanded in the order found"
         self.offsets.append(len(self.targets))
 
     def done(self) -> _Graph:
@@ -456,7 +462,7 @@ class _Graph:
 
     # -- read by the liveness pass --
     def _span(self, k: Hashable) -> range:
-        i = self.ids[k]
+        i = self.seen[k][4]
         return range(self.offsets[i], self.offsets[i + 1])
 
     def succ(self, k: Hashable) -> list[Hashable]:
@@ -483,7 +489,7 @@ class _Graph:
 
 def _liveness(
     p: Property[Any],
-    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
+    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int, int]],
     edges: _Graph,
 ) -> tuple[tuple[Step[Any, Any], ...], int | None] | None:
     """A shortest-prefix violation of ``eventually`` property ``p`` in a complete search's
@@ -619,7 +625,7 @@ def _loop(
     entry: Hashable,
     inside: set[Hashable],
     edges: _Graph,
-    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]],
+    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int, int]],
     fair: Callable[[Any], Hashable | None] | None,
     taken: set[Hashable],
     somewhere: set[Hashable],
@@ -675,13 +681,13 @@ def _loop(
 
 
 def path_from(
-    seen: dict[Hashable, tuple[Hashable | None, Any, Any, int]], key: Hashable
+    seen: Mapping[Hashable, tuple[Any, ...]], key: Hashable
 ) -> tuple[Step[Any, Any], ...]:
-    """The path to ``key`` in a search's parent map (key -> parent, action, state, depth)."""
+    """The path to ``key`` in a search's parent map (key -> parent, action, state, ...)."""
     steps = []
     k: Hashable | None = key
     while k is not None:
-        parent, action, state, _ = seen[k]
+        parent, action, state, *_ = seen[k]
         steps.append(Step(action, state))
         k = parent
     return tuple(reversed(steps))
