@@ -1,6 +1,7 @@
-"""SPIN as a second engine for a lifecycle of your own: the checker's model of a declaration
-(:func:`claimfsm.checker.entity_model`), generated as Promela, compiled and searched by SPIN,
-and read back into the same :class:`Report`.
+"""SPIN as a second engine: the checker's model of a declaration, generated as Promela,
+compiled and searched by SPIN, and read back into the same :class:`Report`. This module
+generates the model of a lifecycle of your own (:func:`claimfsm.checker.entity_model`) and
+runs SPIN for both; ``_spin_claim`` generates the claim protocol's model.
 
 The Promela is generated from the declaration and the world's bounds, never kept by hand:
 one process whose loop has one ``d_step`` per action of the built-in model (a client taking

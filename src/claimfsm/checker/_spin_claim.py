@@ -76,7 +76,7 @@ _STATE_VARIABLES = (
     "g_escaped",
     "g_discarded",
 )
-_TEMPORARIES = ("dest", "disp", "found", "e0", "k0", "t0", "j", "c0", "code", "fence0")
+_TEMPORARIES = ("dest", "disp", "found", "e0", "k0", "t0", "j", "c0", "code")
 
 Action = tuple[Any, ...]
 
@@ -799,7 +799,7 @@ class _Generator:
             "byte g_overlap; byte g_stale; byte g_escaped; byte g_discarded;",
             "/* a step's temporaries: 0 between steps */",
             "byte dest; byte disp; byte found; byte e0; byte k0; byte t0; byte j; byte c0;"
-            " short code; byte fence0;",
+            " short code;",
         ]
 
     def reset(self) -> list[str]:
