@@ -320,43 +320,22 @@ def _with_ltl(
         found = fairness_class(fair, action)
         if found is not None:
             classes.setdefault(found, len(classes) + 1)
-    # SPIN's LTL translator takes plain variables best, and grows exponentially with the
-    # formula: what the formula reads is kept in bits that every step sets from the state
-    # it leaves (functions of the state, plus one state at the start, before they are
-    # set), and weak fairness of n classes is one round-robin counter (``phase``) instead
-    # of n conjuncts. The counter passes class i when i was just taken or is not possible;
-    # ``wrapped`` marks a round completed. Every class is taken or not possible infinitely
-    # often (weak fairness) exactly when rounds complete infinitely often.
+    # (ltl_observer says how the formula reads the state and the fairness)
     trigger = " || ".join(f"r[0].st == {sid[s]}" for s in inv.sources)
     goal = " || ".join(f"r[0].st == {sid[s]}" for s in inv.goals)
-    rounds = []
-    for found, n in classes.items():
-        steps = [
+    steps = {
+        found: [
             f"(({en}) && !{ct})" if ct != "false" else f"({en})"
             for a, en, ct, _b in options
             if fairness_class(fair, a) == found
         ]
-        rounds.append(
-            f"  :: phase == {n - 1} && (last == {n} || !({' || '.join(steps)})) ->"
-            f" phase = {n}  /* {found} */"
-        )
+        for found in classes
+    }
     out = [
         *head,
-        "byte last;  /* the fairness class of the last step; 0: none */",
-        "byte phase;  /* the class the fairness round waits for */",
-        "bit trigger, goal, wrapped;",
-        "",
-        "inline observe() {",
-        f"  trigger = ({trigger});",
-        f"  goal = ({goal}) || {some_cut};  /* or a bound stops a step */",
-        "  wrapped = 0;",
+        # the goal is also met where a bound stops a step
+        *ltl_observer(name, f"({trigger})", f"({goal}) || {some_cut}", steps),
     ]
-    if rounds:
-        out += ["  if", *rounds, "  :: else -> skip", "  fi;"]
-        out += [f"  if :: phase == {len(classes)} -> phase = 0; wrapped = 1 :: else -> skip fi"]
-    out += ["}", ""]
-    assumption = "([]<> wrapped)" if classes else "true"
-    out.append(f"ltl {name} {{ {assumption} -> [] (trigger -> <> goal) }}")
     out += ["", "active proctype world() {", "  d_step { observe() };", "  do"]
     for n, (action, possible, bounded, body) in enumerate(options):
         cls = classes.get(fairness_class(fair, action), 0)
@@ -367,6 +346,43 @@ def _with_ltl(
     out.append('  :: d_step { true -> printf("PAUSE\\n"); last = 0; observe() }')
     out += ["  od", "}"]
     return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options))
+
+
+def ltl_observer(name: str, trigger: str, goal: str, classes: dict[Any, list[str]]) -> list[str]:
+    """The bits an LTL formula reads, ``observe()`` that sets them after every step, and the
+    formula ``name``: from a state where ``trigger`` holds, ``goal`` eventually holds, if
+    every fairness class (in order; each with the guards of its steps) is taken or not
+    possible infinitely often. Each step sets ``last`` to its class's number (from 1; 0:
+    none) before it calls ``observe()``.
+
+    SPIN's LTL translator takes plain variables best, and grows exponentially with the
+    formula: what the formula reads is kept in bits that every step sets from the state it
+    leaves, and weak fairness of n classes is one round-robin counter (``phase``) instead of
+    n conjuncts. The counter passes class i when i was just taken or is not possible;
+    ``wrapped`` marks a round completed. Every class is taken or not possible infinitely
+    often (weak fairness) exactly when rounds complete infinitely often."""
+    rounds = [
+        f"  :: phase == {n - 1} && (last == {n} || !({' || '.join(steps)})) ->"
+        f" phase = {n}  /* {found} */"
+        for n, (found, steps) in enumerate(classes.items(), start=1)
+    ]
+    out = [
+        "byte last;  /* the fairness class of the last step; 0: none */",
+        "byte phase;  /* the class the fairness round waits for */",
+        "bit trigger, goal, wrapped;",
+        "",
+        "inline observe() {",
+        f"  trigger = {trigger};",
+        f"  goal = {goal};",
+        "  wrapped = 0;",
+    ]
+    if rounds:
+        out += ["  if", *rounds, "  :: else -> skip", "  fi;"]
+        out += [f"  if :: phase == {len(classes)} -> phase = 0; wrapped = 1 :: else -> skip fi"]
+    out += ["}", ""]
+    assumption = "([]<> wrapped)" if classes else "true"
+    out.append(f"ltl {name} {{ {assumption} -> [] (trigger -> <> goal) }}")
+    return out
 
 
 def _statement(line: str) -> str:

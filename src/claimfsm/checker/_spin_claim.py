@@ -40,7 +40,7 @@ from typing import Any
 
 from claimfsm.checker._claim import ClaimModelConfig, claim_model
 from claimfsm.checker._engine import Property
-from claimfsm.checker._spin import Promela
+from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
 from claimfsm.spec import Spec, compare
 
@@ -901,30 +901,8 @@ class _Generator:
             found = fair(action)
             if found is not None:
                 classes.setdefault(found, len(classes) + 1)
-        rounds = []
-        for found, n in classes.items():
-            steps = [f"({guard})" for a, guard, _b in options if fair(a) == found]
-            rounds.append(
-                f"  :: phase == {n - 1} && (last == {n} || !({' || '.join(steps)})) ->"
-                f" phase = {n}  /* {found} */"
-            )
-        out = [
-            *head,
-            "byte last;  /* the fairness class of the last step; 0: none */",
-            "byte phase;  /* the class the fairness round waits for */",
-            "bit trigger, goal, wrapped;",
-            "",
-            "inline observe() {",
-            f"  trigger = {trigger};",
-            f"  goal = {goal};",
-            "  wrapped = 0;",
-        ]
-        if rounds:
-            out += ["  if", *rounds, "  :: else -> skip", "  fi;"]
-            out += [f"  if :: phase == {len(classes)} -> phase = 0; wrapped = 1 :: else -> skip fi"]
-        out += ["}", ""]
-        assumption = "([]<> wrapped)" if classes else "true"
-        out.append(f"ltl {name} {{ {assumption} -> [] (trigger -> <> goal) }}")
+        steps = {found: [f"({g})" for a, g, _b in options if fair(a) == found] for found in classes}
+        out = [*head, *ltl_observer(name, trigger, goal, steps)]
         out += ["", "active proctype world() {"]
         out.append("  d_step { observe() };")
         out.append("  do")

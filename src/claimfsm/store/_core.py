@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from claimfsm.errors import (
@@ -174,9 +174,9 @@ class Store(ABC):
         self._dispatching = self.spec.dispatching()
         # At most one pending or approved draft per target, where declared ([drafts]).
         self._one_live_draft = self.spec.drafts is not None and self.spec.drafts.one_live_per_target
-        # A retry that sends under a new idempotency key, where declared (``fresh_key``).
-        self._retry_fresh_key = "retry" in self.spec.effects and (
-            "fresh_key" in self.spec.effects["retry"].sets
+        # Events that write a new idempotency key, where declared (``fresh_key``).
+        self._fresh_key = frozenset(
+            e for e, d in self.spec.effects.items() if "fresh_key" in d.sets
         )
 
     def observe(self, observer: Observer) -> None:
@@ -518,7 +518,6 @@ class Store(ABC):
                 epoch=epoch,
                 owner=owner,
                 new_token_hash=token_hash(token),
-                new_idempotency_key=fresh_idempotency_key() if self._retry_fresh_key else None,
                 lease_deadline=now + seconds,
                 remote_dedups=remote_dedups,
             ),
@@ -626,8 +625,15 @@ class Store(ABC):
         epoch: int,
         detail: str = "",
     ) -> ClaimRow:
-        """Apply one guarded event (of ``epoch``, as the caller names it), and report it."""
+        """Apply one guarded event (of ``epoch``, as the caller names it), and report it.
+        An event declared with ``fresh_key`` brings a new idempotency key."""
         start = time.perf_counter()
+        if event in self._fresh_key:
+            given = make_facts
+
+            def make_facts(now: float) -> Facts:
+                return replace(given(now), new_idempotency_key=fresh_idempotency_key())
+
         try:
             row = self._apply_event(target_id, event, make_facts, detail)
         except ClaimFSMError as exc:
