@@ -152,3 +152,36 @@ def test_checker_depends_only_on_the_declaration() -> None:
     for f in (SRC / "checker").rglob("*.py"):
         for module in _imports(f):
             assert module.split(".")[1] in ("spec", "errors", "checker"), f"{f.name}: {module}"
+
+
+def test_checking_loads_neither_the_stores_nor_the_service() -> None:
+    """`claimfsm check` runs on every change: it starts with the declaration and the
+    checker alone. The package's other names load when first used, and are the same objects
+    as their modules'."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from claimfsm.cli import main\n"
+        "try:\n"
+        "    main(['check', '--workers', '1', '--epochs', '1'])\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0, done.code\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('transitions', 'psycopg', 'httpx', 'hypothesis')"
+        " or m.split('.')[:2] in (['claimfsm', 'store'], ['claimfsm', 'service'],"
+        " ['claimfsm', 'machine'], ['claimfsm', 'demo'], ['claimfsm', 'campaign']))\n"
+        "print('LOADED', loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED []" in done.stdout, done.stdout[-400:]
+
+    from claimfsm.service import Dispatcher
+    from claimfsm.store import SQLiteStore
+
+    assert claimfsm.Dispatcher is Dispatcher and claimfsm.SQLiteStore is SQLiteStore
+    assert set(claimfsm.__all__) <= set(dir(claimfsm))
+    with pytest.raises(AttributeError, match="no attribute 'Nonesuch'"):
+        claimfsm.Nonesuch  # noqa: B018

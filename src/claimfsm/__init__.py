@@ -29,6 +29,9 @@ Layout, and the one direction dependencies run (each layer imports only those be
 
 __version__ = "0.1.0"
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from claimfsm.errors import (
     ClaimFSMError,
     DeclarationMismatch,
@@ -50,36 +53,88 @@ from claimfsm.errors import (
     TargetBusy,
     UsageError,
 )
-from claimfsm.machine import ClaimMachine, claim_machine
-from claimfsm.service import (
-    AsyncDispatcher,
-    AsyncKeepAlive,
-    AsyncRemote,
-    Dispatcher,
-    DispatchResult,
-    KeepAlive,
-    Remote,
-    SendAmbiguous,
-    SendRejected,
-    SendRequest,
-    SimulatedRemote,
-    check_remote,
-)
-from claimfsm.spec import Event, Spec, State, claim_spec, load_spec
-from claimfsm.store import (
-    AsyncClaim,
-    AsyncStore,
-    Claim,
-    ClaimInfo,
-    Draft,
-    Evidence,
-    HistoryEntry,
-    MemoryStore,
-    SQLiteStore,
-    Store,
-    Transitioned,
-    open_store,
-)
+
+# The rest is imported when first used (PEP 562), so that `import claimfsm.checker` or
+# `claimfsm check` does not load the stores, the service and their drivers.
+_LAZY = {
+    "ClaimMachine": "claimfsm.machine",
+    "claim_machine": "claimfsm.machine",
+    "AsyncDispatcher": "claimfsm.service",
+    "AsyncKeepAlive": "claimfsm.service",
+    "AsyncRemote": "claimfsm.service",
+    "Dispatcher": "claimfsm.service",
+    "DispatchResult": "claimfsm.service",
+    "KeepAlive": "claimfsm.service",
+    "Remote": "claimfsm.service",
+    "SendAmbiguous": "claimfsm.service",
+    "SendRejected": "claimfsm.service",
+    "SendRequest": "claimfsm.service",
+    "SimulatedRemote": "claimfsm.service",
+    "check_remote": "claimfsm.service",
+    "Event": "claimfsm.spec",
+    "Spec": "claimfsm.spec",
+    "State": "claimfsm.spec",
+    "claim_spec": "claimfsm.spec",
+    "load_spec": "claimfsm.spec",
+    "AsyncClaim": "claimfsm.store",
+    "AsyncStore": "claimfsm.store",
+    "Claim": "claimfsm.store",
+    "ClaimInfo": "claimfsm.store",
+    "Draft": "claimfsm.store",
+    "Evidence": "claimfsm.store",
+    "HistoryEntry": "claimfsm.store",
+    "MemoryStore": "claimfsm.store",
+    "SQLiteStore": "claimfsm.store",
+    "Store": "claimfsm.store",
+    "Transitioned": "claimfsm.store",
+    "open_store": "claimfsm.store",
+}
+
+if TYPE_CHECKING:
+    from claimfsm.machine import ClaimMachine, claim_machine
+    from claimfsm.service import (
+        AsyncDispatcher,
+        AsyncKeepAlive,
+        AsyncRemote,
+        Dispatcher,
+        DispatchResult,
+        KeepAlive,
+        Remote,
+        SendAmbiguous,
+        SendRejected,
+        SendRequest,
+        SimulatedRemote,
+        check_remote,
+    )
+    from claimfsm.spec import Event, Spec, State, claim_spec, load_spec
+    from claimfsm.store import (
+        AsyncClaim,
+        AsyncStore,
+        Claim,
+        ClaimInfo,
+        Draft,
+        Evidence,
+        HistoryEntry,
+        MemoryStore,
+        SQLiteStore,
+        Store,
+        Transitioned,
+        open_store,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'claimfsm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AsyncClaim",

@@ -6,13 +6,16 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from claimfsm.campaign import CampaignConfig, CampaignReport, local_restart_command, run_campaign
 from claimfsm.cli._main import Seconds, _library_errors, main
+
+if TYPE_CHECKING:
+    from claimfsm.campaign import CampaignReport
 
 
 @main.command()
@@ -98,6 +101,8 @@ def campaign(
     or deduping remote, claims left sending, epochs missing or reused, history that does
     not replay, or an effect the store cannot account for).
     """
+    from claimfsm.campaign import CampaignConfig, local_restart_command, run_campaign
+
     restart = None
     if backend == "postgresql" and restart_server:
         restart = local_restart_command()
