@@ -168,6 +168,65 @@ def test_a_plain_remote_can_leave_a_target_uncertain_forever() -> None:
     assert "uncertain" in model.show_state(report.deadlock[-1].state)
 
 
+# -- the packed search ------------------------------------------------------------------------
+@pytest.mark.parametrize("symmetry", [False, True], ids=["nosym", "sym"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        ClaimModelConfig(workers=3, drafts=1, epochs=2),
+        ClaimModelConfig(workers=2, targets=2, drafts=1, epochs=1),
+        ClaimModelConfig(workers=2, drafts=1, epochs=2, remote="dedup"),
+    ],
+    ids=["k3d1e2", "k2t2e1", "k2-dedup"],
+)
+def test_the_packed_search_explores_the_models_own_space(
+    config: ClaimModelConfig, symmetry: bool
+) -> None:
+    """Same states, transitions, depth and outcomes as searching the model's own worlds; its
+    paths are the model's worlds and replay on it."""
+    model = claim_model(SPEC, config)
+    assert model.processes is not None
+    packed = Checker(model).symmetry(symmetry).exhaustive().run()
+    plain = Checker(model).symmetry(symmetry).packed(False).exhaustive().run()
+    assert (packed.unique, packed.states, packed.depth) == (plain.unique, plain.states, plain.depth)
+    assert [packed.outcome(p) for p in model.properties] == [
+        plain.outcome(p) for p in model.properties
+    ]
+    assert set(packed.discoveries) == set(plain.discoveries)
+    for name, d in packed.discoveries.items():
+        assert len(d.path) == len(plain.discoveries[name].path)
+        assert replay(model, d.token) == d.path
+
+
+def test_a_model_that_breaks_its_processes_promise_is_an_error_not_a_count() -> None:
+    """An action of one process that changes another's part would make the packed search's
+    reuse of steps wrong; it is caught when the step is first computed."""
+    from claimfsm.checker import Processes
+
+    def step(s: tuple[int, int], a: tuple[str, int]) -> tuple[int, int] | None:
+        if a[0] == "bump" and s[a[1]] < 2:
+            return (s[0] + 1, s[1] + 1)  # process a[1]'s step changes both parts
+        return None
+
+    model: Model[tuple[int, int], tuple[str, int]] = Model(
+        init_states=lambda: [(0, 0)],
+        actions=lambda s: [("bump", 0), ("bump", 1)],
+        next_state=step,
+        properties=[],
+        may_stop=lambda s: True,
+        processes=Processes(
+            split=lambda s: ((), s),
+            join=lambda shared, parts: (parts[0], parts[1]),
+            process=lambda a: a[1],
+            local_actions=lambda shared, part, i: [("bump", i)],
+            shared_actions=lambda shared: [],
+        ),
+    )
+    assert Checker(model).packed(False).exhaustive().run().unique == 3
+    with pytest.raises(AssertionError, match="changed process 1's"):
+        Checker(model).exhaustive().run()
+
+
 # -- one declaration: the checker's table and the runtime machine agree ---------------------------
 class _Stub:
     def __init__(self, truth: dict[str, bool]) -> None:

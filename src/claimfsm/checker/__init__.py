@@ -39,6 +39,7 @@ from claimfsm.checker._entity import (
     entity_word,
     world_facts,
 )
+from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.checker._spin import (
     Promela,
@@ -58,6 +59,7 @@ __all__ = [
     "EntityWorld",
     "Model",
     "PathStep",
+    "Processes",
     "Promela",
     "Property",
     "RemoteMode",

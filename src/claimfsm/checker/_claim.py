@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from claimfsm.checker._engine import Model, Property
+from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import GUARD_KINDS, Spec, compare, require_claim_protocol
@@ -101,6 +102,10 @@ class Ghosts(NamedTuple):
     stale_changed: bool = False  # a stale owner's operation changed a claim
     uncertain_escaped: bool = False  # uncertain left without evidence
     discarded: bool = False  # a stale owner's operation was refused (recorded)
+
+
+#: The world but its workers: (targets, drafts, remote, ghosts).
+Shared = tuple[Any, ...]
 
 
 class World(NamedTuple):
@@ -330,50 +335,58 @@ def claim_model(
         return any((r.draft, r.version, r.nonce) == key for r in w.remote[t].landed)
 
     # -- actions --------------------------------------------------------------------------------
-    def actions(w: World) -> list[tuple[Any, ...]]:
+    # A worker's actions read its own part and the shared world (targets, drafts, remote,
+    # ghosts) alone, and so do its steps: the packed search (``Processes``) relies on it.
+    def worker_actions(shared: Shared, wk: Worker, i: int) -> list[tuple[Any, ...]]:
+        targets, drafts = shared[0], shared[1]
         acts: list[tuple[Any, ...]] = []
-        for i, wk in enumerate(w.workers):
-            if wk.phase == "":
-                for t in range(cfg.targets):
-                    if w.targets[t].epoch < cfg.epochs:
-                        for d, (status, _) in enumerate(w.drafts[t]):
-                            if status == "a":
-                                acts.append(("acquire", i, t, d))
-                    tg = w.targets[t]
-                    if tg.state == "uncertain" and tg.retries < cfg.retries:
-                        acts.append(("retry", i, t))
-                if wk.saved:
-                    acts.append(("wake", i, "release"))
-                    acts.append(("wake", i, "begin_send"))
-                continue
-            if wk.phase in ("R", "Q"):
-                acts.append(("begin_send", i))
-            if wk.phase == "R":
-                acts.append(("release", i))
-                if send_first:
-                    acts.append(("send", i))
-            if wk.phase == "S":
+        phase = wk.phase
+        if phase == "":
+            for t in range(cfg.targets):
+                tg = targets[t]
+                if tg.epoch < cfg.epochs:
+                    for d, (status, _) in enumerate(drafts[t]):
+                        if status == "a":
+                            acts.append(("acquire", i, t, d))
+                if tg.state == "uncertain" and tg.retries < cfg.retries:
+                    acts.append(("retry", i, t))
+            if wk.saved:
+                acts.append(("wake", i, "release"))
+                acts.append(("wake", i, "begin_send"))
+            return acts
+        if phase in ("R", "Q"):
+            acts.append(("begin_send", i))
+        if phase == "R":
+            acts.append(("release", i))
+            if send_first:
                 acts.append(("send", i))
-            if wk.phase in ("W", "P"):
-                acts.append(("ack", i))
-            if wk.phase in ("S", "W"):
-                acts.append(("timeout", i))
-            if wk.phase in ("R", "S", "W"):
-                acts.append(("renew", i))
-            if wk.phase == "A":
-                acts.append(("confirm", i))
-            if cfg.crashes and not wk.saved:
-                acts.append(("crash", i))
-        for t, tg in enumerate(w.targets):
+        if phase == "S":
+            acts.append(("send", i))
+        if phase in ("W", "P"):
+            acts.append(("ack", i))
+        if phase in ("S", "W"):
+            acts.append(("timeout", i))
+        if phase in ("R", "S", "W"):
+            acts.append(("renew", i))
+        if phase == "A":
+            acts.append(("confirm", i))
+        if cfg.crashes and not wk.saved:
+            acts.append(("crash", i))
+        return acts
+
+    def world_actions(shared: Shared) -> list[tuple[Any, ...]]:
+        targets, drafts, remote = shared[0], shared[1], shared[2]
+        acts: list[tuple[Any, ...]] = []
+        for t, tg in enumerate(targets):
             if tg.lease_live and tg.state in lease_states:
                 acts.append(("lease_lapses", t))
             if not tg.lease_live and tg.state in lease_states:
                 acts.append(("sweep", t))
-            for k in range(len(w.remote[t].in_flight)):
+            for k in range(len(remote[t].in_flight)):
                 acts.append(("land", t, k))
             if tg.state == "uncertain":
                 acts.append(("reconcile", t))
-            for d, (status, version) in enumerate(w.drafts[t]):
+            for d, (status, version) in enumerate(drafts[t]):
                 if cfg.edits and status in ("a", "p") and version < 2:
                     acts.append(("edit", t, d))
                 if status == "p":
@@ -381,6 +394,13 @@ def claim_model(
                 if status == "-":
                     acts.append(("create", t, d))
         return acts
+
+    def actions(w: World) -> list[tuple[Any, ...]]:
+        shared = (w.targets, w.drafts, w.remote, w.ghosts)
+        acts: list[tuple[Any, ...]] = []
+        for i, wk in enumerate(w.workers):
+            acts += worker_actions(shared, wk, i)
+        return acts + world_actions(shared)
 
     def step(w: World, a: tuple[Any, ...]) -> World | None:
         kind = a[0]
@@ -730,7 +750,23 @@ def claim_model(
         show_state=show_state,
         may_stop=may_stop,
         explain=_explainer(spec, show_action),
+        processes=Processes(
+            split=lambda w: ((w.targets, w.drafts, w.remote, w.ghosts), w.workers),
+            join=lambda s, parts: World(s[0], s[1], parts, s[2], s[3]),
+            process=lambda a: a[1] if a[0] in _WORKER_ACTIONS else None,
+            local_actions=worker_actions,
+            shared_actions=world_actions,
+            shared_properties=True,
+        ),
     )
+
+
+#: The actions of one worker (its index is the action's second item); the others are the
+#: world's (the remote, the sweep, lease lapse, readback, draft edits).
+_WORKER_ACTIONS = frozenset(
+    {"acquire", "retry", "wake", "begin_send", "release", "send", "ack", "timeout", "renew"}
+    | {"confirm", "crash"}
+)
 
 
 _EVENTS = {

@@ -29,9 +29,12 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from claimfsm.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from claimfsm.checker._packed import Processes
 
 S = TypeVar("S", bound=Hashable)
 A = TypeVar("A")
@@ -71,6 +74,10 @@ class Model(Generic[S, A]):
     #: epoch): ``explain(before, action, after)`` gives each as (text, state after it, or
     #: None for ``show_state(after)``), and each is shown as a numbered step of its own.
     explain: Callable[[S, A, S], Sequence[tuple[str, str | None]]] | None = None
+    #: How the state splits into a shared part and interchangeable processes' parts, each
+    #: action touching the shared part and at most one process's: the checker then runs
+    #: the packed search (``_packed``), with the same counts, and reports in these states.
+    processes: Processes[S, A] | None = None
 
 
 def explained(model: Model[S, A], path: Sequence[Step[S, A]]) -> list[tuple[str, str]]:
@@ -260,6 +267,7 @@ class Checker(Generic[S, A]):
         self._progress: Callable[[int, int, float], None] | None = None
         self._stop_when_all_found = True
         self._stop_on_violation = False
+        self._packed = True
 
     def symmetry(self, on: bool = True) -> Checker[S, A]:
         if on and self.model.canonical is None:
@@ -289,6 +297,12 @@ class Checker(Generic[S, A]):
         self._stop_on_violation = on
         return self
 
+    def packed(self, on: bool = True) -> Checker[S, A]:
+        """Search the packed model when the model gives ``processes`` (the default); off:
+        search the model's own states, for comparison."""
+        self._packed = on
+        return self
+
     def exhaustive(self) -> Checker[S, A]:
         """Explore everything even after every property has a discovery (exact counts)."""
         self._stop_when_all_found = False
@@ -301,17 +315,21 @@ class Checker(Generic[S, A]):
         paused = gc.isenabled()
         gc.disable()
         try:
-            return self._run()
+            if self.model.processes is None or not self._packed:
+                return self._run(self.model)
+            from claimfsm.checker._packed import pack, unpacked
+
+            packed, decode = pack(self.model)
+            return unpacked(self._run(packed), self.model, decode)
         finally:
             if paused:
                 gc.enable()
 
-    def _run(self) -> Report[S, A]:
-        m = self.model
-        canon: Callable[[S], Hashable] = (
+    def _run(self, m: Model[Any, A]) -> Report[Any, A]:
+        canon: Callable[[Any], Hashable] = (
             m.canonical if self._symmetry and m.canonical is not None else (lambda s: s)
         )
-        report: Report[S, A] = Report(m)
+        report: Report[Any, A] = Report(m)
         always = [p for p in m.properties if p.kind == "always"]
         sometimes = [p for p in m.properties if p.kind == "sometimes"]
         eventually = [p for p in m.properties if p.kind == "eventually"]
@@ -334,11 +352,11 @@ class Checker(Generic[S, A]):
             for p in always:
                 if p.name not in report.discoveries and not p.holds(state):
                     path = path_to(key)
-                    report.discoveries[p.name] = Discovery(p, path, self._token(path))
+                    report.discoveries[p.name] = Discovery(p, path, _token(m, path))
             for p in sometimes:
                 if p.name not in report.discoveries and p.holds(state):
                     path = path_to(key)
-                    report.discoveries[p.name] = Discovery(p, path, self._token(path))
+                    report.discoveries[p.name] = Discovery(p, path, _token(m, path))
 
         for state in m.init_states():
             report.states += 1
@@ -413,22 +431,22 @@ class Checker(Generic[S, A]):
                 found = _liveness(p, seen, edges.done())
                 if found is not None:
                     path, loop_from = found
-                    report.discoveries[p.name] = Discovery(p, path, self._token(path), loop_from)
+                    report.discoveries[p.name] = Discovery(p, path, _token(m, path), loop_from)
         report.unique = len(seen)
         report.seconds = time.perf_counter() - start
         if report.complete:
             report.depth = max((v[3] for v in seen.values()), default=0)
         return report
 
-    def _token(self, path: Sequence[Step[S, A]]) -> str:
-        """The index of each action among those enabled before it, joined by dots."""
-        m = self.model
-        indices = []
-        for before, after in itertools.pairwise(path):
-            options = [a for a in m.actions(before.state)]
-            indices.append(str(options.index(after.action)))  # type: ignore[arg-type]
-        init = [s for s in m.init_states()]
-        return ".".join([str(init.index(path[0].state)), *indices])
+
+def _token(m: Model[Any, Any], path: Sequence[Step[Any, Any]]) -> str:
+    """The index of each action among those enabled before it, joined by dots."""
+    indices = []
+    for before, after in itertools.pairwise(path):
+        options = [a for a in m.actions(before.state)]
+        indices.append(str(options.index(after.action)))
+    init = [s for s in m.init_states()]
+    return ".".join([str(init.index(path[0].state)), *indices])
 
 
 class _Graph:

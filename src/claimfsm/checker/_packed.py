@@ -1,0 +1,218 @@
+"""The packed search: a model whose state is a shared part and K processes' parts, searched
+as tuples of small ints with each step computed once per part it reads.
+
+A model that gives :class:`Processes` says how its state splits, and promises the footprint
+of every action: an action of process ``i`` reads and changes the shared part and process
+``i``'s part alone; any other action reads and changes the shared part alone. Then:
+
+- each distinct shared part and each distinct process part is numbered once (interned), and
+  a state is the tuple ``(shared number, part number of process 0, …)``: hashing and
+  comparing it costs a few machine words, not a walk over nested tuples;
+- a step is looked up by ``(action, shared number, part number)`` and computed by the model
+  only the first time (the other processes' parts are whatever they are: a state with K
+  workers reuses the steps of every state that differs only in the others);
+- the actions of a state are the actions of each process's part, then the shared part's,
+  each looked up the same way;
+- with symmetry, the canonical form sorts the part numbers (equal parts have equal numbers,
+  so the sorted tuple names the class);
+- properties that read only the shared part (``shared_properties``) are decided once per
+  shared part.
+
+The search is the same breadth-first search over the packed model, so its counts are the
+model's own; paths are unpacked into the model's states for the report, and a replay token
+names the same actions of the model. Each step computed is checked against the promise
+(the other processes' parts unchanged) and a breach is an error, not a wrong count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from claimfsm.checker._engine import Discovery, Model, Property, Report, Step
+
+S = TypeVar("S", bound=Hashable)
+A = TypeVar("A")
+Packed = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Processes(Generic[S, A]):
+    """How a model's state splits into a shared part and its processes' parts (see the
+    module). ``actions(state)`` must equal the processes' ``local_actions`` in process order,
+    then ``shared_actions``."""
+
+    split: Callable[[S], tuple[Hashable, tuple[Hashable, ...]]]
+    join: Callable[[Any, tuple[Any, ...]], S]
+    #: The process an action belongs to (None: the shared part's own action).
+    process: Callable[[A], int | None]
+    local_actions: Callable[[Any, Any, int], Sequence[A]]
+    shared_actions: Callable[[Any], Sequence[A]]
+    #: Properties (their ``holds`` and ``trigger``) and ``may_stop`` read the shared part
+    #: alone: each is decided once per shared part.
+    shared_properties: bool = False
+
+
+class _Interned:
+    """Numbers for values: equal values, equal numbers."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[Hashable, int] = {}
+        self.values: list[Any] = []
+
+    def __call__(self, value: Hashable) -> int:
+        n = self.numbers.get(value)
+        if n is None:
+            n = self.numbers[value] = len(self.values)
+            self.values.append(value)
+        return n
+
+
+def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
+    """The packed model of ``model`` (which gives ``processes``), and the function that
+    unpacks one of its states into the model's."""
+    pr = model.processes
+    assert pr is not None, "pack() needs a model that gives processes"
+    shared, local = _Interned(), _Interned()
+    shared_of, local_of = shared.values, local.values
+
+    def encode(state: S) -> Packed:
+        s, parts = pr.split(state)
+        return (shared(s), *map(local, parts))
+
+    def decode(p: Packed) -> S:
+        return pr.join(shared_of[p[0]], tuple(local_of[n] for n in p[1:]))
+
+    local_acts: dict[tuple[int, int, int], Sequence[A]] = {}
+    shared_acts: dict[int, Sequence[A]] = {}
+
+    def actions(p: Packed) -> list[A]:
+        s = p[0]
+        found: list[A] = []
+        for i in range(1, len(p)):
+            key = (s, p[i], i)
+            acts = local_acts.get(key)
+            if acts is None:
+                acts = local_acts[key] = tuple(
+                    pr.local_actions(shared_of[s], local_of[p[i]], i - 1)
+                )
+            found += acts
+        acts = shared_acts.get(s)
+        if acts is None:
+            acts = shared_acts[s] = tuple(pr.shared_actions(shared_of[s]))
+        found += acts
+        return found
+
+    # (action, shared number[, part number]) -> the next shared number[, part number], or
+    # None when the action is disabled there.
+    local_steps: dict[tuple[A, int, int], tuple[int, int] | None] = {}
+    shared_steps: dict[tuple[A, int], int | None] = {}
+    process = pr.process
+
+    def computed(p: Packed, a: A, i: int | None) -> tuple[int, int] | None:
+        after = model.next_state(decode(p), a)
+        if after is None:
+            return None
+        s2, parts = pr.split(after)
+        for j, part in enumerate(parts):
+            if j != i:
+                was = local_of[p[j + 1]]
+                if part is not was and part != was:
+                    raise AssertionError(
+                        f"the model's processes promise that {model.show_action(a)!r} changes"
+                        " the shared part and its own process's alone, but it changed"
+                        f" process {j}'s"
+                    )
+        return shared(s2), (-1 if i is None else local(parts[i]))
+
+    def next_state(p: Packed, a: A) -> Packed | None:
+        i = process(a)
+        if i is None:
+            key = (a, p[0])
+            if key in shared_steps:
+                s2 = shared_steps[key]
+            else:
+                done = computed(p, a, None)
+                s2 = shared_steps[key] = None if done is None else done[0]
+            return None if s2 is None else (s2, *p[1:])
+        j = i + 1
+        lkey = (a, p[0], p[j])
+        if lkey in local_steps:
+            found = local_steps[lkey]
+        else:
+            found = local_steps[lkey] = computed(p, a, i)
+        if found is None:
+            return None
+        return (found[0], *p[1:j], found[1], *p[j + 1 :])
+
+    def canonical(p: Packed) -> Packed:
+        parts = sorted(p[1:])
+        return p if list(p[1:]) == parts else (p[0], *parts)
+
+    def on_shared(f: Callable[[S], bool]) -> Callable[[Packed], bool]:
+        if not pr.shared_properties:
+            return lambda p: f(decode(p))
+        decided: dict[int, bool] = {}
+
+        def holds(p: Packed) -> bool:
+            found = decided.get(p[0])
+            if found is None:
+                found = decided[p[0]] = f(decode(p))
+            return found
+
+        return holds
+
+    properties = [
+        Property(
+            p.name,
+            p.kind,
+            on_shared(p.holds),
+            p.description,
+            None if p.trigger is None else on_shared(p.trigger),
+            p.fair,
+            p.fairness,
+            p.stutter,
+        )
+        for p in model.properties
+    ]
+    explain = model.explain
+    packed: Model[Packed, A] = Model(
+        init_states=lambda: [encode(s) for s in model.init_states()],
+        actions=actions,
+        next_state=next_state,
+        properties=properties,
+        canonical=canonical if model.canonical is not None else None,
+        show_action=model.show_action,
+        show_state=lambda p: model.show_state(decode(p)),
+        may_stop=on_shared(model.may_stop),
+        explain=None
+        if explain is None
+        else (lambda before, a, after: explain(decode(before), a, decode(after))),
+    )
+    return packed, decode
+
+
+def unpacked(
+    report: Report[Packed, A], model: Model[S, A], decode: Callable[[Packed], S]
+) -> Report[S, A]:
+    """A packed search's report in the model's own states and properties."""
+    props = {p.name: p for p in model.properties}
+
+    def path(steps: tuple[Step[Packed, A], ...]) -> tuple[Step[S, A], ...]:
+        return tuple(Step(step.action, decode(step.state)) for step in steps)
+
+    found: Report[S, A] = Report(
+        model,
+        states=report.states,
+        unique=report.unique,
+        depth=report.depth,
+        seconds=report.seconds,
+        complete=report.complete,
+        stopped_by=report.stopped_by,
+        deadlock=None if report.deadlock is None else path(report.deadlock),
+        reached=set(report.reached),
+    )
+    for name, d in report.discoveries.items():
+        found.discoveries[name] = Discovery(props[name], path(d.path), d.token, d.loop_from)
+    return found
