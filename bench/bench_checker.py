@@ -67,7 +67,7 @@ def main() -> None:
     for workers in (2, 3):
         for symmetry in (False, True):
             config = ClaimModelConfig(workers=workers, targets=1, drafts=2)
-            seconds = {}
+            took: dict[bool, float] = {}
             for packed in (True, False):
                 report = (
                     Checker(claim_model(claim_spec(), config))
@@ -76,7 +76,7 @@ def main() -> None:
                     .exhaustive()
                     .run()
                 )
-                seconds[packed] = report.seconds
+                took[packed] = report.seconds
                 rate = report.states_per_second
                 print(
                     f"  K={workers} T=1 D=2 symmetry={'on ' if symmetry else 'off'}"
@@ -87,7 +87,7 @@ def main() -> None:
                 )
             print(
                 f"    packed search / search over the model's worlds:"
-                f" {seconds[True] / seconds[False]:.2f} of the time"
+                f" {took[True] / took[False]:.2f} of the time"
             )
 
     claim_against_spin()
