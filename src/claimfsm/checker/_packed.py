@@ -41,7 +41,9 @@ Packed = tuple[int, ...]
 class Processes(Generic[S, A]):
     """How a model's state splits into a shared part and its processes' parts (see the
     module). ``actions(state)`` must equal the processes' ``local_actions`` in process order,
-    then ``shared_actions``."""
+    then ``shared_actions``. The processes are interchangeable: with symmetry, the packed
+    search's canonical form sorts their parts, so give ``Processes`` only to a model whose
+    own ``canonical`` orders the same parts (the claim model sorts its workers)."""
 
     split: Callable[[S], tuple[Hashable, tuple[Hashable, ...]]]
     join: Callable[[Any, tuple[Any, ...]], S]
