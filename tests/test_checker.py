@@ -217,7 +217,6 @@ def test_a_model_that_breaks_its_processes_promise_is_an_error_not_a_count() -> 
         processes=Processes(
             split=lambda s: ((), s),
             join=lambda shared, parts: (parts[0], parts[1]),
-            process=lambda a: a[1],
             local_actions=lambda shared, part, i: [("bump", i)],
             shared_actions=lambda shared: [],
         ),

@@ -753,20 +753,11 @@ def claim_model(
         processes=Processes(
             split=lambda w: ((w.targets, w.drafts, w.remote, w.ghosts), w.workers),
             join=lambda s, parts: World(s[0], s[1], parts, s[2], s[3]),
-            process=lambda a: a[1] if a[0] in _WORKER_ACTIONS else None,
             local_actions=worker_actions,
             shared_actions=world_actions,
             shared_properties=True,
         ),
     )
-
-
-#: The actions of one worker (its index is the action's second item); the others are the
-#: world's (the remote, the sweep, lease lapse, readback, draft edits).
-_WORKER_ACTIONS = frozenset(
-    {"acquire", "retry", "wake", "begin_send", "release", "send", "ack", "timeout", "renew"}
-    | {"confirm", "crash"}
-)
 
 
 _EVENTS = {

@@ -27,8 +27,8 @@ names the same actions of the model. Each step computed is checked against the p
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar, cast
 
 from claimfsm.checker._engine import Discovery, Model, Property, Report, Step
 
@@ -47,8 +47,8 @@ class Processes(Generic[S, A]):
 
     split: Callable[[S], tuple[Hashable, tuple[Hashable, ...]]]
     join: Callable[[Any, tuple[Any, ...]], S]
-    #: The process an action belongs to (None: the shared part's own action).
-    process: Callable[[A], int | None]
+    #: The actions of process ``i``'s part (shared part, part, i): each is that process's
+    #: (the packed search learns an action's process from where it is listed).
     local_actions: Callable[[Any, Any, int], Sequence[A]]
     shared_actions: Callable[[Any], Sequence[A]]
     #: Properties (their ``holds`` and ``trigger``) and ``may_stop`` read the shared part
@@ -96,21 +96,32 @@ def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
             key = (s, p[i], i)
             acts = local_acts.get(key)
             if acts is None:
-                acts = local_acts[key] = tuple(
-                    pr.local_actions(shared_of[s], local_of[p[i]], i - 1)
+                acts = local_acts[key] = owned(
+                    pr.local_actions(shared_of[s], local_of[p[i]], i - 1), i - 1
                 )
             found += acts
         acts = shared_acts.get(s)
         if acts is None:
-            acts = shared_acts[s] = tuple(pr.shared_actions(shared_of[s]))
+            acts = shared_acts[s] = owned(pr.shared_actions(shared_of[s]), None)
         found += acts
         return found
+
+    # Each action's process (None: the shared part's), learnt where it is first listed.
+    process: dict[A, int | None] = {}
+
+    def owned(acts: Sequence[A], i: int | None) -> tuple[A, ...]:
+        for a in acts:
+            if process.setdefault(a, i) != i:
+                raise AssertionError(
+                    f"{model.show_action(a)!r} is listed as process {process[a]}'s and as"
+                    f" {'the shared part' if i is None else f'process {i}'}'s"
+                )
+        return tuple(acts)
 
     # (action, shared number[, part number]) -> the next shared number[, part number], or
     # None when the action is disabled there.
     local_steps: dict[tuple[A, int, int], tuple[int, int] | None] = {}
     shared_steps: dict[tuple[A, int], int | None] = {}
-    process = pr.process
 
     def computed(p: Packed, a: A, i: int | None) -> tuple[int, int] | None:
         after = model.next_state(decode(p), a)
@@ -129,7 +140,7 @@ def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
         return shared(s2), (-1 if i is None else local(parts[i]))
 
     def next_state(p: Packed, a: A) -> Packed | None:
-        i = process(a)
+        i = process[a]  # the search asks a state's actions before their steps
         if i is None:
             key = (a, p[0])
             if key in shared_steps:
@@ -165,16 +176,11 @@ def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
 
         return holds
 
-    properties = [
-        Property(
-            p.name,
-            p.kind,
-            on_shared(p.holds),
-            p.description,
-            None if p.trigger is None else on_shared(p.trigger),
-            p.fair,
-            p.fairness,
-            p.stutter,
+    properties: list[Property[Packed]] = [
+        replace(
+            cast(Property[Any], p),
+            holds=on_shared(p.holds),
+            trigger=None if p.trigger is None else on_shared(p.trigger),
         )
         for p in model.properties
     ]
@@ -204,17 +210,13 @@ def unpacked(
     def path(steps: tuple[Step[Packed, A], ...]) -> tuple[Step[S, A], ...]:
         return tuple(Step(step.action, decode(step.state)) for step in steps)
 
-    found: Report[S, A] = Report(
-        model,
-        states=report.states,
-        unique=report.unique,
-        depth=report.depth,
-        seconds=report.seconds,
-        complete=report.complete,
-        stopped_by=report.stopped_by,
+    return replace(
+        cast(Report[S, A], report),
+        model=model,
         deadlock=None if report.deadlock is None else path(report.deadlock),
+        discoveries={
+            name: Discovery(props[name], path(d.path), d.token, d.loop_from)
+            for name, d in report.discoveries.items()
+        },
         reached=set(report.reached),
     )
-    for name, d in report.discoveries.items():
-        found.discoveries[name] = Discovery(props[name], path(d.path), d.token, d.loop_from)
-    return found
