@@ -6,7 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -223,6 +225,112 @@ def test_a_model_that_breaks_its_processes_promise_is_an_error_not_a_count() -> 
     )
     assert Checker(model).packed(False).exhaustive().run().unique == 3
     with pytest.raises(AssertionError, match="changed process 1's"):
+        Checker(model).exhaustive().run()
+
+
+# -- the array search ---------------------------------------------------------------------------
+def _everything(report: Any) -> tuple[Any, ...]:
+    """All a report says: counts, how it ended, each discovery's path and its loop."""
+    return (
+        report.unique,
+        report.states,
+        report.depth,
+        report.complete,
+        report.stopped_by,
+        {name: (d.token, d.loop_from, d.path) for name, d in report.discoveries.items()},
+        report.deadlock,
+    )
+
+
+ARRAY_CASES: dict[str, tuple[str | None, ClaimModelConfig, Callable[[Checker[Any, Any]], Any]]] = {
+    "k3d1e2": (None, ClaimModelConfig(workers=3, drafts=1, epochs=2), lambda c: c),
+    "k3d1e2-sym": (None, ClaimModelConfig(workers=3, drafts=1, epochs=2), Checker.symmetry),
+    "k2t2e1": (None, ClaimModelConfig(workers=2, targets=2, drafts=1, epochs=1), lambda c: c),
+    "plain-deadlock": (None, ClaimModelConfig(workers=2, drafts=1, remote="plain"), lambda c: c),
+    "state-limit": (None, ClaimModelConfig(workers=3), lambda c: c.max_states(7_777)),
+    "depth-limit": (None, ClaimModelConfig(workers=3), lambda c: c.symmetry().max_depth(9)),
+    "first-counterexample": (
+        "release_by_target",
+        ClaimModelConfig(workers=3),
+        lambda c: c.symmetry().stop_on_violation(),
+    ),
+    "all-decided": ("lapse_reclaims_sending", ClaimModelConfig(workers=2), lambda c: c),
+    "liveness": ("readback_present_only", ClaimModelConfig(workers=2, drafts=1), lambda c: c),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARRAY_CASES))
+def test_the_array_search_reports_what_the_packed_search_reports(case: str) -> None:
+    """A level at a time in arrays, the search finds the same states in the same order:
+    the same counts, stops at the same place for the same reason, and gives the same paths
+    (so the same replay tokens) and the same deadlock and liveness loops."""
+    design, config, configure = ARRAY_CASES[case]
+    model = claim_model(SPEC if design is None else designs()[design], config)
+    arrays = configure(Checker(model)).run()
+    one_at_a_time = configure(Checker(model).arrays(False)).run()
+    assert _everything(arrays) == _everything(one_at_a_time)
+    if case == "plain-deadlock":
+        assert arrays.deadlock is not None
+    if case == "liveness":
+        assert "uncertain_is_reconciled" in arrays.discoveries
+    if case == "first-counterexample":
+        assert arrays.stopped_by == "first counterexample"
+    for d in arrays.discoveries.values():
+        assert replay(model, d.token) == d.path
+
+
+def test_keys_too_wide_for_the_array_search_fall_back_to_the_packed_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import claimfsm.checker._arrays as arrays_module
+
+    model = claim_model(SPEC, ClaimModelConfig(workers=2, drafts=1, epochs=2))
+    wide = Checker(model).symmetry().exhaustive().run()
+    calls = []
+    real = arrays_module.array_search
+
+    def spy(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(arrays_module, "array_search", spy)
+    monkeypatch.setattr(arrays_module, "KEY_BITS", 8)  # no key fits
+    narrow = Checker(model).symmetry().exhaustive().run()
+    assert calls and _everything(narrow) == _everything(wide)
+
+
+def test_processes_that_are_not_interchangeable_are_an_error_not_a_count() -> None:
+    """The array search computes a part's steps once for every process; a model whose
+    process 1 steps differently from process 0 is caught on the first parts computed."""
+    from claimfsm.checker import Processes
+
+    def local(shared: int, part: int, i: int) -> list[tuple[str, int]]:
+        return [("bump", i)] if part < 2 else []
+
+    def step(s: tuple[int, int, int], a: tuple[str, int]) -> tuple[int, int, int] | None:
+        i = a[1]
+        if s[1 + i] >= 2:
+            return None
+        parts = list(s)
+        parts[1 + i] += 1 + i  # process 1 jumps two at a time
+        return (parts[0], parts[1], parts[2])
+
+    model: Model[tuple[int, int, int], tuple[str, int]] = Model(
+        init_states=lambda: [(0, 0, 0)],
+        actions=lambda s: [a for i in (0, 1) for a in local(s[0], s[1 + i], i)],
+        next_state=step,
+        properties=[Property("fine", "always", lambda s: True, "anything goes")],
+        may_stop=lambda s: True,
+        processes=Processes(
+            split=lambda s: (s[0], (s[1], s[2])),
+            join=lambda shared, parts: (shared, parts[0], parts[1]),
+            local_actions=local,
+            shared_actions=lambda shared: [],
+            shared_properties=True,
+        ),
+    )
+    assert Checker(model).arrays(False).exhaustive().run().unique == 6
+    with pytest.raises(AssertionError, match="interchangeable"):
         Checker(model).exhaustive().run()
 
 

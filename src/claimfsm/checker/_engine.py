@@ -268,6 +268,7 @@ class Checker(Generic[S, A]):
         self._stop_when_all_found = True
         self._stop_on_violation = False
         self._packed = True
+        self._arrays = True
 
     def symmetry(self, on: bool = True) -> Checker[S, A]:
         if on and self.model.canonical is None:
@@ -303,6 +304,13 @@ class Checker(Generic[S, A]):
         self._packed = on
         return self
 
+    def arrays(self, on: bool = True) -> Checker[S, A]:
+        """Search the packed model a level at a time in numpy arrays (``_arrays``; the
+        default where the model's properties read its shared part alone); off: one state
+        at a time, for comparison. Counts, paths and verdicts are the same."""
+        self._arrays = on
+        return self
+
     def exhaustive(self) -> Checker[S, A]:
         """Explore everything even after every property has a discovery (exact counts)."""
         self._stop_when_all_found = False
@@ -319,8 +327,18 @@ class Checker(Generic[S, A]):
                 return self._run(self.model)
             from claimfsm.checker._packed import pack, unpacked
 
-            packed, decode = pack(self.model)
-            return unpacked(self._run(packed), self.model, decode)
+            packing = pack(self.model)
+            report: Report[Any, A] | None = None
+            if self._arrays and packing.shared_properties:
+                from claimfsm.checker._arrays import TooWide, array_search
+
+                try:
+                    report = array_search(self, packing)
+                except TooWide:
+                    report = None  # part numbers too many for a 63-bit key
+            if report is None:
+                report = self._run(packing.model)
+            return unpacked(report, self.model, packing.decode)
         finally:
             if paused:
                 gc.enable()
@@ -509,11 +527,14 @@ def _liveness(
     p: Property[Any],
     seen: dict[Hashable, tuple[Hashable | None, Any, Any, int, int]],
     edges: _Graph,
+    marked: tuple[set[Hashable], list[Hashable]] | None = None,
 ) -> tuple[tuple[Step[Any, Any], ...], int | None] | None:
     """A shortest-prefix violation of ``eventually`` property ``p`` in a complete search's
     graph, or None if it holds: a path to a state where nothing more can happen, or a lasso
     whose loop a weakly fair scheduler may repeat forever, all in states where ``p`` does not
     hold, from a state where its trigger does.
+
+    ``marked``: the bad states and the starts (nearest first), when the search has them.
 
     Weak fairness, per class: a loop is fair if each class is either taken on the loop or
     disabled in one of its states. A strongly connected region of bad states hosts a fair
@@ -525,14 +546,19 @@ def _liveness(
     def fairness(action: Any) -> Hashable | None:
         return None if fair is None else fair(action)
 
-    bad = {k for k, v in seen.items() if not holds(v[2])}
-    trigger = p.trigger
-    starts = [k for k in bad if (seen[k][0] is None if trigger is None else trigger(seen[k][2]))]
+    if marked is None:
+        bad = {k for k, v in seen.items() if not holds(v[2])}
+        trigger = p.trigger
+        starts = [
+            k for k in bad if (seen[k][0] is None if trigger is None else trigger(seen[k][2]))
+        ]
+        starts.sort(key=lambda k: seen[k][3])
+    else:
+        bad, starts = marked
     if not starts:
         return None
     # The bad states reachable from a start through bad states, in breadth-first order from
     # the nearest starts, so the prefix found is short.
-    starts.sort(key=lambda k: seen[k][3])
     via: dict[Hashable, tuple[Hashable | None, Any]] = {k: (None, None) for k in starts}
     queue = deque(starts)
     while queue:
@@ -698,9 +724,7 @@ def _loop(
     return steps
 
 
-def path_from(
-    seen: Mapping[Hashable, tuple[Any, ...]], key: Hashable
-) -> tuple[Step[Any, Any], ...]:
+def path_from(seen: Mapping[Any, tuple[Any, ...]], key: Hashable) -> tuple[Step[Any, Any], ...]:
     """The path to ``key`` in a search's parent map (key -> parent, action, state, ...)."""
     steps = []
     k: Hashable | None = key

@@ -41,7 +41,10 @@ Packed = tuple[int, ...]
 class Processes(Generic[S, A]):
     """How a model's state splits into a shared part and its processes' parts (see the
     module). ``actions(state)`` must equal the processes' ``local_actions`` in process order,
-    then ``shared_actions``. The processes are interchangeable: with symmetry, the packed
+    then ``shared_actions``. The processes are interchangeable: process ``i``'s actions
+    from a shared part and a part do what process 0's do from the same parts, in the same
+    order (the array search computes a part's steps for one process and uses them for all;
+    it checks the first few parts against every process); and with symmetry, the packed
     search's canonical form sorts their parts, so give ``Processes`` only to a model whose
     own ``canonical`` orders the same parts (the claim model sorts its workers)."""
 
@@ -71,9 +74,9 @@ class _Interned:
         return n
 
 
-def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
-    """The packed model of ``model`` (which gives ``processes``), and the function that
-    unpacks one of its states into the model's."""
+def pack(model: Model[S, A]) -> Packing[S, A]:
+    """The packed model of ``model`` (which gives ``processes``), with the function that
+    unpacks one of its states into the model's (see :class:`Packing`)."""
     pr = model.processes
     assert pr is not None, "pack() needs a model that gives processes"
     shared, local = _Interned(), _Interned()
@@ -89,21 +92,26 @@ def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
     local_acts: dict[tuple[int, int, int], Sequence[A]] = {}
     shared_acts: dict[int, Sequence[A]] = {}
 
+    def listed_local(s: int, part: int, i: int) -> Sequence[A]:
+        """The actions of process ``i`` (from 0) with this shared part and its part."""
+        key = (s, part, i)
+        acts = local_acts.get(key)
+        if acts is None:
+            acts = local_acts[key] = owned(pr.local_actions(shared_of[s], local_of[part], i), i)
+        return acts
+
+    def listed_shared(s: int) -> Sequence[A]:
+        acts = shared_acts.get(s)
+        if acts is None:
+            acts = shared_acts[s] = owned(pr.shared_actions(shared_of[s]), None)
+        return acts
+
     def actions(p: Packed) -> list[A]:
         s = p[0]
         found: list[A] = []
         for i in range(1, len(p)):
-            key = (s, p[i], i)
-            acts = local_acts.get(key)
-            if acts is None:
-                acts = local_acts[key] = owned(
-                    pr.local_actions(shared_of[s], local_of[p[i]], i - 1), i - 1
-                )
-            found += acts
-        acts = shared_acts.get(s)
-        if acts is None:
-            acts = shared_acts[s] = owned(pr.shared_actions(shared_of[s]), None)
-        found += acts
+            found += listed_local(s, p[i], i - 1)
+        found += listed_shared(s)
         return found
 
     # Each action's process (None: the shared part's), learnt where it is first listed.
@@ -198,7 +206,40 @@ def pack(model: Model[S, A]) -> tuple[Model[Packed, A], Callable[[Packed], S]]:
         if explain is None
         else (lambda before, a, after: explain(decode(before), a, decode(after))),
     )
-    return packed, decode
+
+    def step(p: Packed, a: A, i: int | None) -> tuple[int, int] | None:
+        """The step of ``a`` (process ``i``'s, or the shared part's) from ``p``: the next
+        shared number and process part number (-1 for a shared action), not kept."""
+        return computed(p, a, i)
+
+    return Packing(
+        packed,
+        decode,
+        shared_of,
+        local_of,
+        listed_local,
+        listed_shared,
+        step,
+        pr.shared_properties,
+    )
+
+
+@dataclass(frozen=True)
+class Packing(Generic[S, A]):
+    """A packed model (see :func:`pack`) and what a search over arrays of packed states
+    needs besides: the values numbered so far (a number indexes its list), and each
+    part's actions in the order the packed model lists them: ``listed_local(shared
+    number, part number, process)`` and ``listed_shared(shared number)``."""
+
+    model: Model[Packed, A]
+    decode: Callable[[Packed], S]
+    shared_values: list[Any]
+    local_values: list[Any]
+    listed_local: Callable[[int, int, int], Sequence[A]]
+    listed_shared: Callable[[int], Sequence[A]]
+    step: Callable[[Packed, A, int | None], tuple[int, int] | None]
+    #: The model's properties and ``may_stop`` read the shared part alone.
+    shared_properties: bool
 
 
 def unpacked(
