@@ -56,8 +56,10 @@ if TYPE_CHECKING:
 
 A = TypeVar("A")
 Packed = tuple[int, ...]
-Ints = npt.NDArray[np.int64]
+Ints = npt.NDArray[np.integer[Any]]
 Pairs = npt.NDArray[np.int32]
+#: What is kept per state (rows of part numbers, parents, action indices, edges): 32-bit.
+KEPT = np.int32
 
 
 #: The bits of a key: the row's numbers side by side must fit in a signed 64-bit int.
@@ -157,8 +159,8 @@ class _Steps(Generic[A]):
         self.start = np.concatenate([self.start, np.array(starts, np.int64)])
         self.count = np.concatenate([self.count, np.array(counts, np.int64)])
         self.listed = np.concatenate([self.listed, np.array(listed, np.int64)])
-        self.next_shared = np.concatenate([self.next_shared, np.array(nxt_s, np.int64)])
-        self.next_part = np.concatenate([self.next_part, np.array(nxt_l, np.int64)])
+        self.next_shared = np.concatenate([self.next_shared, np.array(nxt_s, KEPT)])
+        self.next_part = np.concatenate([self.next_part, np.array(nxt_l, KEPT)])
         self.rank = np.concatenate([self.rank, np.array(ranks, np.int64)])
         return pairs
 
@@ -341,7 +343,7 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
         if len(packing.shared_values).bit_length() + k * bits > KEY_BITS:
             raise TooWide
         parts = np.sort(block[:, 1:], axis=1) if symmetric and k > 1 else block[:, 1:]
-        key = block[:, 0].copy()
+        key = block[:, 0].astype(np.int64)
         for j in range(k):
             key <<= bits
             key |= parts[:, j]
@@ -350,15 +352,15 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
     # The initial states, as the packed search visits them.
     report.states += len(inits)
     wide_enough()
-    init_block = np.array(inits, np.int64).reshape(len(inits), width)
+    init_block = np.array(inits, KEPT).reshape(len(inits), width)
     init_keys = keys_of(init_block)
     _, first = np.unique(init_keys, return_index=True)
     first.sort()
     rows = _Chunks(init_block[first])
-    parents = _Chunks(np.full(len(first), -1, np.int64))
-    chosen = _Chunks(np.zeros(len(first), np.int64))
+    parents = _Chunks(np.full(len(first), -1, KEPT))
+    chosen = _Chunks(np.zeros(len(first), KEPT))
     order = np.argsort(init_keys[first], kind="stable")
-    visited, numbers = init_keys[first][order], np.arange(len(first), dtype=np.int64)[order]
+    visited, numbers = init_keys[first][order], np.arange(len(first), dtype=KEPT)[order]
     levels = [0]
     current = rows.all()
     seen = _Seen(m, rows, parents, chosen, levels)
@@ -429,13 +431,13 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
             order = np.argsort(cpar, kind="stable")
             cand, cpar, cch = cand[order], cpar[order], np.concatenate(cchosen)[order]
         else:
-            cand = np.zeros((0, width), np.int64)
+            cand = np.zeros((0, width), KEPT)
             cpar = cch = np.zeros(0, np.int64)
         per_parent = np.bincount(cpar, minlength=n)
         if not wide_enough():
             keys = keys_of(rows.all())
             order = np.argsort(keys, kind="stable")
-            visited, numbers = keys[order], order.astype(np.int64)
+            visited, numbers = keys[order], order.astype(KEPT)
         ckeys = keys_of(cand)
         target = np.full(len(cand), -1, np.int64)
         if len(visited):
@@ -479,8 +481,8 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
             kept, fresh = len(cand), len(new_at)
         report.states += int(per_parent[: cut + 1].sum())
         rows.add(new_rows[:fresh])
-        parents.add(lo + new_par[:fresh])
-        chosen.add(cch[new_at[:fresh]])
+        parents.add((lo + new_par[:fresh]).astype(KEPT))
+        chosen.add(cch[new_at[:fresh]].astype(KEPT))
         levels.append(hi)
         record(found, hi)
         if report.deadlock is None:
@@ -492,14 +494,14 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
         if eventually:
             expanded = per_parent[: cut + 1]
             edge_offsets.append(edge_count + np.cumsum(expanded) - expanded)
-            edge_targets.append(target[:kept])
-            edge_chosen.append(cch[:kept])
+            edge_targets.append(target[:kept].astype(KEPT))
+            edge_chosen.append(cch[:kept].astype(KEPT))
             edge_count += kept
         if fresh:
             merged = np.concatenate([visited, ckeys[new_at[:fresh]]])
             order = np.argsort(merged, kind="stable")
             visited = merged[order]
-            numbers = np.concatenate([numbers, hi + np.arange(fresh, dtype=np.int64)])[order]
+            numbers = np.concatenate([numbers, hi + np.arange(fresh, dtype=KEPT)])[order]
         current = new_rows[:fresh]
         lo, hi, depth = hi, hi + fresh, depth + 1
         if why is not None:
