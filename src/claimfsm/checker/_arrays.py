@@ -392,13 +392,8 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
     all_found = len(m.properties)
     lo, hi, depth = 0, len(first), 0
     while lo < hi:
-        if checker._stop_when_all_found and len(report.discoveries) == all_found:
-            report.stopped_by = "all properties decided"
-            break
-        if checker._stop_on_violation and any(
-            d.property.kind == "always" for d in report.discoveries.values()
-        ):
-            report.stopped_by = "first counterexample"
+        report.stopped_by = checker._decided(report)
+        if report.stopped_by is not None:
             break
         report.depth = max(report.depth, depth)
         if checker._max_depth is not None and depth >= checker._max_depth:

@@ -343,6 +343,17 @@ class Checker(Generic[S, A]):
             if paused:
                 gc.enable()
 
+    def _decided(self, report: Report[Any, A]) -> str | None:
+        """Why the search stops before its next state, by what it has found: every
+        property decided, or a counterexample when it stops at the first; else None."""
+        if self._stop_when_all_found and len(report.discoveries) == len(report.model.properties):
+            return "all properties decided"
+        if self._stop_on_violation and any(
+            d.property.kind == "always" for d in report.discoveries.values()
+        ):
+            return "first counterexample"
+        return None
+
     def _run(self, m: Model[Any, A]) -> Report[Any, A]:
         canon: Callable[[Any], Hashable] = (
             m.canonical if self._symmetry and m.canonical is not None else (lambda s: s)
@@ -386,17 +397,11 @@ class Checker(Generic[S, A]):
                 visit(key, state)
                 queue.append(key)
 
-        all_found = len(m.properties)
         actions, next_state, symmetric = m.actions, m.next_state, self._symmetry
         checking = bool(always or sometimes)
         while queue:
-            if self._stop_when_all_found and len(report.discoveries) == all_found:
-                report.stopped_by = "all properties decided"
-                break
-            if self._stop_on_violation and any(
-                d.property.kind == "always" for d in report.discoveries.values()
-            ):
-                report.stopped_by = "first counterexample"
+            report.stopped_by = self._decided(report)
+            if report.stopped_by is not None:
                 break
             key = queue.popleft()
             _, _, state, depth, _ = seen[key]
