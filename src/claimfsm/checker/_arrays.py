@@ -8,12 +8,12 @@ tuple and a dict look-up. Here a whole level moves at once:
 - **States** are rows of a 2-D array of part numbers ``(shared, part of process 0, …)``,
   numbered in the order found, as the packed search numbers them.
 - **Steps** are tables filled on demand: a pair (shared number, part number) has a list of
-  successor entries (next shared number, next part number, the action's index
-  among those listed); so does a shared number for the world's actions. The processes are
+  successor entries (next shared number, next part number, the action's index among
+  those listed); so does a shared number for the world's actions. The processes are
   interchangeable (``Processes``), so a pair's steps are computed once, for whichever
-  process first has it, and serve every process. A level's
-  successors are gathered from the tables with array indexing, process by process, then
-  put in the order the packed search generates them: by parent, then by action.
+  process first has it, and serve every process. A level's successors are gathered from
+  the tables with array indexing, process by process, then put in the order the packed
+  search generates them: by parent, then by action.
 - **The visited set** is a sorted array of 64-bit keys (the row's numbers side by side in
   fixed-width bit fields; with symmetry, the processes' numbers sorted first), with each
   key's state number beside it. A level's new states are the keys not in it, each first
@@ -26,8 +26,8 @@ tuple and a dict look-up. Here a whole level moves at once:
   at between levels.
 - **Liveness** runs the engine's own pass (``_liveness``) over the graph kept in arrays.
 
-A model whose properties read more than the shared part, or whose keys outgrow 63 bits,
-is searched by the packed search instead (the checker does that by itself).
+A model whose properties read more than the shared part, or whose keys outgrow
+``KEY_BITS``, is searched by the packed search instead (the checker does that by itself).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ Pairs = npt.NDArray[np.int32]
 KEPT = np.int32
 
 
-#: The bits of a key: the row's numbers side by side must fit in a signed 64-bit int.
+#: The bits a key may use: the row's numbers side by side, in a signed 64-bit int.
 KEY_BITS = 62
 #: How many pairs' steps are also computed for every other process, to check that the
 #: processes are interchangeable (a model that breaks the promise is stopped, not counted).
@@ -70,7 +70,7 @@ CHECKED_PAIRS = 32
 
 
 class TooWide(Exception):
-    """The packed states' keys no longer fit in 63 bits: search another way."""
+    """The packed states' keys no longer fit in ``KEY_BITS``: search another way."""
 
 
 class _Steps(Generic[A]):
@@ -311,7 +311,7 @@ class _ArrayGraph(_Graph):
 
 def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[Packed, A]:
     """Search ``packing``'s model as ``checker`` is configured (see the module); raises
-    ``TooWide`` when its keys outgrow 63 bits (search it another way)."""
+    ``TooWide`` when its keys outgrow ``KEY_BITS`` (search it another way)."""
     m = packing.model
     report: Report[Packed, A] = Report(m)
     symmetric = checker._symmetry and m.canonical is not None

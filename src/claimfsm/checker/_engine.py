@@ -335,7 +335,7 @@ class Checker(Generic[S, A]):
                 try:
                     report = array_search(self, packing)
                 except TooWide:
-                    report = None  # part numbers too many for a 63-bit key
+                    report = None  # too many part numbers for its keys
             if report is None:
                 report = self._run(packing.model)
             return unpacked(report, self.model, packing.decode)
