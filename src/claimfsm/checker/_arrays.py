@@ -80,7 +80,6 @@ class _Steps(Generic[A]):
 
     def __init__(self, packing: Packing[Any, A], processes: int) -> None:
         self.packing = packing
-        self.model: Model[Packed, A] = packing.model
         self.k = processes
         self.local_pair = np.full((64, 16), -1, np.int32)
         self.shared_pair = np.full(64, -1, np.int32)
@@ -382,8 +381,9 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
                 found.append((p.name, int(hits[0])))
         return found
 
+    props = {p.name: p for p in m.properties}
+
     def record(found: list[tuple[str, int]], base: int) -> None:
-        props = {p.name: p for p in m.properties}
         for name, offset in found:
             path = path_from(seen, base + offset)
             report.discoveries[name] = Discovery(props[name], path, _token(m, path))

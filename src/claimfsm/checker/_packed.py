@@ -207,11 +207,6 @@ def pack(model: Model[S, A]) -> Packing[S, A]:
         else (lambda before, a, after: explain(decode(before), a, decode(after))),
     )
 
-    def step(p: Packed, a: A, i: int | None) -> tuple[int, int] | None:
-        """The step of ``a`` (process ``i``'s, or the shared part's) from ``p``: the next
-        shared number and process part number (-1 for a shared action), not kept."""
-        return computed(p, a, i)
-
     return Packing(
         packed,
         decode,
@@ -219,7 +214,7 @@ def pack(model: Model[S, A]) -> Packing[S, A]:
         local_of,
         listed_local,
         listed_shared,
-        step,
+        computed,
         pr.shared_properties,
     )
 
@@ -237,6 +232,9 @@ class Packing(Generic[S, A]):
     local_values: list[Any]
     listed_local: Callable[[int, int, int], Sequence[A]]
     listed_shared: Callable[[int], Sequence[A]]
+    #: The step of an action (process ``i``'s, or None: the shared part's) from a packed
+    #: state: the next shared number and part number (-1 for a shared action), computed
+    #: each time (the search keeps it).
     step: Callable[[Packed, A, int | None], tuple[int, int] | None]
     #: The model's properties and ``may_stop`` read the shared part alone.
     shared_properties: bool
