@@ -320,7 +320,7 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
     facts = {p.name: _Facts(p.holds) for p in always + sometimes}
     may_stop = _Facts(m.may_stop)
     start_time = time.perf_counter()
-    next_progress = start_time + 1.0
+    next_progress = start_time + checker.PROGRESS_EVERY
 
     inits = [tuple(p) for p in m.init_states()]
     width = len(inits[0])
@@ -508,7 +508,7 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
             break
         if checker._progress is not None and now >= next_progress:
             checker._progress(hi, depth, now - start_time)
-            next_progress = now + 1.0
+            next_progress = now + checker.PROGRESS_EVERY
     report.complete = lo >= hi and report.stopped_by is None
     report.unique = len(rows.all())
     if report.complete:

@@ -258,6 +258,10 @@ def _steps(model: Model[Any, Any], path: Sequence[Step[Any, Any]]) -> list[dict[
 class Checker(Generic[S, A]):
     """Configure fluently, then :meth:`run`: ``Checker(model).symmetry().max_depth(30).run()``."""
 
+    #: Seconds between two calls of the :meth:`progress` report (at most one per check
+    #: point: a state in the search one at a time, a chunk of a level in the array search).
+    PROGRESS_EVERY = 1.0
+
     def __init__(self, model: Model[S, A]) -> None:
         self.model = model
         self._symmetry = False
@@ -289,7 +293,7 @@ class Checker(Generic[S, A]):
         return self
 
     def progress(self, report: Callable[[int, int, float], None] | None) -> Checker[S, A]:
-        """Call ``report(unique, depth, seconds)`` about once a second."""
+        """Call ``report(unique, depth, seconds)`` about once a second (``PROGRESS_EVERY``)."""
         self._progress = report
         return self
 
@@ -372,7 +376,7 @@ class Checker(Generic[S, A]):
         edges: _Graph | None = _Graph(m, seen) if eventually else None
         queue: deque[Hashable] = deque()
         start = time.perf_counter()
-        next_progress = start + 1.0
+        next_progress = start + self.PROGRESS_EVERY
 
         def path_to(key: Hashable) -> tuple[Step[S, A], ...]:
             return path_from(seen, key)
@@ -447,7 +451,7 @@ class Checker(Generic[S, A]):
                 break
             if self._progress is not None and now >= next_progress:
                 self._progress(len(seen), depth, now - start)
-                next_progress = now + 1.0
+                next_progress = now + self.PROGRESS_EVERY
         report.complete = not queue and report.stopped_by is None
         if report.complete and edges is not None:
             for p in eventually:
