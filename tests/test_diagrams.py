@@ -51,7 +51,7 @@ def test_edges_carry_event_and_guards_and_styles_mark_the_states() -> None:
         assert re.search(rf"\b{name} \[[^\]]*peripheries=2", dot)
     assert re.search(r"\blegend \[label=<<TABLE", dot) and "final: nothing leaves it" in dot
     mermaid = to_mermaid(spec)
-    assert mermaid.startswith("stateDiagram-v2\n") and "class uncertain uncertain" in mermaid
+    assert mermaid.startswith("stateDiagram-v2\n") and "class uncertain evidence" in mermaid
 
 
 def test_rendered_svg_has_every_state(tmp_path: Path) -> None:
@@ -172,3 +172,17 @@ def test_a_variants_changes_are_drawn_blue_and_expired_is_not_drawn_final() -> N
     assert re.search(r"\bconfirmed \[[^]]*peripheries=2", plain)
     assert "expired --> [*]" not in to_mermaid(claim_spec())
     assert "legend" not in to_dot(claim_spec(), legend=False)
+
+
+def test_a_state_is_orange_where_only_evidence_leaves_it_as_declared() -> None:
+    """The fill follows the guards, not the state's name: where fresh_key_retry drops the
+    dedup guard, a retry leaves uncertain without evidence, and it is drawn plain; the job
+    lease's orphaned state (readback or fencing only) is drawn orange."""
+    from claimfsm.spec import shipped
+
+    plain = to_dot(shipped()["fresh_key_retry"])
+    assert re.search(r"\buncertain \[[^\]]*fillcolor=white", plain)
+    assert "only evidence leaves it" not in plain
+    job = to_dot(shipped()["job"])
+    assert re.search(r"\borphaned \[[^\]]*fillcolor=\"#f6b26b\"", job)
+    assert "only evidence leaves it" in job

@@ -5,7 +5,8 @@ in ``specs/``, and a test fails when a committed diagram drifts from its declara
 
 Styles, explained by the legend drawn with every diagram:
 - double outline: final (terminal, and no transition leaves it);
-- orange fill: ``uncertain`` (only evidence leaves it);
+- orange fill: only evidence leaves it (every transition out of it compares a fact the
+  caller brings: the claim's ``uncertain``);
 - dashed outline: a state the lease governs (lease expiry may act on it);
 - grey fill: a state a stale owner can come back to (its operation is refused and recorded);
 - edges: ``event [guards]``; internal transitions (recorded, no state change) are not drawn;
@@ -34,6 +35,15 @@ def _final(spec: Spec, name: str) -> bool:
     )
 
 
+def _evidence(spec: Spec, name: str) -> bool:
+    """Whether only evidence leaves ``name``: something leaves it, and every transition
+    that does has a ``compare`` guard over a caller's fact (readback, fencing)."""
+    out = [t for t in spec.transitions if t.source == name and not t.internal]
+    return bool(out) and all(
+        any(spec.guards[g].kind == "compare" and spec.guards[g].fact for g in t.guards) for t in out
+    )
+
+
 def _node_attrs(spec: Spec, name: str) -> dict[str, str]:
     state = spec.states[name]
     styles = ["filled"]
@@ -42,7 +52,7 @@ def _node_attrs(spec: Spec, name: str) -> dict[str, str]:
         attrs["shape"] = "oval"
     if _final(spec, name):
         attrs["peripheries"] = "2"
-    if name == "uncertain":
+    if _evidence(spec, name):
         attrs["fillcolor"] = "#f6b26b"
     if state.stale:
         attrs["fillcolor"] = "#d9d9d9"
@@ -209,7 +219,7 @@ def _legend(
     mean; nothing it does not show."""
     shown = {
         "final": any(_final(spec, n) for n in spec.states),
-        "evidence": "uncertain" in spec.states,
+        "evidence": any(_evidence(spec, n) for n in spec.states),
         "lease": any(s.lease for s in spec.states.values()),
         "stale": any(s.stale for s in spec.states.values()),
         "step": bool(path),
@@ -278,11 +288,10 @@ def to_mermaid(spec: Spec) -> str:
     for name in spec.states:
         if _final(spec, name):
             lines.append(f"    {name} --> [*]")
-    lines.append("    classDef uncertain fill:#f6b26b")
+    lines.append("    classDef evidence fill:#f6b26b")
     lines.append("    classDef lease stroke-dasharray: 5 5")
     lines.append("    classDef stale fill:#d9d9d9")
-    if "uncertain" in spec.states:
-        lines.append("    class uncertain uncertain")
+    lines += [f"    class {name} evidence" for name in spec.states if _evidence(spec, name)]
     lease = [n for n, s in spec.states.items() if s.lease]
     stale = [n for n, s in spec.states.items() if s.stale]
     lines += [f"    class {name} lease" for name in lease]
