@@ -9,9 +9,13 @@ the worker times out), late landing, sweep, readback, draft edits.
 
 Every change of a claim's state goes through :func:`compile_table`'s table: the model only
 says which guards are true now (its guard semantics), the declaration says where that
-leads. A wrong design is a different declaration (``specs/wrong/``); the model code is the
-same. Renewal is an action (its guards decide), but a successful renew changes nothing
-the untimed model can see: not lapsing is the lapse action not being taken.
+leads. Which declared event is the claim's acquire, begin_send, timeout, ... and which state
+its reserved, sending, uncertain ... is read from the declaration's shape
+(``claim_steps``): the model's actions are named by the typed face (``Event``) and take
+the declared names, so a renamed copy of ``claim.toml`` checks the same. A wrong design
+is a different declaration (``specs/wrong/``); the model code is the same. Renewal is an
+action (its guards decide), but a successful renew changes nothing the untimed model can
+see: not lapsing is the lapse action not being taken.
 
 Epochs are bounded (``epochs``, per target) and so are draft edits (one per draft).
 Invariants 4 (every expired epoch visible in history) and 8 (history replays to the rows)
@@ -30,7 +34,8 @@ from claimfsm.checker._engine import Model, Property
 from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import GUARD_KINDS, Spec, compare, require_claim_protocol
+from claimfsm.spec import GUARD_KINDS, Spec, compare
+from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_world
 
 RemoteMode = Literal["plain", "fencing", "dedup"]
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
@@ -40,7 +45,13 @@ Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
 #: worker that can take one does not renew for ever instead. (A worker that does hold a
 #: claim for ever, renewing it, starves its target: the protocol sets no maximum hold
 #: time, so a service bounds its calls.)
-WORKER_STEPS = frozenset({"begin_send", "send", "ack", "timeout", "confirm", "release"})
+#: A holder's operations on its claim, each the declared event the claim's steps name.
+OWNER_STEPS = frozenset(
+    {Event.BEGIN_SEND, Event.RELEASE, Event.CONFIRM, Event.TIMEOUT, Event.RENEW}
+)
+WORKER_STEPS = frozenset(
+    {Event.BEGIN_SEND, "send", "ack", Event.TIMEOUT, Event.CONFIRM, Event.RELEASE}
+)
 
 
 def compile_table(spec: Spec) -> Table:
@@ -61,7 +72,7 @@ def fire(table: Table, event: str, state: str, true_guards: frozenset[str]) -> s
 
 class Target(NamedTuple):
     epoch: int = 0
-    state: str = "unclaimed"
+    state: str = ""  # the declaration's initial state until acquired (init sets it)
     token: int = 0  # bumps on acquire and retry: who holds the current claim
     lease_live: bool = False
     draft: int = -1  # pinned draft index
@@ -142,7 +153,17 @@ def claim_model(
 ) -> Model[World, tuple[Any, ...]]:
     """The checker model of ``spec`` (the correct declaration or a wrong-design variant).
     Another lifecycle is refused (``SpecError``): this model is the claim protocol's."""
-    require_claim_protocol(spec, "the model checker's claim model")
+    # The claim's steps and states as this declaration names them (read from its shape):
+    # the model's own actions are named by the typed face (Event), its effects by these.
+    steps = require_claim_world(spec, "the model checker's claim model")
+    ev, st = steps.events, steps.states
+    e_acquire, e_lapse, e_reconcile, e_retry = (
+        ev[Event.ACQUIRE],
+        ev[Event.LAPSE],
+        ev[Event.RECONCILE],
+        ev[Event.RETRY],
+    )
+    s_initial, s_uncertain = st[State.UNCLAIMED], st[State.UNCERTAIN]
     cfg = config or ClaimModelConfig()
     table = compile_table(spec)
     frees = frozenset(spec.states_where("frees_target")) | {spec.initial}
@@ -155,21 +176,22 @@ def claim_model(
     # intent recorded first (the correct design; also when no event says), or right after
     # acquire, before any intent is recorded (the wrong design intent_after_send).
     starts = [e for e in spec.events if spec.work(e) == "starts"]
-    if len(starts) > 1 or not set(starts) <= {"acquire", "begin_send"}:
+    if len(starts) > 1 or not set(starts) <= {e_acquire, ev[Event.BEGIN_SEND]}:
         raise SpecError(
-            f"{spec.path or spec.name}: the claim model lets the send start after begin_send"
-            f' or after acquire, one of them; work = "starts" is on {starts}'
+            f"{spec.path or spec.name}: the claim model lets the send start after"
+            f" {ev[Event.BEGIN_SEND]} or after {e_acquire}, one of them; work = 'starts' is"
+            f" on {starts}"
         )
-    send_first = starts == ["acquire"]
+    send_first = starts == [e_acquire]
     # Whether a retry sends under a new idempotency key is declared too: ``fresh_key`` in
     # what retry writes (fresh_key_retry). The model's remote sees keys change nowhere else.
     keyed = [e for e, d in spec.effects.items() if "fresh_key" in d.sets]
-    if not set(keyed) <= {"retry"}:
+    if not set(keyed) <= {e_retry}:
         raise SpecError(
-            f"{spec.path or spec.name}: the claim model lets retry alone write a fresh"
+            f"{spec.path or spec.name}: the claim model lets {e_retry} alone write a fresh"
             f" idempotency key; fresh_key is on {keyed}"
         )
-    fresh_key = keyed == ["retry"]
+    fresh_key = keyed == [e_retry]
     fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
     # The guards true in a situation, by the kind each is declared with (the checker's
     # truth values are compiled from the declaration, as the machine's and the SQL are).
@@ -194,7 +216,7 @@ def claim_model(
                 return flag
         return False
 
-    retry_sets = spec.effects["retry"].sets if "retry" in spec.effects else ()
+    retry_sets = spec.effects[e_retry].sets if e_retry in spec.effects else ()
     seen_comparisons: dict[tuple[Any, ...], frozenset[str]] = {}
 
     def compared(
@@ -224,7 +246,7 @@ def claim_model(
         )
         return [
             World(
-                tuple(Target() for _ in range(cfg.targets)),
+                tuple(Target(state=s_initial) for _ in range(cfg.targets)),
                 drafts,
                 tuple(Worker() for _ in range(cfg.workers)),
                 tuple(Remote() for _ in range(cfg.targets)),
@@ -278,7 +300,7 @@ def claim_model(
     def move(w: World, t: int, event: str, dest: str, **changes: Any) -> World:
         tg = w.targets[t]
         ghosts = w.ghosts
-        if tg.state == "uncertain" and dest != "uncertain" and event not in ("reconcile", "retry"):
+        if tg.state == s_uncertain and dest != s_uncertain and event not in (e_reconcile, e_retry):
             ghosts = Ghosts(ghosts[0], ghosts[1], True, ghosts[3])
         new = tg._replace(state=dest, **changes) if changes else Target(tg[0], dest, *tg[2:])
         return World(put(w.targets, t, new), w.drafts, w.workers, w.remote, ghosts)
@@ -298,8 +320,8 @@ def claim_model(
 
     def lapse(w: World, t: int) -> World:
         tg = w.targets[t]
-        dest = fire(table, "lapse", tg.state, owner_truths(w, t, -1, -1))
-        return w if dest is None or dest == tg.state else move(w, t, "lapse", dest)
+        dest = fire(table, e_lapse, tg.state, owner_truths(w, t, -1, -1))
+        return w if dest is None or dest == tg.state else move(w, t, e_lapse, dest)
 
     def mark_dispatched(w: World, t: int) -> World:
         tg = w.targets[t]
@@ -347,17 +369,17 @@ def claim_model(
                 if tg.epoch < cfg.epochs:
                     for d, (status, _) in enumerate(drafts[t]):
                         if status == "a":
-                            acts.append(("acquire", i, t, d))
-                if tg.state == "uncertain" and tg.retries < cfg.retries:
-                    acts.append(("retry", i, t))
+                            acts.append((Event.ACQUIRE, i, t, d))
+                if tg.state == s_uncertain and tg.retries < cfg.retries:
+                    acts.append((Event.RETRY, i, t))
             if wk.saved:
-                acts.append(("wake", i, "release"))
-                acts.append(("wake", i, "begin_send"))
+                acts.append(("wake", i, Event.RELEASE))
+                acts.append(("wake", i, Event.BEGIN_SEND))
             return acts
         if phase in ("R", "Q"):
-            acts.append(("begin_send", i))
+            acts.append((Event.BEGIN_SEND, i))
         if phase == "R":
-            acts.append(("release", i))
+            acts.append((Event.RELEASE, i))
             if send_first:
                 acts.append(("send", i))
         if phase == "S":
@@ -365,11 +387,11 @@ def claim_model(
         if phase in ("W", "P"):
             acts.append(("ack", i))
         if phase in ("S", "W"):
-            acts.append(("timeout", i))
+            acts.append((Event.TIMEOUT, i))
         if phase in ("R", "S", "W"):
-            acts.append(("renew", i))
+            acts.append((Event.RENEW, i))
         if phase == "A":
-            acts.append(("confirm", i))
+            acts.append((Event.CONFIRM, i))
         if cfg.crashes and not wk.saved:
             acts.append(("crash", i))
         return acts
@@ -384,8 +406,8 @@ def claim_model(
                 acts.append(("sweep", t))
             for k in range(len(remote[t].in_flight)):
                 acts.append(("land", t, k))
-            if tg.state == "uncertain":
-                acts.append(("reconcile", t))
+            if tg.state == s_uncertain:
+                acts.append((Event.RECONCILE, t))
             for d, (status, version) in enumerate(drafts[t]):
                 if cfg.edits and status in ("a", "p") and version < 2:
                     acts.append(("edit", t, d))
@@ -404,12 +426,13 @@ def claim_model(
 
     def step(w: World, a: tuple[Any, ...]) -> World | None:
         kind = a[0]
-        if kind == "acquire":
+        if kind == Event.ACQUIRE:
             _, i, t, d = a
             w = lapse(w, t)  # a lapsed reserved epoch is recorded as expired first
             tg = w.targets[t]
             true = acquirable[(tg.state in frees, w.drafts[t][d][0] == "a")]
-            if fire(table, "acquire", "unclaimed", true) is None:
+            dest = fire(table, e_acquire, s_initial, true)
+            if dest is None:
                 return None  # refused: nothing changes (the same world is not a new state)
             version = w.drafts[t][d][1]
             epoch, token = tg.epoch + 1, tg.token + 1
@@ -417,20 +440,20 @@ def claim_model(
                 targets=put(
                     w.targets,
                     t,
-                    Target(epoch, "reserved", token, True, d, version, 0, ""),
+                    Target(epoch, dest, token, True, d, version, 0, ""),
                 )
             )
             return set_worker(w, i, Worker("R", t, epoch, token, w.workers[i].saved))
-        if kind in ("begin_send", "release", "confirm", "timeout", "renew"):
+        if kind in OWNER_STEPS:
             i = a[1]
             wk = w.workers[i]
-            nxt = owner_event(w, i, kind, wk.epoch, wk.token, wk.target)
+            nxt = owner_event(w, i, ev[kind], wk.epoch, wk.token, wk.target)
             if nxt is None:
                 return refuse(w, i, wk.target, wk.epoch, wk.token)
-            if kind == "renew":
+            if kind == Event.RENEW:
                 return nxt  # the lease stays live: nothing else changes
-            phase = {"begin_send": "S" if wk.phase == "R" else "A"}.get(kind, "")
-            if kind == "begin_send" and wk.phase == "Q":
+            phase = {Event.BEGIN_SEND: "S" if wk.phase == "R" else "A"}.get(kind, "")
+            if kind == Event.BEGIN_SEND and wk.phase == "Q":
                 phase = "A"
             if phase:
                 return set_worker(nxt, i, with_phase(wk, phase))
@@ -482,10 +505,10 @@ def claim_model(
             wk = w.workers[i]
             t, epoch, token = wk.saved
             w = set_worker(w, i, Worker())
-            nxt = owner_event(w, i, op, epoch, token, t)
+            nxt = owner_event(w, i, ev[op], epoch, token, t)
             if nxt is None:
                 return refuse(w, i, t, epoch, token)
-            if op == "begin_send":
+            if op == Event.BEGIN_SEND:
                 return set_worker(nxt, i, Worker("S", t, epoch, token))
             return nxt
         if kind == "lease_lapses":
@@ -494,7 +517,7 @@ def claim_model(
         if kind == "sweep":
             nxt = lapse(w, a[1])
             return None if nxt == w else nxt
-        if kind == "reconcile":
+        if kind == Event.RECONCILE:
             t = a[1]
             tg = w.targets[t]
             found = present(w, t)
@@ -507,16 +530,16 @@ def claim_model(
                 found = present(w, t)
             evidence = compared("present" if found else "absent", w.remote[t].fence, False, tg)
             true = kinds["epoch"] | evidence
-            dest = fire(table, "reconcile", tg.state, true)
+            dest = fire(table, e_reconcile, tg.state, true)
             if dest is None:
                 return None
-            w = move(w, t, "reconcile", dest, outcome="present" if found else "absent")
-            return mark_dispatched(w, t) if dispatches("reconcile", tg.state, true) else w
-        if kind == "retry":
+            w = move(w, t, e_reconcile, dest, outcome="present" if found else "absent")
+            return mark_dispatched(w, t) if dispatches(e_reconcile, tg.state, true) else w
+        if kind == Event.RETRY:
             _, i, t = a
             tg = w.targets[t]
             true = kinds["epoch"] | compared(None, None, dedup, tg)
-            dest = fire(table, "retry", tg.state, true)
+            dest = fire(table, e_retry, tg.state, true)
             if dest is None:
                 return None
             # What retry writes is declared ([events.retry]): a fresh token makes every
@@ -525,7 +548,7 @@ def claim_model(
             w = move(
                 w,
                 t,
-                "retry",
+                e_retry,
                 dest,
                 token=token,
                 lease_live=True if "lease" in retry_sets else tg.lease_live,
@@ -536,7 +559,7 @@ def claim_model(
         if kind == "edit":
             _, t, d = a
             tg = w.targets[t]
-            if tg.draft == d and tg.state in ("sending", "uncertain"):
+            if tg.draft == d and tg.state in (st[State.SENDING], s_uncertain):
                 return None  # the store refuses edits of a draft being dispatched
             return set_draft(w, t, d, "p", w.drafts[t][d][1] + 1)
         if kind == "approve":
@@ -599,7 +622,7 @@ def claim_model(
         Property(
             "dispatch_confirmed",
             "sometimes",
-            lambda w: any(t.state == "confirmed" for t in w.targets),
+            lambda w: any(t.state == st[State.CONFIRMED] for t in w.targets),
             "a dispatch is confirmed",
         ),
         Property(
@@ -622,8 +645,8 @@ def claim_model(
     def fair_progress(a: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Fairness classes: acquiring each target; any worker's step of a dispatch
         (symmetric in the workers, so it is sound under worker symmetry)."""
-        if a[0] == "acquire":
-            return ("acquire", a[2])
+        if a[0] == Event.ACQUIRE:
+            return (Event.ACQUIRE, a[2])
         return ("worker step",) if a[0] in WORKER_STEPS else None
 
     def waiting(w: World) -> bool:
@@ -641,10 +664,10 @@ def claim_model(
             Property(
                 "uncertain_is_reconciled",
                 "eventually",
-                lambda w: all(t.state != "uncertain" for t in w.targets),
+                lambda w: all(t.state != s_uncertain for t in w.targets),
                 "against a fencing remote, every uncertain claim is eventually resolved",
-                trigger=lambda w: any(t.state == "uncertain" for t in w.targets),
-                fair=lambda a: ("reconcile", a[1]) if a[0] == "reconcile" else None,
+                trigger=lambda w: any(t.state == s_uncertain for t in w.targets),
+                fair=lambda a: (Event.RECONCILE, a[1]) if a[0] == Event.RECONCILE else None,
                 fairness="readback (reconcile) of each target",
             )
         )
@@ -677,34 +700,37 @@ def claim_model(
         ordered = tuple(sorted(workers))
         return w if ordered == workers else World(w.targets, w.drafts, ordered, w.remote, w.ghosts)
 
+    verbs: dict[str, str] = {
+        Event.BEGIN_SEND: f"records the intent to send ({ev[Event.BEGIN_SEND]})",
+        Event.RENEW: "renews its lease",
+        Event.RELEASE: "releases",
+        Event.CONFIRM: "confirms",
+        Event.TIMEOUT: f"times out and marks the claim {s_uncertain}",
+        "send": "sends the request",
+        "ack": "receives the acknowledgement",
+        "crash": "crashes (keeps its saved handle)",
+    }
+
     def show_action(a: tuple[Any, ...]) -> str:
         kind = a[0]
-        if kind == "acquire":
+        if kind == Event.ACQUIRE:
             return f"worker {a[1]} acquires target {a[2]} for draft {a[3]}"
-        if kind in ("begin_send", "release", "confirm", "timeout", "send", "ack", "crash", "renew"):
-            verb = {
-                "begin_send": "records the intent to send (begin_send)",
-                "renew": "renews its lease",
-                "release": "releases",
-                "confirm": "confirms",
-                "timeout": "times out and marks the claim uncertain",
-                "send": "sends the request",
-                "ack": "receives the acknowledgement",
-                "crash": "crashes (keeps its saved handle)",
-            }[kind]
-            return f"worker {a[1]} {verb}"
+        if kind in verbs:
+            return f"worker {a[1]} {verbs[kind]}"
         if kind == "wake":
-            return f"worker {a[1]} wakes up and calls {a[2]} with its saved (stale) handle"
-        if kind == "retry":
-            return f"worker {a[1]} retries uncertain target {a[2]}"
+            return f"worker {a[1]} wakes up and calls {ev[a[2]]} with its saved (stale) handle"
+        if kind == Event.RETRY:
+            return f"worker {a[1]} retries {s_uncertain} target {a[2]}"
         if kind == "land":
             return f"a request in flight for target {a[1]} reaches the remote"
         if kind == "lease_lapses":
             return f"the lease on target {a[1]} lapses"
         if kind == "sweep":
             return f"sweep applies lease expiry to target {a[1]}"
-        if kind == "reconcile":
-            return f"reconcile target {a[1]} by readback" + (" (fencing first)" if fencing else "")
+        if kind == Event.RECONCILE:
+            return f"{e_reconcile} target {a[1]} by readback" + (
+                " (fencing first)" if fencing else ""
+            )
         return f"{kind} draft {a[2]} of target {a[1]}"
 
     def show_state(w: World) -> str:
@@ -736,7 +762,7 @@ def claim_model(
         return all(
             t.state in frees
             or t.epoch >= cfg.epochs
-            or (dedup and t.state == "uncertain" and t.retries >= cfg.retries)
+            or (dedup and t.state == s_uncertain and t.retries >= cfg.retries)
             for t in w.targets
         )
 
@@ -760,17 +786,14 @@ def claim_model(
     )
 
 
-_EVENTS = {
-    "acquire": "acquire",
-    "begin_send": "begin_send",
-    "release": "release",
-    "confirm": "confirm",
-    "timeout": "timeout",
-    "renew": "renew",
-    "sweep": "lapse",
-    "reconcile": "reconcile",
-    "retry": "retry",
-}
+def _event_of(steps: ClaimSteps, a: tuple[Any, ...]) -> str | None:
+    """The declared event a model action takes, if any (a sweep takes the lapse)."""
+    kind = a[0]
+    if kind == "wake":
+        return steps.events[a[2]]
+    if kind == "sweep":
+        return steps.events[Event.LAPSE]
+    return steps.events.get(kind)
 
 
 def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> list[PathStep]:
@@ -781,10 +804,11 @@ def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> l
     """
     table, free = compile_table(spec), _free_states(spec)
     lapsed = frozenset(spec.guards_of_kind("lapsed"))
+    named = claim_steps(spec)
     steps: list[PathStep] = []
     for before, after in itertools.pairwise(path):
         parts = _parts(
-            table, free, lapsed, model.show_action, before.state, after.action, after.state
+            table, free, lapsed, named, model.show_action, before.state, after.action, after.state
         )
         for part in parts:
             steps.append(part._replace(number=len(steps) + 1))
@@ -807,6 +831,7 @@ def _parts(
     table: Any,
     free: frozenset[str],
     lapsed_guards: frozenset[str],
+    named: ClaimSteps,
     show_action: Callable[[tuple[Any, ...]], str],
     before: World,
     a: tuple[Any, ...],
@@ -817,10 +842,11 @@ def _parts(
     parts: list[PathStep] = []
     worker = (
         a[1]
-        if kind not in ("land", "lease_lapses", "sweep", "reconcile", "edit", "approve", "create")
+        if kind
+        not in ("land", "lease_lapses", "sweep", Event.RECONCILE, "edit", "approve", "create")
         else None
     )
-    if kind in ("acquire", "retry"):
+    if kind in (Event.ACQUIRE, Event.RETRY):
         target = a[2]
     elif worker is not None:
         wk = before.workers[worker]
@@ -829,10 +855,11 @@ def _parts(
         target = a[1]
     source = before.targets[target].state
     dest = after.targets[target].state
-    event = a[2] if kind == "wake" else _EVENTS.get(kind)
+    event = _event_of(named, a)
+    lapse, initial = named.events[Event.LAPSE], named.states[State.UNCLAIMED]
     busy = ""
-    if kind == "acquire" and source != "unclaimed":
-        lapsed = fire(table, "lapse", source, lapsed_guards)
+    if kind == Event.ACQUIRE and source != initial:
+        lapsed = fire(table, lapse, source, lapsed_guards)
         if lapsed is not None and not before.targets[target].lease_live:
             flight, effects = _remote_view(before, target)
             parts.append(
@@ -841,18 +868,19 @@ def _parts(
                     "store",
                     "store",
                     f"the store lapses epoch {before.targets[target].epoch} of target {target}"
-                    f" (inside worker {worker}'s acquire, before the new epoch)",
-                    "lapse",
+                    f" (inside worker {worker}'s {named.events[Event.ACQUIRE]}, before the new"
+                    " epoch)",
+                    lapse,
                     source,
                     lapsed,
-                    "lapse",
+                    lapse,
                     flight,
                     effects,
                 )
             )
             source = lapsed
         if source in free:
-            source = "unclaimed"  # acquire creates the new epoch
+            source = initial  # acquire creates the new epoch
         else:  # a design that lets acquire take a busy target: draw where it really came from
             busy = f", while epoch {before.targets[target].epoch} is still {source}"
     actor = (
@@ -869,7 +897,7 @@ def _parts(
     to = {"send": "remote", "ack": actor, "land": "remote"}.get(kind, "store")
     if kind == "ack":
         actor, to = "remote", f"worker {worker}"
-    if event is not None and source == dest and kind not in ("renew",) and kind != "acquire":
+    if event is not None and source == dest and kind not in (Event.RENEW, Event.ACQUIRE):
         text = f"{show_action(a)} (refused)"
     else:
         text = show_action(a) + busy
@@ -886,9 +914,10 @@ def _explainer(
     the declared transition it takes."""
     table, free = compile_table(spec), _free_states(spec)
     lapsed = frozenset(spec.guards_of_kind("lapsed"))
+    named = claim_steps(spec)
 
     def explain(before: World, a: tuple[Any, ...], after: World) -> list[tuple[str, str | None]]:
-        parts = _parts(table, free, lapsed, show_action, before, a, after)
+        parts = _parts(table, free, lapsed, named, show_action, before, a, after)
         shown: list[tuple[str, str | None]] = []
         for i, p in enumerate(parts):
             moved = p.event is not None and p.source != p.dest

@@ -32,19 +32,26 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from claimfsm.checker._claim import ClaimModelConfig, Ghosts, Worker, World, claim_model
-from claimfsm.spec import Spec
+from claimfsm.checker._claim import (
+    OWNER_STEPS,
+    ClaimModelConfig,
+    Ghosts,
+    Worker,
+    World,
+    claim_model,
+)
+from claimfsm.spec import Event, Spec
 
 Action = tuple[Any, ...]
 
 #: Actions whose second item is the target (the world's own steps).
 _TARGET_FIRST = frozenset(
-    {"land", "edit", "approve", "create", "lease_lapses", "sweep", "reconcile"}
+    {"land", "edit", "approve", "create", "lease_lapses", "sweep", Event.RECONCILE}
 )
 #: Actions an idle worker takes on a target it names (third item).
-_TAKES = frozenset({"acquire", "retry"})
+_TAKES = frozenset({Event.ACQUIRE, Event.RETRY})
 #: A worker's steps on the claim it holds (the target is the worker's).
-_HOLDS = frozenset({"begin_send", "release", "confirm", "timeout", "renew", "send", "ack", "crash"})
+_HOLDS = OWNER_STEPS | {"send", "ack", "crash"}
 
 
 def project(world: World, target: int) -> World:

@@ -26,6 +26,7 @@ from claimfsm.spec._load import (
     is_lifecycle_of_its_own,
     load_spec,
     parse_spec,
+    runs_on_the_claim_model,
     shipped,
     wrong_designs,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "require_claim_protocol",
+    "runs_on_the_claim_model",
     "shipped",
     "transition_keys",
     "wrong_designs",

@@ -174,6 +174,26 @@ def is_lifecycle_of_its_own(spec: Spec) -> bool:
     }
 
 
+def runs_on_the_claim_model(spec: Spec) -> bool:
+    """Whether the checker runs ``spec`` on its claim model: the claim protocol or a
+    variant of it, by name; or a declaration with the claim's world (drafts, the remote's
+    evidence) and the claim's shape under other names (``claim_steps`` finds every step).
+    The claim's machine, stores and SPIN model still take the claim's own names only."""
+    from claimfsm.errors import SpecError
+    from claimfsm.spec._roles import lifecycle_problem
+    from claimfsm.spec._vocabulary import claim_steps
+
+    if not is_lifecycle_of_its_own(spec):
+        return True
+    if lifecycle_problem(spec) is None:
+        return False
+    try:
+        claim_steps(spec)
+    except SpecError:
+        return False
+    return True
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

@@ -2,12 +2,17 @@
 
 Code needs to name a few states and events (a store sets a lease on ``acquire``, the
 dispatcher calls ``begin_send``); these enums make such names typo-proof. The machine
-refuses to build from a declaration whose states or events differ from them.
+and the stores refuse a declaration whose states or events differ from them. The checker's
+claim model does not: :func:`claim_steps` finds each of the claim's steps in a
+declaration by its shape, so it runs a renamed copy of ``claim.toml`` as the same protocol.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class State(StrEnum):
@@ -92,3 +97,155 @@ def _beyond_the_claim_row(spec: object) -> str:
     if odd:
         found.append(f"guards {odd} over a fact the claim's callers do not bring")
     return " and ".join(found)
+
+
+@dataclass(frozen=True)
+class ClaimSteps:
+    """The claim protocol's steps and states as one declaration names them.
+
+    Read from the declaration's transitions, not from its names, so a copy of
+    ``claim.toml`` with every name changed is the same protocol (and an edit to a guard or
+    an effect does not change which event is which): the event that leaves the initial
+    state acquires (into the reserved state); the one with a ``lapsed`` guard lapses; the
+    one whose every transition stays in its state renews. Of the other events, from the
+    reserved state: into a lease state, the intent to send (into the sending state), into
+    a state without a lease, release; from the sending state: into a terminal state,
+    confirm, into another, timeout (into the uncertain state); from the uncertain state:
+    into a lease state, retry, into a state without a lease, reconcile.
+    """
+
+    events: Mapping[Event, str]
+    states: Mapping[State, str]
+
+    def event(self, event: Event) -> str:
+        return self.events[event]
+
+    def state(self, state: State) -> str:
+        return self.states[state]
+
+
+def claim_steps(spec: Any) -> ClaimSteps:
+    """The claim's steps in ``spec`` (``ClaimSteps``), or ``SpecError`` naming the one step
+    its shape does not give, and what to declare."""
+    from claimfsm.errors import SpecError
+
+    where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+
+    def one(found: Any, what: str) -> str:
+        names = sorted(set(found))
+        if len(names) != 1:
+            raise SpecError(
+                f"{where}: the claim model needs exactly one {what}; this declaration has"
+                f" {names or 'none'} (the claim's steps are read from the declaration's"
+                " shape: docs/declarations.md, 'The claim protocol's steps')"
+            )
+        return str(names[0])
+
+    moving = [t for t in spec.transitions if not t.internal]
+    lease = set(spec.states_where("lease"))
+    terminal = set(spec.states_where("terminal"))
+    acquire = one(
+        (t.event for t in moving if t.source == spec.initial), "event from the initial state"
+    )
+    reserved = one((t.dest for t in moving if t.event == acquire), f"state {acquire!r} enters")
+    lapse = one(
+        (t.event for t in moving if any(spec.guards[g].kind == "lapsed" for g in t.guards)),
+        "event with a guard of kind lapsed",
+    )
+    renew = one(
+        (
+            e
+            for e in spec.events
+            if e != lapse
+            and any(t.event == e for t in moving)
+            and all(t.source == t.dest and not t.internal for t in spec.transitions if t.event == e)
+        ),
+        "event whose every transition stays in its state",
+    )
+    known = {acquire, lapse, renew}
+
+    def leaving(state: str) -> list[Any]:
+        return [t for t in moving if t.source == state and t.dest != state and t.event not in known]
+
+    begin_send = one(
+        (t.event for t in leaving(reserved) if t.dest in lease),
+        f"other event from {reserved!r} into a lease state",
+    )
+    release = one(
+        (t.event for t in leaving(reserved) if t.dest not in lease),
+        f"other event from {reserved!r} into a state without a lease",
+    )
+    sending = one(
+        (t.dest for t in leaving(reserved) if t.event == begin_send), f"state {begin_send!r} enters"
+    )
+    known |= {begin_send, release}
+    confirm = one(
+        (t.event for t in leaving(sending) if t.dest in terminal),
+        f"other event from {sending!r} into a terminal state",
+    )
+    timeout = one(
+        (t.event for t in leaving(sending) if t.dest not in terminal),
+        f"other event from {sending!r} into a state that is not terminal",
+    )
+    confirmed = one(
+        (t.dest for t in leaving(sending) if t.event == confirm), f"state {confirm!r} enters"
+    )
+    uncertain = one(
+        (t.dest for t in leaving(sending) if t.event == timeout), f"state {timeout!r} enters"
+    )
+    known |= {confirm, timeout}
+    retry = one(
+        (t.event for t in leaving(uncertain) if t.dest in lease),
+        f"other event from {uncertain!r} into a lease state",
+    )
+    reconcile = one(
+        (t.event for t in leaving(uncertain) if t.dest not in lease),
+        f"other event from {uncertain!r} into a state without a lease",
+    )
+    return ClaimSteps(
+        events={
+            Event.ACQUIRE: acquire,
+            Event.BEGIN_SEND: begin_send,
+            Event.RELEASE: release,
+            Event.RENEW: renew,
+            Event.CONFIRM: confirm,
+            Event.TIMEOUT: timeout,
+            Event.LAPSE: lapse,
+            Event.RECONCILE: reconcile,
+            Event.RETRY: retry,
+        },
+        states={
+            State.UNCLAIMED: spec.initial,
+            State.RESERVED: reserved,
+            State.SENDING: sending,
+            State.CONFIRMED: confirmed,
+            State.UNCERTAIN: uncertain,
+        },
+    )
+
+
+def require_claim_world(spec: Any, what: str) -> ClaimSteps:
+    """The claim's steps in ``spec`` for ``what`` (the checker's claim model), which reads
+    the claim's world by the declaration's shape, whatever its names; ``SpecError`` when
+    the shape is not the claim's, or the declaration says more than that world reads."""
+    from claimfsm.errors import SpecError
+    from claimfsm.spec._roles import lifecycle_problem
+
+    if lifecycle_problem(spec) is None:
+        where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+        raise SpecError(
+            f"{where}: {what} is built for the claim protocol and its variants (a world of"
+            " drafts and a remote: specs/claim.toml); this declaration, with states"
+            f" {sorted(getattr(spec, 'states', ()))}, is a lifecycle of your own, which"
+            " `claimfsm check PATH` runs on the model of a declared lifecycle"
+        )
+    steps = claim_steps(spec)
+    extra = _beyond_the_claim_row(spec)
+    if extra:
+        where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+        raise SpecError(
+            f"{where}: {what} is built for the claim protocol's row; this declaration"
+            f" also has {extra}, which only the checker's model of a lifecycle of your"
+            " own reads: leave them out"
+        )
+    return steps
