@@ -19,6 +19,8 @@ from claimfsm.errors import SpecError
 from claimfsm.spec import Event, State, claim_spec, declarations_dir, load_spec
 from claimfsm.spec._vocabulary import claim_steps
 
+from .conftest import needs_spin
+
 WRONG = sorted(p.stem for p in (declarations_dir() / "wrong").glob("*.toml"))
 
 
@@ -164,11 +166,17 @@ def test_claimfsm_check_takes_the_renamed_claim_and_says_what_it_cannot_run_yet(
     result = CliRunner().invoke(main, ["check", path, "--workers", "2", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["unique"] == 74_385
+    needs_spin()
+    result = CliRunner().invoke(
+        main, ["check", path, "--workers", "2", "--engine", "spin", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["unique"] == 144_461  # SPIN: no symmetry
     wrong = str(renamed / "wrong" / "lapse_reclaims_sending.toml")
     result = CliRunner().invoke(main, ["check", wrong, "--workers", "2"])
     assert result.exit_code == 1
     assert f"[{_names()['lapse']}: " in result.output  # the steps in the declaration's words
-    for extra in (["--engine", "spin"], ["--replay"], ["--replay-token", "0.0"]):
+    for extra in (["--replay"], ["--replay-token", "0.0"]):
         result = CliRunner().invoke(main, ["check", path, "--workers", "2", *extra])
         assert result.exit_code == 2
         assert "the claim protocol under other names" in result.output
@@ -176,21 +184,44 @@ def test_claimfsm_check_takes_the_renamed_claim_and_says_what_it_cannot_run_yet(
 
 
 def test_the_checkers_claim_model_writes_no_name_of_the_claim_protocol() -> None:
-    """Its logic and its words read the declaration's names (through ``claim_steps``), so
+    """The claim model, its Promela and the targets' check read the declaration's names
+    (through ``claim_steps``), so
     no state, event or guard name of claim.toml is a string literal in it; the claim's
     steps are named by the typed face (``Event``), which renaming does not touch."""
     import ast
 
     import claimfsm.checker._claim as model
+    import claimfsm.checker._spin_claim as promela
     import claimfsm.checker._targets as targets
 
     spec = claim_spec()
     names = set(spec.states) | set(spec.events) | set(spec.guards)
     names -= {"remote_dedups"}  # also the name of a fact the caller brings
     found = []
-    for module in (model, targets):
+    for module in (model, promela, targets):
         tree = ast.parse(Path(module.__file__ or "").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{module.__name__}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+@pytest.mark.parametrize("design", ["lapse_reclaims_sending", "release_by_target"])
+def test_spin_searches_a_renamed_wrong_design_to_the_same_counterexample(
+    renamed: Path, design: str
+) -> None:
+    """The Promela is generated from the copy (its steps found by shape, as the built-in
+    engine finds them): the same violation, a counterexample as long, in the copy's words."""
+    from claimfsm.checker import spin_check
+
+    needs_spin()
+    names, config = _names(), ClaimModelConfig(workers=2)
+    copy = load_spec(renamed / "wrong" / f"{design}.toml")
+    ours = Checker(claim_model(copy, config)).stop_on_violation().run()
+    theirs, _run = spin_check(copy, config)
+    assert theirs.verdict == ours.verdict == "violated"
+    (prop,) = [p.name for p in ours.violations]
+    assert [p.name for p in theirs.violations] == [prop]
+    found = theirs.discoveries[prop]
+    assert len(found.path) == len(ours.discoveries[prop].path)
+    assert any(names["reserved"] in state for _text, state in explained(theirs.model, found.path))

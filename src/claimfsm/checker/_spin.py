@@ -46,7 +46,7 @@ from claimfsm.checker._entity import (
     fairness_class,
 )
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import Spec, is_lifecycle_of_its_own
+from claimfsm.spec import Spec, runs_on_the_claim_model
 
 
 class SpinUnavailable(ClaimFSMError):
@@ -489,7 +489,7 @@ def spin_check(
         raise SpinUnavailable(why)
     model: Model[Any, Any]
     generate: Callable[[str | None], Promela]
-    if is_lifecycle_of_its_own(spec):
+    if not runs_on_the_claim_model(spec):
         if isinstance(config, ClaimModelConfig):
             raise TypeError("a lifecycle of your own takes an EntityModelConfig")
         model = entity_model(spec, config)

@@ -43,6 +43,7 @@ from claimfsm.checker._engine import Property
 from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
 from claimfsm.spec import Spec, compare
+from claimfsm.spec._vocabulary import Event, State, claim_steps
 
 PHASE = {"": 0, "R": 1, "S": 2, "W": 3, "A": 4, "P": 5, "Q": 6}
 DRAFT = {"-": 0, "a": 1, "p": 2, "d": 3}
@@ -147,6 +148,9 @@ class _Generator:
 
     def __init__(self, spec: Spec, cfg: ClaimModelConfig) -> None:
         self.spec, self.cfg = spec, cfg
+        # the claim's steps and states as this declaration names them (its shape decides)
+        named = claim_steps(spec)
+        self.event_of, self.state_of = named.events, named.states
         self.states = [spec.initial, *(s for s in spec.states if s != spec.initial)]
         self.sid = {s: i for i, s in enumerate(self.states)}
         self.frees = set(spec.states_where("frees_target")) | {spec.initial}
@@ -154,9 +158,13 @@ class _Generator:
         self.lease_states = set(spec.states_where("lease"))
         self.fencing, self.dedup = cfg.remote == "fencing", cfg.remote == "dedup"
         starts = [e for e in spec.events if spec.work(e) == "starts"]
-        self.send_first = starts == ["acquire"]
+        self.send_first = starts == [self.event_of[Event.ACQUIRE]]
         self.fresh_key = any("fresh_key" in d.sets for d in spec.effects.values())
-        self.retry_sets = spec.effects["retry"].sets if "retry" in spec.effects else ()
+        self.retry_sets = (
+            spec.effects[self.event_of[Event.RETRY]].sets
+            if self.event_of[Event.RETRY] in spec.effects
+            else ()
+        )
         self.one_live = spec.drafts is not None and spec.drafts.one_live_per_target
         self.kind = {name: decl.kind for name, decl in spec.guards.items()}
         # request codes: ((epoch * D + draft) * V + version) * N + nonce, ordered as the
@@ -170,9 +178,6 @@ class _Generator:
         self.cap = cfg.epochs * (1 + cfg.retries)
 
     # -- names -----------------------------------------------------------------------------
-    def st(self, name: str) -> int:
-        return self.sid[name]
-
     def in_states(self, t: str, names: Sequence[str] | set[str]) -> str:
         terms = [f"t_state[{t}] == {self.sid[s]}" for s in sorted(names, key=lambda n: self.sid[n])]
         return "(" + " || ".join(terms) + ")" if terms else "false"
@@ -315,8 +320,8 @@ class _Generator:
         """The claim of target ``t`` enters ``dest`` (uncertain left other than by evidence
         is a ghost)."""
         out = []
-        if event not in ("reconcile", "retry"):
-            u = self.sid["uncertain"]
+        if event not in (self.event_of[Event.RECONCILE], self.event_of[Event.RETRY]):
+            u = self.sid[self.state_of[State.UNCERTAIN]]
             out.append(
                 f"if :: (t_state[{t}] == {u} && dest != {u}) -> g_escaped = 1 :: else -> skip fi"
             )
@@ -420,7 +425,7 @@ class _Generator:
                 for d in range(cfg.drafts):
                     out.append(self.acquire(i, t, d))
                 out.append(self.retry(i, t))
-            for op in ("release", "begin_send"):
+            for op in (Event.RELEASE, Event.BEGIN_SEND):
                 out.append(self.wake(i, op))
             out += self.owner_steps(i)
             if cfg.crashes:
@@ -447,7 +452,7 @@ class _Generator:
         truth: Callable[[str], str] = lambda guard: self.lapse_truth(guard, t)  # noqa: E731
         terms = []
         for source in self.states:
-            lapses = self.spec.transitions_for("lapse", source)
+            lapses = self.spec.transitions_for(self.event_of[Event.LAPSE], source)
             tried: list[str] = []
             for tr in lapses:
                 test = " && ".join(truth(g) for g in tr.guards) or "true"
@@ -464,9 +469,9 @@ class _Generator:
                 )
         free_after = "(" + " || ".join(terms) + ")" if terms else "false"
         body = [
-            *self.chain("lapse", t, truth),
+            *self.chain(self.event_of[Event.LAPSE], t, truth),
             f"if :: (dest != {NONE} && dest != t_state[{t}]) ->",
-            *("   " + x for x in self.move(t, "lapse")),
+            *("   " + x for x in self.move(t, self.event_of[Event.LAPSE])),
             ":: else -> skip",
             "fi",
         ]
@@ -476,7 +481,7 @@ class _Generator:
         kinds = {"free", "draft_ready"}
         takes = [
             tr
-            for tr in self.spec.transitions_for("acquire", self.spec.initial)
+            for tr in self.spec.transitions_for(self.event_of[Event.ACQUIRE], self.spec.initial)
             if all(self.kind[g] in kinds for g in tr.guards)
         ]
         free_after, lapse = self.lapse_after(str(t))
@@ -484,7 +489,7 @@ class _Generator:
             free_after if any(self.kind[g] == "free" for g in tr.guards) else "true" for tr in takes
         ]
         if not ways:
-            return (("acquire", i, t, d), "false", [])
+            return ((Event.ACQUIRE, i, t, d), "false", [])
         guard = (
             f"w_phase[{i}] == 0 && t_epoch[{t}] < {self.cfg.epochs}"
             f" && {self.status(str(t), d)} == {DRAFT['a']} && (" + " || ".join(ways) + ")"
@@ -492,7 +497,7 @@ class _Generator:
         body = [
             *lapse,
             f"t_epoch[{t}] = t_epoch[{t}] + 1",
-            f"t_state[{t}] = {self.sid['reserved']}",
+            f"t_state[{t}] = {self.sid[self.state_of[State.RESERVED]]}",
             f"t_token[{t}] = t_token[{t}] + 1",
             f"t_lease[{t}] = 1",
             f"t_draft[{t}] = {d + 1}",
@@ -505,7 +510,7 @@ class _Generator:
             f"w_epoch[{i}] = t_epoch[{t}]",
             f"w_token[{i}] = t_token[{t}]",
         ]
-        return (("acquire", i, t, d), guard, body)
+        return ((Event.ACQUIRE, i, t, d), guard, body)
 
     def retry(self, i: int, t: int) -> tuple[Action, str, list[str]]:
         facts = {
@@ -514,18 +519,22 @@ class _Generator:
             "remote_dedups": ("1" if self.dedup else "0", "1", "const"),
         }
         truth: Callable[[str], str] = lambda guard: self.evidence_truth(guard, str(t), facts)  # noqa: E731
-        u = self.sid["uncertain"]
-        fires = self.fires("retry", str(t), truth, ["uncertain"])
+        u = self.sid[self.state_of[State.UNCERTAIN]]
+        fires = self.fires(
+            self.event_of[Event.RETRY], str(t), truth, [self.state_of[State.UNCERTAIN]]
+        )
         if fires == "false" or self.cfg.retries == 0:
-            return (("retry", i, t), "false", [])
+            return ((Event.RETRY, i, t), "false", [])
         guard = (
             f"w_phase[{i}] == 0 && t_state[{t}] == {u}"
             f" && t_retries[{t}] < {self.cfg.retries} && {fires}"
         )
-        body = [*self.chain("retry", str(t), truth, ["uncertain"])]
+        body = [
+            *self.chain(self.event_of[Event.RETRY], str(t), truth, [self.state_of[State.UNCERTAIN]])
+        ]
         if "fresh_token" in self.retry_sets:
             body.append(f"t_token[{t}] = t_token[{t}] + 1")
-        body += self.move(str(t), "retry")
+        body += self.move(str(t), self.event_of[Event.RETRY])
         if "lease" in self.retry_sets:
             body.append(f"t_lease[{t}] = 1")
         body.append(f"t_retries[{t}] = t_retries[{t}] + 1")
@@ -537,11 +546,11 @@ class _Generator:
             f"w_epoch[{i}] = t_epoch[{t}]",
             f"w_token[{i}] = t_token[{t}]",
         ]
-        return (("retry", i, t), guard, body)
+        return ((Event.RETRY, i, t), guard, body)
 
-    def wake(self, i: int, op: str) -> tuple[Action, str, list[str]]:
+    def wake(self, i: int, op: Event) -> tuple[Action, str, list[str]]:
         success = []
-        if op == "begin_send":
+        if op == Event.BEGIN_SEND:
             success = [
                 f"w_phase[{i}] = {PHASE['S']}",
                 f"w_target[{i}] = t0 + 1",
@@ -553,7 +562,7 @@ class _Generator:
             f"e0 = s_epoch[{i}]",
             f"k0 = s_token[{i}]",
             *self.idle(i, keep_saved=False),
-            *self.owner_event(i, op, success),
+            *self.owner_event(i, self.event_of[op], success),
         ]
         return (("wake", i, op), f"w_phase[{i}] == 0 && w_saved[{i}] == 1", body)
 
@@ -568,21 +577,43 @@ class _Generator:
             f" :: else -> w_phase[{i}] = {PHASE['A']} fi"
         ]
         out.append(
-            (("begin_send", i), ph("R", "Q"), [*handle, *self.owner_event(i, "begin_send", begin)])
+            (
+                (Event.BEGIN_SEND, i),
+                ph("R", "Q"),
+                [*handle, *self.owner_event(i, self.event_of[Event.BEGIN_SEND], begin)],
+            )
         )
         out.append(
-            (("release", i), ph("R"), [*handle, *self.owner_event(i, "release", self.idle(i))])
+            (
+                (Event.RELEASE, i),
+                ph("R"),
+                [*handle, *self.owner_event(i, self.event_of[Event.RELEASE], self.idle(i))],
+            )
         )
         if self.send_first:
             out.append(self.send(i, ph("R")))
         out.append(self.send(i, ph("S")))
         out.append(self.ack(i, ph("W", "P")))
         out.append(
-            (("timeout", i), ph("S", "W"), [*handle, *self.owner_event(i, "timeout", self.idle(i))])
+            (
+                (Event.TIMEOUT, i),
+                ph("S", "W"),
+                [*handle, *self.owner_event(i, self.event_of[Event.TIMEOUT], self.idle(i))],
+            )
         )
-        out.append((("renew", i), ph("R", "S", "W"), [*handle, *self.owner_event(i, "renew", [])]))
         out.append(
-            (("confirm", i), ph("A"), [*handle, *self.owner_event(i, "confirm", self.idle(i))])
+            (
+                (Event.RENEW, i),
+                ph("R", "S", "W"),
+                [*handle, *self.owner_event(i, self.event_of[Event.RENEW], [])],
+            )
+        )
+        out.append(
+            (
+                (Event.CONFIRM, i),
+                ph("A"),
+                [*handle, *self.owner_event(i, self.event_of[Event.CONFIRM], self.idle(i))],
+            )
         )
         return out
 
@@ -640,7 +671,7 @@ class _Generator:
         changes = []
         for source in self.states:
             tried: list[str] = []
-            for tr in self.spec.transitions_for("lapse", source):
+            for tr in self.spec.transitions_for(self.event_of[Event.LAPSE], source):
                 test = " && ".join(truth(g) for g in tr.guards) or "true"
                 if tr.dest != source:
                     changes.append(
@@ -654,7 +685,10 @@ class _Generator:
             (
                 ("sweep", t),
                 f"t_lease[{t}] == 0 && {leased} && {changed}",
-                [*self.chain("lapse", ts, truth), *self.move(ts, "lapse")],
+                [
+                    *self.chain(self.event_of[Event.LAPSE], ts, truth),
+                    *self.move(ts, self.event_of[Event.LAPSE]),
+                ],
             )
         )
         for k in range(self.cap):
@@ -667,7 +701,9 @@ class _Generator:
         for d in range(cfg.drafts):
             status, version = self.status(ts, d), self.version(ts, d)
             if cfg.edits:
-                sending = self.in_states(ts, ["sending", "uncertain"])
+                sending = self.in_states(
+                    ts, [self.state_of[State.SENDING], self.state_of[State.UNCERTAIN]]
+                )
                 out.append(
                     (
                         ("edit", t, d),
@@ -728,11 +764,14 @@ class _Generator:
             "remote_dedups": ("0", "1", "const"),
         }
         fires = self.fires(
-            "reconcile", ts, lambda guard: self.evidence_truth(guard, ts, as_facts), ["uncertain"]
+            self.event_of[Event.RECONCILE],
+            ts,
+            lambda guard: self.evidence_truth(guard, ts, as_facts),
+            [self.state_of[State.UNCERTAIN]],
         )
-        u = self.sid["uncertain"]
+        u = self.sid[self.state_of[State.UNCERTAIN]]
         if fires == "false":
-            return (("reconcile", t), "false", [])
+            return ((Event.RECONCILE, t), "false", [])
         in_body = {
             "outcome": ("(found -> 1 : 2)", "1", "str"),
             "fenced_through": (f"fence[{t}]", "1", "int"),
@@ -764,14 +803,17 @@ class _Generator:
                 "fi",
             ]
         body += self.chain(
-            "reconcile", ts, lambda guard: self.evidence_truth(guard, ts, in_body), ["uncertain"]
+            self.event_of[Event.RECONCILE],
+            ts,
+            lambda guard: self.evidence_truth(guard, ts, in_body),
+            [self.state_of[State.UNCERTAIN]],
         )
         body += [
-            *self.move(ts, "reconcile"),
+            *self.move(ts, self.event_of[Event.RECONCILE]),
             f"t_outcome[{t}] = (found -> 1 : 2)",
             *self.mark_dispatched(ts),
         ]
-        return (("reconcile", t), f"t_state[{t}] == {u} && {fires}", body)
+        return ((Event.RECONCILE, t), f"t_state[{t}] == {u} && {fires}", body)
 
     # -- the rest of the text --------------------------------------------------------------
     def head(self) -> list[str]:
@@ -837,7 +879,13 @@ class _Generator:
                 + ")"
             )
         if name == "dispatch_confirmed":
-            return "(" + " || ".join(f"t_state[{t}] == {self.sid['confirmed']}" for t in T) + ")"
+            return (
+                "("
+                + " || ".join(
+                    f"t_state[{t}] == {self.sid[self.state_of[State.CONFIRMED]]}" for t in T
+                )
+                + ")"
+            )
         if name == "reconciled_present":
             return "(" + " || ".join(f"t_outcome[{t}] == 1" for t in T) + ")"
         if name == "reconciled_absent":
@@ -869,7 +917,8 @@ class _Generator:
             parts = [self.in_states(str(t), self.frees), f"t_epoch[{t}] >= {cfg.epochs}"]
             if self.dedup:
                 parts.append(
-                    f"(t_state[{t}] == {self.sid['uncertain']} && t_retries[{t}] >= {cfg.retries})"
+                    f"(t_state[{t}] == {self.sid[self.state_of[State.UNCERTAIN]]}"
+                    f" && t_retries[{t}] >= {cfg.retries})"
                 )
             terms.append("(" + " || ".join(parts) + ")")
         return "(" + " && ".join(terms) + ")"
@@ -885,7 +934,7 @@ class _Generator:
         fairness a round-robin counter over the fairness classes (see ``_spin``). A run
         stops only where no step is possible: there one more option loops, so that the
         formula sees the run go on."""
-        u = self.sid["uncertain"]
+        u = self.sid[self.state_of[State.UNCERTAIN]]
         T = range(self.cfg.targets)
         if name == "uncertain_is_reconciled":
             trigger = "(" + " || ".join(f"t_state[{t}] == {u}" for t in T) + ")"

@@ -747,12 +747,12 @@ def check(
             return
         if engine != "spin" and (bitstate or spin_dir is not None):
             raise click.UsageError("--bitstate and --spin-dir go with --engine spin")
-        if is_lifecycle_of_its_own(spec) and (engine == "spin" or replay or token is not None):
+        if is_lifecycle_of_its_own(spec) and (replay or token is not None):
             raise click.UsageError(
-                f"{spec.path or spec.name} is the claim protocol under other names: the"
-                " built-in engine reads it by its shape, but --engine spin, --replay and"
-                " --replay-token run the claim's Promela and stores, which take the claim's"
-                " own names (specs/claim.toml) for now; check it without them"
+                f"{spec.path or spec.name} is the claim protocol under other names: both"
+                " engines read it by its shape, but --replay and --replay-token play paths"
+                " on the claim's stores, which take the claim's own names (specs/claim.toml)"
+                " for now; check it without them"
             )
         workers, targets, epochs = workers or 3, targets or 1, epochs or 3
         if epochs > 6:
