@@ -167,41 +167,30 @@ def claim_steps(spec: Any) -> ClaimSteps:
     def leaving(state: str) -> list[Any]:
         return [t for t in moving if t.source == state and t.dest != state and t.event not in known]
 
-    begin_send = one(
-        (t.event for t in leaving(reserved) if t.dest in lease),
-        f"other event from {reserved!r} into a lease state",
-    )
-    release = one(
-        (t.event for t in leaving(reserved) if t.dest not in lease),
-        f"other event from {reserved!r} into a state without a lease",
-    )
-    sending = one(
-        (t.dest for t in leaving(reserved) if t.event == begin_send), f"state {begin_send!r} enters"
-    )
+    def split(state: str, flagged: set[str], into: str, not_into: str) -> tuple[str, str]:
+        """The other event from ``state`` into a flagged state, and the one into another."""
+        out = leaving(state)
+        return (
+            one((t.event for t in out if t.dest in flagged), f"other event from {state!r} {into}"),
+            one(
+                (t.event for t in out if t.dest not in flagged),
+                f"other event from {state!r} {not_into}",
+            ),
+        )
+
+    def enters(state: str, event: str) -> str:
+        return one((t.dest for t in leaving(state) if t.event == event), f"state {event!r} enters")
+
+    lease_or_not = ("into a lease state", "into a state without a lease")
+    begin_send, release = split(reserved, lease, *lease_or_not)
+    sending = enters(reserved, begin_send)
     known |= {begin_send, release}
-    confirm = one(
-        (t.event for t in leaving(sending) if t.dest in terminal),
-        f"other event from {sending!r} into a terminal state",
+    confirm, timeout = split(
+        sending, terminal, "into a terminal state", "into a state that is not terminal"
     )
-    timeout = one(
-        (t.event for t in leaving(sending) if t.dest not in terminal),
-        f"other event from {sending!r} into a state that is not terminal",
-    )
-    confirmed = one(
-        (t.dest for t in leaving(sending) if t.event == confirm), f"state {confirm!r} enters"
-    )
-    uncertain = one(
-        (t.dest for t in leaving(sending) if t.event == timeout), f"state {timeout!r} enters"
-    )
+    confirmed, uncertain = enters(sending, confirm), enters(sending, timeout)
     known |= {confirm, timeout}
-    retry = one(
-        (t.event for t in leaving(uncertain) if t.dest in lease),
-        f"other event from {uncertain!r} into a lease state",
-    )
-    reconcile = one(
-        (t.event for t in leaving(uncertain) if t.dest not in lease),
-        f"other event from {uncertain!r} into a state without a lease",
-    )
+    retry, reconcile = split(uncertain, lease, *lease_or_not)
     return ClaimSteps(
         events={
             Event.ACQUIRE: acquire,
