@@ -181,6 +181,13 @@ def test_claimfsm_check_takes_the_renamed_claim_and_says_what_it_cannot_run_yet(
         assert result.exit_code == 2
         assert "the claim protocol under other names" in result.output
         assert "Traceback" not in result.output
+    # the report and verify drive the claim's stores: one clear error each
+    report = CliRunner().invoke(main, ["report", path, "--out", str(renamed / "r.html")])
+    assert report.exit_code == 2 and "the claim protocol under other names" in report.output
+    assert not (renamed / "r.html").exists()
+    verify = CliRunner().invoke(main, ["verify", path, "--db", f"sqlite:///{renamed / 'v.db'}"])
+    assert verify.exit_code == 2 and "renamed, by its shape" in verify.output
+    assert not (renamed / "v.db").exists()
 
 
 def test_the_checkers_claim_model_writes_no_name_of_the_claim_protocol() -> None:

@@ -321,13 +321,14 @@ def verify_lifecycle(
 ) -> None:
     """``claimfsm verify``: the generated stateful test of ``spec`` against the store at
     ``url``, in tables of its own (``verify_NAME``), dropped afterwards."""
-    from claimfsm.spec import is_lifecycle_of_its_own
+    from claimfsm.spec import runs_on_the_claim_model
     from claimfsm.store import open_entity_store
 
-    if not is_lifecycle_of_its_own(spec):
+    if runs_on_the_claim_model(spec):
         raise click.UsageError(
-            f"{spec.name} is the claim protocol or a variant of it, whose stores have their own"
-            " stateful tests (make test); claimfsm verify takes a lifecycle of your own"
+            f"{spec.name} is the claim protocol or a variant of it (by its names or, renamed,"
+            " by its shape), whose stores have their own stateful tests (make test) and take"
+            " the claim's own names; claimfsm verify takes a lifecycle of your own"
         )
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
         raise click.UsageError(

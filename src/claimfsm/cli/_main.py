@@ -1116,10 +1116,23 @@ def report(
     """
     from claimfsm.checker import ClaimModelConfig, EntityModelConfig
     from claimfsm.review import ReviewInputs, review_html
-    from claimfsm.spec import base_of, is_lifecycle_of_its_own, shipped, wrong_designs
+    from claimfsm.spec import (
+        base_of,
+        is_lifecycle_of_its_own,
+        runs_on_the_claim_model,
+        shipped,
+        wrong_designs,
+    )
 
     with _library_errors():
         spec = _declaration(declaration or "claim", shipped())
+        if is_lifecycle_of_its_own(spec) and runs_on_the_claim_model(spec):
+            raise click.UsageError(
+                f"{spec.path or spec.name} is the claim protocol under other names: `claimfsm"
+                " check` and `claimfsm diagram` take it, but the report's replay commands"
+                " run the claim's stores, which take the claim's own names (specs/claim.toml)"
+                " for now"
+            )
         wrong = {
             name: s
             for name, s in wrong_designs().items()
