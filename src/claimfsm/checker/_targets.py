@@ -28,7 +28,8 @@ targets fails it (a test shows one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,6 +41,7 @@ from claimfsm.checker._claim import (
     World,
     claim_model,
 )
+from claimfsm.checker._engine import Checker
 from claimfsm.spec import Event, Spec
 
 Action = tuple[Any, ...]
@@ -102,6 +104,10 @@ class TargetsIndependence:
     failure: str | None = None
 
 
+class _Broken(Exception):
+    """The premise broke: where, in words."""
+
+
 def targets_independent(
     spec: Spec,
     config: ClaimModelConfig,
@@ -111,80 +117,74 @@ def targets_independent(
     model: Callable[[Spec, ClaimModelConfig], Any] = claim_model,
 ) -> TargetsIndependence:
     """Check, over every reachable state of ``config`` (up to ``max_states``), that the
-    claim model's targets are independent (the module's premise). ``model`` builds the
-    model, the one-target one included (for tests that break the premise on purpose).
-    With ``symmetry``, one state of each class under worker permutation is checked: the
-    model's workers are interchangeable and projection commutes with permuting them."""
+    claim model's targets are independent (the module's premise). The checker's own
+    search explores the T-target model; every step it takes is checked on the way.
+    ``model`` builds the model, the one-target one included (for tests that break the
+    premise on purpose). With ``symmetry``, one state of each class under worker
+    permutation is checked: the workers are interchangeable and projection commutes with
+    permuting them."""
     many = model(spec, config)
     one = model(spec, replace(config, targets=1))
-    targets = config.targets
+    targets = range(config.targets)
     zero = Ghosts()
-    always = {p.name: p.holds for p in many.properties if p.kind == "always"}
+    always = [p for p in many.properties if p.kind == "always"]
     always_one = {p.name: p.holds for p in one.properties if p.kind == "always"}
-    canonical: Callable[[World], Hashable] = (
-        many.canonical if symmetry and many.canonical is not None else (lambda w: w)
-    )
-    cut = False
-
-    def fail(text: str, world: World, action: Action | None = None) -> TargetsIndependence:
-        where = f"{text}\n  in: {many.show_state(world)}"
-        if action is not None:
-            where += f"\n  action: {many.show_action(action)} {action!r}"
-        return TargetsIndependence(len(seen), steps, not cut, where)
-
-    starts = list(many.init_states())
-    first = list(one.init_states())
-    seen: set[Hashable] = {canonical(w) for w in starts}
-    steps = 0
-    if set(always) != set(always_one):
-        differ = f"the properties differ: {sorted(always)} and {sorted(always_one)}"
+    if {p.name for p in always} != set(always_one):
+        differ = f"the properties differ: {[p.name for p in always]} and {sorted(always_one)}"
         return TargetsIndependence(0, 0, False, differ)
-    for w in starts:
-        if any(project(w, t) not in first for t in range(targets)):
-            return fail("a start does not project onto a start of the one-target model", w)
-    frontier = starts
-    while frontier:
-        later: list[World] = []
-        for w in frontier:
-            for name, holds in always.items():
-                parts = all(always_one[name](project(w, t)) for t in range(targets))
-                if holds(w) != parts:
-                    return fail(f"{name} is not the conjunction of its projections", w)
-            blank = w._replace(ghosts=zero)
-            for a in many.actions(w):
-                after = many.next_state(w, a)
-                alone = many.next_state(blank, a)  # the flags this step sets on its own
-                if (after is None) != (alone is None):
-                    return fail("the step depends on the flags", w, a)
-                if after is None or alone is None:
-                    continue
-                steps += 1
-                if after._replace(ghosts=zero) != alone._replace(ghosts=zero):
-                    return fail("the step depends on the flags", w, a)
-                joined = Ghosts(*(x or y for x, y in zip(w.ghosts, alone.ghosts, strict=True)))
-                if after.ghosts != joined:
-                    return fail("the step's flags do not combine by or", w, a)
-                acting = 0
-                for t in range(targets):
-                    before_t, seen_t = project(blank, t), project(alone, t)
-                    b = project_action(w, a, t)
-                    if b is None:
-                        if seen_t._replace(ghosts=zero) != before_t:
-                            return fail(f"a step on another target changes target {t}", w, a)
-                        continue
-                    acting += 1
-                    if b not in list(one.actions(before_t)):
-                        return fail(f"the one-target model cannot take it on target {t}", w, a)
-                    if one.next_state(before_t, b) != seen_t:
-                        return fail(f"the one-target model's step differs on target {t}", w, a)
-                if acting != 1:
-                    return fail(f"the step acts on {acting} targets, not one", w, a)
-                key = canonical(after)
-                if key not in seen:
-                    if max_states is not None and len(seen) >= max_states:
-                        cut = True
-                        continue
-                    seen.add(key)
-                    later.append(after)
-        frontier = later
-    return TargetsIndependence(len(seen), steps, not cut)
+    steps = 0
+
+    def where(text: str, world: World, action: Action | None = None) -> _Broken:
+        found = f"{text}\n  in: {many.show_state(world)}"
+        if action is not None:
+            found += f"\n  action: {many.show_action(action)} {action!r}"
+        return _Broken(found)
+
+    def conjunction(w: World) -> None:
+        for p in always:
+            if p.holds(w) != all(always_one[p.name](project(w, t)) for t in targets):
+                raise where(f"{p.name} is not the conjunction of its projections", w)
+
+    def next_state(w: World, a: Action) -> World | None:
+        nonlocal steps
+        after: World | None = many.next_state(w, a)
+        blank = w._replace(ghosts=zero)
+        alone = many.next_state(blank, a)  # the flags this step sets on its own
+        if (after is None) != (alone is None):
+            raise where("the step depends on the flags", w, a)
+        if after is None or alone is None:
+            return after
+        steps += 1
+        if after._replace(ghosts=zero) != alone._replace(ghosts=zero):
+            raise where("the step depends on the flags", w, a)
+        if after.ghosts != Ghosts(*(x or y for x, y in zip(w.ghosts, alone.ghosts, strict=True))):
+            raise where("the step's flags do not combine by or", w, a)
+        acting = 0
+        for t in targets:
+            before_t, seen_t = project(blank, t), project(alone, t)
+            b = project_action(w, a, t)
+            if b is None:
+                if seen_t._replace(ghosts=zero) != before_t:
+                    raise where(f"a step on another target changes target {t}", w, a)
+                continue
+            acting += 1
+            if b not in list(one.actions(before_t)):
+                raise where(f"the one-target model cannot take it on target {t}", w, a)
+            if one.next_state(before_t, b) != seen_t:
+                raise where(f"the one-target model's step differs on target {t}", w, a)
+        if acting != 1:
+            raise where(f"the step acts on {acting} targets, not one", w, a)
+        conjunction(after)
+        return after
+
+    first = list(one.init_states())
+    checked = dataclasses.replace(many, next_state=next_state, properties=always, processes=None)
+    try:
+        for w in many.init_states():
+            if any(project(w, t) not in first for t in targets):
+                raise where("a start does not project onto a start of the one-target model", w)
+            conjunction(w)
+        report = Checker(checked).symmetry(symmetry).exhaustive().max_states(max_states).run()
+    except _Broken as broken:
+        return TargetsIndependence(0, steps, False, str(broken))
+    return TargetsIndependence(report.unique, steps, report.complete)
