@@ -59,6 +59,7 @@ class BlockingStore(Store):
         self.clock = core.clock
         self.machine = core.machine
         self.spec = core.spec
+        self.steps = core.steps
         self._observers = core._observers
 
     def observe(self, observer: Any) -> None:

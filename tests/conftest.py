@@ -23,6 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from claimfsm.machine import ClaimMachine
+from claimfsm.spec import Spec
 from claimfsm.store import MemoryStore, SQLiteStore, Store
 
 from ._async_face import LoopThread, open_blocking
@@ -246,12 +248,14 @@ class Backend:
     _memory: MemoryStore | None = None
     _schema: tuple[str, str] | None = None
     _loop: LoopThread | None = None  # the async face's event loop (its own thread)
+    spec: Spec | None = None  # the declaration the stores run (None: claim.toml)
 
     def open(self) -> Store:
         """Another handle on the same database (a new connection or pool)."""
+        machine = None if self.spec is None else ClaimMachine(self.spec)
         if self.name == "memory":
             if self._memory is None:
-                self._memory = MemoryStore(clock=self.clock)
+                self._memory = MemoryStore(clock=self.clock, machine=machine)
             return self._memory
         store: Store
         if self.name.endswith("-async"):  # the asyncio face, driven through the sync API
@@ -264,17 +268,17 @@ class Backend:
                 url = self._schema[1]
             else:
                 url = f"sqlite:///{self.path}"
-            store = open_blocking(url, self._loop, clock=self.clock, pool_size=2)
+            store = open_blocking(url, self._loop, clock=self.clock, pool_size=2, spec=self.spec)
         elif self.name in ("postgresql", "pgbouncer"):
             from claimfsm.store._postgres import PostgresStore
 
             assert self.pg_database is not None
             if self._schema is None:
                 self._schema = pg_schema_url(self.via or self.pg_database)
-            store = PostgresStore(self._schema[1], clock=self.clock, pool_size=2)
+            store = PostgresStore(self._schema[1], clock=self.clock, pool_size=2, machine=machine)
         else:
             assert self.path is not None
-            store = SQLiteStore(self.path, clock=self.clock)
+            store = SQLiteStore(self.path, clock=self.clock, machine=machine)
         self.opened.append(store)
         return store
 

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.spec import GuardDecl, Spec, compare
-from claimfsm.store._core import CHECKPOINT, DISCARD
+from claimfsm.spec import Event, GuardDecl, Spec, claim_steps, compare
+from claimfsm.store._core import CHECKPOINT
 from claimfsm.store._sql import HISTORY_COLUMNS
 
 #: The entry columns the auditor reads: the store's history columns after ``seq``, without
@@ -96,6 +96,8 @@ class Rules:
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self.initial = spec.initial
+        # A stale owner's refusal, recorded: the claim's discard, as this declaration names it.
+        self.discard = claim_steps(spec).event(Event.DISCARD)
         self.frees = frozenset(spec.states_where("frees_target"))
         self.declared: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
         for t in spec.transitions:
@@ -116,10 +118,10 @@ class Rules:
                 (e[SEQ],),
                 f"{event} from {e[FROM]} to {e[TO]} is not declared",
             )
-            if event != DISCARD:
+            if event != self.discard:
                 self._apply(track, e)
             return
-        if event == DISCARD:
+        if event == self.discard:
             self._discard(track, e, report)
             return
         last_seq = () if track.last is None else (track.last[SEQ],)

@@ -371,10 +371,10 @@ class _Campaign:
             except (StoreError, *_REMOTE_ERRORS):
                 time.sleep(0.2)
                 continue
-            open_claims = store.claims(state=State.SENDING) + store.claims(state=State.UNCERTAIN)
-            if not open_claims:
+            sending = store.claims(state=store.steps.state(State.SENDING))
+            if not sending and not store.claims(state=store.steps.state(State.UNCERTAIN)):
                 return
-            if self.c.remote == "plain" and not store.claims(state=State.SENDING):
+            if self.c.remote == "plain" and not sending:
                 return  # what is left uncertain has no effect to find: it stays uncertain
             time.sleep(self.c.lease_seconds + 0.1)  # a retry's lease may need to lapse
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from claimfsm.campaign._remote import Request
-from claimfsm.spec import State
+from claimfsm.spec import Event, State
 from claimfsm.store import Store, claim_fields, replay
 
 
@@ -116,41 +116,43 @@ def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Ve
     history = store.history()
     claims = {c.target_id: c for c in store.claims()}
     acquired: dict[str, list[int]] = defaultdict(list)
+    steps = store.steps  # the declaration's names, read as the typed face
     for e in history:
-        if e.event == "acquire":
+        event, to = steps.event_role(e.event), steps.state_role(e.to_state)
+        if event == Event.ACQUIRE:
             acquired[e.target_id].append(e.epoch)
-        elif e.event == "begin_send":
+        elif event == Event.BEGIN_SEND:
             f.sends_begun += 1
-        elif e.event == "retry":
+        elif event == Event.RETRY:
             f.retried += 1
-        elif e.event == "discard":
+        elif event == Event.DISCARD:
             f.discarded += 1
-        if e.event == "discard" or e.from_state == e.to_state:
+        if event == Event.DISCARD or e.from_state == e.to_state:
             continue
-        if e.to_state == State.CONFIRMED:
+        if to == State.CONFIRMED:
             f.confirmed += 1
             f.confirmed_without_effect += (e.target_id, e.idempotency_key) not in landed_keys
-        elif e.to_state == State.UNCERTAIN:
+        elif to == State.UNCERTAIN:
             f.uncertain += 1
-        elif e.to_state == State.EXPIRED:
+        elif to == State.EXPIRED:
             f.expired += 1
-        elif e.to_state == State.RELEASED:
+        elif to == State.RELEASED:
             f.released += 1
-        elif e.to_state == State.RECONCILED and e.outcome == "present":
+        elif to == State.RECONCILED and e.outcome == "present":
             f.reconciled_present += 1
-        elif e.to_state == State.RECONCILED:
+        elif to == State.RECONCILED:
             f.reconciled_absent += 1
             f.absent_but_landed += (e.target_id, e.epoch) in landed_epochs
     for epochs in acquired.values():
         f.epochs += len(epochs)
         f.reused_epochs += len(epochs) - len(set(epochs))
         f.missing_epochs += max(epochs) - len(set(epochs))
-    replayed = replay(history)
+    replayed = replay(history, store.spec)
     f.history_mismatches = sum(replayed.get(t) != claim_fields(c) for t, c in claims.items()) + len(
         set(replayed) - set(claims)
     )
-    f.left_sending = sum(c.state == State.SENDING for c in claims.values())
-    stuck = [c for c in claims.values() if c.state == State.UNCERTAIN]
+    f.left_sending = sum(steps.state_role(c.state) == State.SENDING for c in claims.values())
+    stuck = [c for c in claims.values() if steps.state_role(c.state) == State.UNCERTAIN]
     f.left_uncertain = len(stuck)
     f.left_uncertain_without_effect = sum(
         (c.target_id, c.idempotency_key) not in landed_keys for c in stuck

@@ -201,10 +201,10 @@ def _resume(dispatcher: Dispatcher, path: Path, log: logging.Logger) -> str:
         return f"refused ({type(exc).__name__})"
     log.info("resumed %r", claim)
     try:
-        if claim.state == State.RESERVED:
+        if claim.role == State.RESERVED:
             outcome = dispatcher.send(claim).outcome  # nothing was sent yet: carry on
             return f"continued ({outcome})"
-        if claim.state == State.SENDING:
+        if claim.role == State.SENDING:
             # We may or may not have sent before dying: only readback can tell.
             claim.mark_uncertain("worker restarted; the send may have happened")
             return "marked uncertain"

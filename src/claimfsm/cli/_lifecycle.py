@@ -327,8 +327,8 @@ def verify_lifecycle(
     if runs_on_the_claim_model(spec):
         raise click.UsageError(
             f"{spec.name} is the claim protocol or a variant of it (by its names or, renamed,"
-            " by its shape), whose stores have their own stateful tests (make test) and take"
-            " the claim's own names; claimfsm verify takes a lifecycle of your own"
+            " by its shape), whose stores have their own stateful tests (make test);"
+            " claimfsm verify takes a lifecycle of your own"
         )
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
         raise click.UsageError(

@@ -705,7 +705,6 @@ def check(
     from claimfsm.cli._lifecycle import check_lifecycle
     from claimfsm.spec import (
         claim_spec,
-        is_lifecycle_of_its_own,
         runs_on_the_claim_model,
         shipped,
         wrong_designs,
@@ -747,13 +746,6 @@ def check(
             return
         if engine != "spin" and (bitstate or spin_dir is not None):
             raise click.UsageError("--bitstate and --spin-dir go with --engine spin")
-        if is_lifecycle_of_its_own(spec) and (replay or token is not None):
-            raise click.UsageError(
-                f"{spec.path or spec.name} is the claim protocol under other names: both"
-                " engines read it by its shape, but --replay and --replay-token play paths"
-                " on the claim's stores, which take the claim's own names (specs/claim.toml)"
-                " for now; check it without them"
-            )
         workers, targets, epochs = workers or 3, targets or 1, epochs or 3
         if epochs > 6:
             raise click.UsageError("--epochs: the claim model takes 1 to 6")
@@ -937,17 +929,22 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _sqlite_per_path(folder: Path, workers: int) -> Callable[[Any], Any]:
+def _sqlite_per_path(folder: Path, workers: int, spec: Any) -> Callable[[Any], Any]:
     """A store factory for replays: a new SQLite file for each path, opened once by the
-    environment and once by each worker (their own connections)."""
+    environment and once by each worker (their own connections). The stores run the
+    correct design: the base a variant overlays (a wrong design's claim.toml), or ``spec``
+    itself, in its own names."""
+    from claimfsm.machine import ClaimMachine
+    from claimfsm.spec import base_of
     from claimfsm.store import SQLiteStore
 
+    machine = ClaimMachine(base_of(spec) or spec)
     calls = [0]
 
     def open_store(clock: Any) -> SQLiteStore:
         n = calls[0] // (workers + 1)
         calls[0] += 1
-        return SQLiteStore(folder / f"path-{n}.sqlite", clock=clock)
+        return SQLiteStore(folder / f"path-{n}.sqlite", clock=clock, machine=machine)
 
     return open_store
 
@@ -961,7 +958,8 @@ def _replay_on_sqlite(spec: Any, config: Any) -> Any:
     if config.targets != 1:
         raise click.UsageError("--replay runs one-target models: use --targets 1")
     with tempfile.TemporaryDirectory(prefix="claimfsm-replay-") as tmp:
-        return replay_coverage(spec, config, _sqlite_per_path(Path(tmp), config.workers))
+        opener = _sqlite_per_path(Path(tmp), config.workers, spec)
+        return replay_coverage(spec, config, opener)
 
 
 def _replay_token(spec: Any, config: Any, token: str) -> Any:
@@ -973,7 +971,8 @@ def _replay_token(spec: Any, config: Any, token: str) -> Any:
     if config.targets != 1:
         raise click.UsageError("--replay-token plays one-target models: use --targets 1")
     with tempfile.TemporaryDirectory(prefix="claimfsm-token-") as tmp:
-        return replay_token(spec, config, token, _sqlite_per_path(Path(tmp), config.workers))
+        opener = _sqlite_per_path(Path(tmp), config.workers, spec)
+        return replay_token(spec, config, token, opener)
 
 
 @main.command()
@@ -1119,20 +1118,12 @@ def report(
     from claimfsm.spec import (
         base_of,
         is_lifecycle_of_its_own,
-        runs_on_the_claim_model,
         shipped,
         wrong_designs,
     )
 
     with _library_errors():
         spec = _declaration(declaration or "claim", shipped())
-        if is_lifecycle_of_its_own(spec) and runs_on_the_claim_model(spec):
-            raise click.UsageError(
-                f"{spec.path or spec.name} is the claim protocol under other names: `claimfsm"
-                " check` and `claimfsm diagram` take it, but the report's replay commands"
-                " run the claim's stores, which take the claim's own names (specs/claim.toml)"
-                " for now"
-            )
         wrong = {
             name: s
             for name, s in wrong_designs().items()

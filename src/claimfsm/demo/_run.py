@@ -18,7 +18,7 @@ from pathlib import Path
 
 from claimfsm.errors import ClaimFSMError, LeaseExpired, StaleClaim
 from claimfsm.service import Dispatcher, Faults, RemoteMode, SimulatedRemote
-from claimfsm.spec import State
+from claimfsm.spec import Event, State
 from claimfsm.store import Claim, SQLiteStore, Store, claim_fields, replay
 
 
@@ -188,7 +188,7 @@ def _stale_wakeup(claim: Claim, counters: dict[str, int], lock: threading.Lock) 
     with lock:
         counters["stale_wakeups"] += 1
     try:
-        if claim.state == State.RESERVED:
+        if claim.role == State.RESERVED:
             claim.begin_send()
             claim.mark_uncertain("woke up after a crash; not sending")
         else:
@@ -208,28 +208,27 @@ def _summarise(
     seconds: float,
 ) -> DemoSummary:
     history = store.history()
+    steps = store.steps  # the declaration's names, read as the typed face
     entered = {s: 0 for s in State}
     present = absent = retried = discarded = 0
+    acquired: dict[str, list[int]] = {t: [] for t in targets}
     for e in history:
-        if e.event == "discard":
+        event, to = steps.event_role(e.event), steps.state_role(e.to_state)
+        if event == Event.DISCARD:
             discarded += 1
-        if e.event == "retry":
+        if event == Event.RETRY:
             retried += 1
-        if e.from_state != e.to_state:
-            entered[State(e.to_state)] += 1
-        if e.event == "reconcile":
+        if e.from_state != e.to_state and to is not None:
+            entered[to] += 1
+        if event == Event.RECONCILE:
             present += e.outcome == "present"
             absent += e.outcome == "absent"
+        if event == Event.ACQUIRE and e.target_id in acquired:
+            acquired[e.target_id].append(e.epoch)
     claims = {c.target_id: c for c in store.claims()}
-    replayed = replay(history)
+    replayed = replay(history, store.spec)
     replays = replayed == {t: claim_fields(c) for t, c in claims.items()}
-    increasing = True
-    for target in targets:
-        last = 0
-        for e in store.history(target):
-            if e.event == "acquire":
-                increasing &= e.epoch == last + 1
-                last = e.epoch
+    increasing = all(epochs == list(range(1, len(epochs) + 1)) for epochs in acquired.values())
     dispatched = sum(len(store.drafts(t, status="dispatched")) for t in targets)
     summary = DemoSummary(
         remote=config.remote,
@@ -252,8 +251,8 @@ def _summarise(
         effects=len(remote.effects),
         overlapping_sends=remote.overlapping_sends,
         duplicate_effects=remote.duplicate_effects(),
-        left_uncertain=sum(c.state == State.UNCERTAIN for c in claims.values()),
-        left_sending=sum(c.state == State.SENDING for c in claims.values()),
+        left_uncertain=sum(steps.state_role(c.state) == State.UNCERTAIN for c in claims.values()),
+        left_sending=sum(steps.state_role(c.state) == State.SENDING for c in claims.values()),
         history_replays=replays,
         epochs_strictly_increase=increasing,
         seconds=round(seconds, 2),

@@ -26,7 +26,7 @@ from claimfsm.errors import (
 )
 from claimfsm.machine._facts import ClaimRow, Facts
 from claimfsm.machine._guards import Guard, build_guards, why
-from claimfsm.spec import Spec, claim_spec, require_claim_protocol
+from claimfsm.spec import ClaimSteps, Spec, claim_spec, require_claim_protocol
 
 
 class _Subject:
@@ -43,7 +43,8 @@ class ClaimMachine:
 
     def __init__(self, spec: Spec | None = None) -> None:
         self.spec = spec if spec is not None else claim_spec()
-        _check_vocabulary(self.spec)
+        #: The claim's steps and states in this declaration's names (read by its shape).
+        self.steps: ClaimSteps = require_claim_protocol(self.spec, "the claim machine")
         self.guards: dict[str, Guard] = build_guards(self.spec)
         self.machine = Machine(
             model=None,
@@ -144,10 +145,6 @@ class ClaimMachine:
 def claim_machine() -> ClaimMachine:
     """The one shared machine for the claim declaration."""
     return ClaimMachine()
-
-
-def _check_vocabulary(spec: Spec) -> None:
-    require_claim_protocol(spec, "the claim machine")
 
 
 def _where(row: ClaimRow | None, facts: Facts) -> str:

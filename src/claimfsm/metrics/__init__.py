@@ -35,7 +35,7 @@ import math
 from typing import Any
 
 from claimfsm.errors import InvalidArgument, StoreError
-from claimfsm.spec import State
+from claimfsm.spec import Event, State
 from claimfsm.store import AsyncStore, Store
 from claimfsm.store._observe import Observed
 
@@ -82,6 +82,9 @@ class StoreMetrics:
             "claims_uncertain", "Claims in uncertain now (read at scrape time).", **common
         )
         self._store = store
+        steps = (store.store if isinstance(store, AsyncStore) else store).steps
+        self._lapse = steps.event(Event.LAPSE)  # the declaration's names for them
+        self._uncertain = steps.state(State.UNCERTAIN)
         self.uncertain.set_function(self._count_uncertain)
         store.observe(self.record)
 
@@ -90,17 +93,17 @@ class StoreMetrics:
         self.seconds.labels(o.event).observe(o.seconds)
         if o.outcome != "ok":
             self.refusals.labels(o.refusal or "unknown").inc()
-        elif o.event == "lapse":
+        elif o.event == self._lapse:
             self.lapses.labels(o.from_state or "unknown").inc()
 
     def _count_uncertain(self) -> float:
         try:
             if isinstance(self._store, AsyncStore):
                 assert self._loop is not None
-                read = self._store.claims(state=State.UNCERTAIN)
+                read = self._store.claims(state=self._uncertain)
                 found = asyncio.run_coroutine_threadsafe(read, self._loop).result(10.0)
                 return float(len(found))
-            return float(len(self._store.claims(state=State.UNCERTAIN)))
+            return float(len(self._store.claims(state=self._uncertain)))
         except (StoreError, TimeoutError, RuntimeError):
             return math.nan
 

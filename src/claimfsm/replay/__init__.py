@@ -2,6 +2,7 @@
 
 from claimfsm.replay._replay import (
     Coverage,
+    Player,
     ReplayMismatch,
     TokenReplay,
     coverage_paths,
@@ -12,6 +13,7 @@ from claimfsm.replay._replay import (
 
 __all__ = [
     "Coverage",
+    "Player",
     "ReplayMismatch",
     "TokenReplay",
     "coverage_paths",

@@ -30,13 +30,20 @@ from claimfsm.checker import (
     replay,
 )
 from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
-from claimfsm.spec import Spec
+from claimfsm.spec import ClaimSteps, Event, Spec, State, claim_steps
 from claimfsm.store import Claim, Evidence, Store
 
 LEASE = 10.0
 TARGET = "target-0"
 _STATUS = {"a": "approved", "p": "pending", "d": "dispatched"}
-_EVENT = {"sweep": "lapse"}
+#: The model's worker steps (the typed face) and the handle's method that takes each.
+_OWNER_CALLS: dict[str, Callable[..., Claim]] = {
+    Event.BEGIN_SEND: Claim.begin_send,
+    Event.RELEASE: Claim.release,
+    Event.CONFIRM: Claim.confirm,
+    Event.TIMEOUT: Claim.mark_uncertain,
+    Event.RENEW: Claim.renew,
+}
 
 
 class ReplayMismatch(AssertionError):
@@ -132,7 +139,7 @@ def _guard_facts(state: World, action: tuple[Any, ...]) -> tuple[bool, ...]:
     """What decides a worker's step: handle current, lease live, pinned draft unchanged.
 
     Part of a step's kind, so that every guard outcome gets a path of its own."""
-    if action[0] not in ("begin_send", "release", "confirm", "timeout", "renew", "wake"):
+    if action[0] not in _OWNER_CALLS and action[0] != "wake":
         return ()
     wk = state.workers[action[1]]
     epoch, token = (wk.saved[1], wk.saved[2]) if action[0] == "wake" else (wk.epoch, wk.token)
@@ -143,6 +150,54 @@ def _guard_facts(state: World, action: tuple[Any, ...]) -> tuple[bool, ...]:
         tg.lease_live,
         pinned == ("a", tg.version),
     )
+
+
+class Player:
+    """Plays one-target paths of ``spec``'s claim model on real stores, for one target,
+    comparing the store with the model after every step (:class:`ReplayMismatch`).
+
+    ``env`` is the environment's store (sweep, reconcile, drafts, reading); ``workers``
+    one store per worker (their own connections), all on one database and one clock,
+    ``now`` (a one-item list the lease lapse moves on). Several players may share the
+    stores, each with a target of its own. The stores may name the claim's states and
+    events otherwise than ``spec`` (a renamed copy of ``claim.toml``): the two are
+    compared, and the store's history counted, by the claim's steps (``claim_steps``)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        config: ClaimModelConfig,
+        env: Store,
+        workers: list[Store],
+        now: list[float],
+        target: str = TARGET,
+    ) -> None:
+        if config.targets != 1:
+            raise InvalidArgument("replay runs one-target models (a clock jump lapses every lease)")
+        self.ours = claim_steps(spec)
+        self.env, self.workers, self.now, self.target = env, workers, now, target
+        self.held: list[Claim | None] = [None] * config.workers
+        self.saved: list[Claim | None] = [None] * config.workers
+        self.drafts = config.drafts
+        self.draft_ids: list[int] = []
+
+    def start(self, first: World) -> None:
+        """The target's drafts, as the model's first state has them."""
+        drafts = [self.env.create_draft(self.target, f"draft {d}") for d in range(self.drafts)]
+        for d, (status, _) in enumerate(first.drafts[0]):
+            if status == "a":
+                self.env.approve_draft(drafts[d].draft_id)
+        self.draft_ids = [d.draft_id for d in drafts]
+
+    def step(self, action: tuple[Any, ...], after: World, coverage: Coverage) -> None:
+        """Play ``action`` on the stores; ``after`` is the model's state after it."""
+        _apply(action, after, self, coverage)
+        _compare(self, after)
+        coverage.steps += 1
+
+    def transitions(self) -> set[tuple[str, str, str]]:
+        """The transitions the store's history recorded for the target, in ``spec``'s words."""
+        return {_in_words_of(self.ours, self.env.steps, e) for e in self.env.history(self.target)}
 
 
 def replay_path(
@@ -159,42 +214,26 @@ def replay_path(
     clock = lambda: now[0]  # noqa: E731 - shared by every connection of this path
     env = open_store(clock)
     workers = [open_store(clock) for _ in range(config.workers)]
-    held: list[Claim | None] = [None] * config.workers
-    saved: list[Claim | None] = [None] * config.workers
     try:
-        drafts = [env.create_draft(TARGET, f"draft {d}") for d in range(config.drafts)]
-        for d, (status, _) in enumerate(path[0].state.drafts[0]):
-            if status == "a":
-                env.approve_draft(drafts[d].draft_id)
-        draft_ids = [d.draft_id for d in drafts]
+        player = Player(spec, config, env, workers, now)
+        player.start(path[0].state)
         for step in path[1:]:
-            action = step.action
-            assert action is not None
-            _apply(action, step.state, env, workers, held, saved, draft_ids, now, coverage)
-            _compare(step.state, env, draft_ids)
-            coverage.steps += 1
-        for entry in env.history(TARGET):
-            coverage.transitions.add((entry.event, entry.from_state, entry.to_state))
+            assert step.action is not None
+            player.step(step.action, step.state, coverage)
+        coverage.transitions |= player.transitions()
         coverage.paths += 1
     finally:
         for s in [env, *workers]:
             s.close()
 
 
-def _apply(
-    action: tuple[Any, ...],
-    after: World,
-    env: Store,
-    workers: list[Store],
-    held: list[Claim | None],
-    saved: list[Claim | None],
-    draft_ids: list[int],
-    now: list[float],
-    coverage: Coverage,
-) -> None:
+def _apply(action: tuple[Any, ...], after: World, p: Player, coverage: Coverage) -> None:
     kind = action[0]
+    env, workers, held, saved, now = p.env, p.workers, p.held, p.saved, p.now
+    target, draft_ids = p.target, p.draft_ids
 
-    def attempt(event: str, call: Callable[[], Any]) -> Any:
+    def attempt(step: str, call: Callable[[], Any]) -> Any:
+        event = env.steps.event(Event(step))  # the refusal in the store's words
         try:
             return call()
         except Refused as exc:
@@ -203,24 +242,23 @@ def _apply(
             coverage.refusals.add((event, type(exc).__name__))
         return None
 
-    if kind == "acquire":
+    if kind == Event.ACQUIRE:
         _, i, _, d = action
-        held[i] = workers[i].acquire(TARGET, draft_ids[d], f"w{i}", LEASE)
-    elif kind in ("begin_send", "release", "confirm", "timeout", "renew"):
+        held[i] = workers[i].acquire(target, draft_ids[d], f"w{i}", LEASE)
+    elif kind in _OWNER_CALLS:
         i = action[1]
         claim = held[i]
         assert claim is not None
-        method = {"timeout": "mark_uncertain"}.get(kind, kind)
-        args = (LEASE,) if kind == "renew" else ()
-        if attempt(kind, lambda: getattr(claim, method)(*args)) is None or (
-            after.workers[i].phase == ""
-        ):
+        call = _OWNER_CALLS[kind]
+        args = (LEASE,) if kind == Event.RENEW else ()
+        if attempt(kind, lambda: call(claim, *args)) is None or (after.workers[i].phase == ""):
             held[i] = None
     elif kind == "wake":
         _, i, op = action
         claim, saved[i] = saved[i], None
         assert claim is not None
-        if attempt(op, getattr(claim, op)) is not None and op == "begin_send":
+        woken = claim
+        if attempt(op, lambda: _OWNER_CALLS[op](woken)) is not None and op == Event.BEGIN_SEND:
             held[i] = claim
     elif kind == "crash":
         i = action[1]
@@ -229,17 +267,17 @@ def _apply(
         now[0] += LEASE + 1
     elif kind == "sweep":
         env.sweep()
-    elif kind == "reconcile":
+    elif kind == Event.RECONCILE:
         tg = after.targets[0]
         evidence = (
             Evidence.present() if tg.outcome == "present" else Evidence.absent_fenced(tg.epoch)
         )
-        env.reconcile(TARGET, tg.epoch, evidence)
-    elif kind == "retry":
+        env.reconcile(target, tg.epoch, evidence)
+    elif kind == Event.RETRY:
         _, i, _ = action
         tg = after.targets[0]
         held[i] = workers[i].retry(
-            TARGET, tg.epoch, owner=f"w{i}", lease_seconds=LEASE, remote_dedups=True
+            target, tg.epoch, owner=f"w{i}", lease_seconds=LEASE, remote_dedups=True
         )
     elif kind == "edit":
         _, _, d = action
@@ -253,10 +291,26 @@ def _apply(
         raise InvalidArgument(f"replay cannot map model action {kind!r} to the store")
 
 
-def _compare(expected: World, store: Store, draft_ids: list[int]) -> None:
+def _in_words_of(ours: ClaimSteps, theirs: ClaimSteps, entry: Any) -> tuple[str, str, str]:
+    """A store's history entry, in the model's declaration's names."""
+    event, source, dest = entry.event, entry.from_state, entry.to_state
+    e, s, d = theirs.event_role(event), theirs.state_role(source), theirs.state_role(dest)
+    return (
+        event if e is None else ours.event(e),
+        source if s is None else ours.state(s),
+        dest if d is None else ours.state(d),
+    )
+
+
+def _compare(p: Player, expected: World) -> None:
+    ours, store, draft_ids = p.ours, p.env, p.draft_ids
     tg = expected.targets[0]
-    info = store.get_claim(TARGET)
-    got = (0, "unclaimed", "") if info is None else (info.epoch, info.state, info.outcome or "")
+    info = store.get_claim(p.target)
+    state = ours.state(State.UNCLAIMED) if info is None else info.state
+    role = store.steps.state_role(state) if info is not None else State.UNCLAIMED
+    if role is not None:
+        state = ours.state(role)  # the store's word for it, in the model's declaration
+    got = (0, state, "") if info is None else (info.epoch, state, info.outcome or "")
     want = (tg.epoch, tg.state, tg.outcome)
     if got != want:
         raise ReplayMismatch(f"claim: the store has {got}, the model predicts {want}")

@@ -175,7 +175,7 @@ class Dispatcher:
     def reconcile(self, target_id: str) -> Resolution:
         """Resolve the target's uncertain claim, if it has one, with evidence from the remote."""
         info = self.store.get_claim(target_id)
-        if info is None or info.state != State.UNCERTAIN:
+        if info is None or info.state != self.store.steps.state(State.UNCERTAIN):
             return "not-uncertain"
         try:
             return self._resolve(target_id, info)
@@ -213,7 +213,8 @@ class Dispatcher:
     def reconcile_all(self) -> dict[str, Resolution]:
         """Reconcile every uncertain claim in the store."""
         return {
-            c.target_id: self.reconcile(c.target_id) for c in self.store.claims(state="uncertain")
+            c.target_id: self.reconcile(c.target_id)
+            for c in self.store.claims(state=self.store.steps.state(State.UNCERTAIN))
         }
 
     def _step(self, name: str, claim: Claim) -> None:

@@ -40,7 +40,7 @@ from claimfsm.spec._roles import (
     InvariantDecl,
     lifecycle_problem,
 )
-from claimfsm.spec._vocabulary import Event, State, require_claim_protocol
+from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
 
 __all__ = [
     "COLUMNS",
@@ -54,6 +54,7 @@ __all__ = [
     "ROLES",
     "WORK",
     "WORLD_OPTIONS",
+    "ClaimSteps",
     "ColumnDecl",
     "Differences",
     "DraftsDecl",
@@ -69,6 +70,7 @@ __all__ = [
     "available",
     "base_of",
     "claim_spec",
+    "claim_steps",
     "compare",
     "declarations_dir",
     "designs",

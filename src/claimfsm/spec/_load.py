@@ -165,25 +165,24 @@ def base_of(spec: Spec) -> Spec | None:
 
 
 def is_lifecycle_of_its_own(spec: Spec) -> bool:
-    """Whether ``spec`` is not the claim protocol or a variant of it (its state and event
-    names differ): the checker runs it on the model of any declared lifecycle."""
-    from claimfsm.spec._vocabulary import Event, State
-
-    return set(spec.states) != {s.value for s in State} or set(spec.events) != {
-        e.value for e in Event
-    }
+    """Whether ``spec`` is not the claim protocol or a variant of it, by its names or by
+    its shape (:func:`runs_on_the_claim_model`): the checker runs it on the model of any
+    declared lifecycle and the entity store stores it."""
+    return not runs_on_the_claim_model(spec)
 
 
 def runs_on_the_claim_model(spec: Spec) -> bool:
-    """Whether the checker runs ``spec`` on its claim model: the claim protocol or a
-    variant of it, by name; or a declaration with the claim's world (drafts, the remote's
-    evidence) and the claim's shape under other names (``claim_steps`` finds every step).
-    The claim's machine, stores and SPIN model still take the claim's own names only."""
+    """Whether ``spec`` is the claim protocol or a variant of it: the claim's names, or the
+    claim's world (drafts, the remote's evidence) and the claim's shape under other names
+    (``claim_steps`` finds every step). The checker's claim model, the claim machine and
+    the claim stores run such a declaration, whatever its names."""
     from claimfsm.errors import SpecError
     from claimfsm.spec._roles import lifecycle_problem
-    from claimfsm.spec._vocabulary import claim_steps
+    from claimfsm.spec._vocabulary import Event, State, claim_steps
 
-    if not is_lifecycle_of_its_own(spec):
+    if set(spec.states) == {s.value for s in State} and set(spec.events) == {
+        e.value for e in Event
+    }:
         return True
     if lifecycle_problem(spec) is None:
         return False

@@ -1,10 +1,11 @@
-"""The names code refers to. The declaration owns what they mean and how they connect.
+"""The claim protocol's typed face: the names code uses for its steps and states.
 
-Code needs to name a few states and events (a store sets a lease on ``acquire``, the
-dispatcher calls ``begin_send``); these enums make such names typo-proof. The machine
-and the stores refuse a declaration whose states or events differ from them. The checker's
-claim model does not: :func:`claim_steps` finds each of the claim's steps in a
-declaration by its shape, so it runs a renamed copy of ``claim.toml`` as the same protocol.
+Code needs to name a few of the claim's steps (a store sets a lease on acquire, the
+dispatcher records the intent to send); :class:`Event` and :class:`State` make such names
+typo-proof, and their values are ``claim.toml``'s. The declaration owns what they mean,
+how they connect and what they are called: :func:`claim_steps` finds each of the claim's
+steps in a declaration by its shape, so the checker's model, the machine, the stores and
+the replays run a renamed copy of ``claim.toml`` as the same protocol, in its own names.
 """
 
 from __future__ import annotations
@@ -44,37 +45,10 @@ class Event(StrEnum):
     DISCARD = "discard"
 
 
-def require_claim_protocol(spec: object, what: str) -> None:
-    """Raise ``SpecError`` unless ``spec`` declares the claim protocol's states and events
-    (``claim.toml`` or a variant of it): what ``what`` (the checker's model, the machine,
-    the stores) is built for. Any declaration can be loaded, shown and drawn."""
-    from claimfsm.errors import SpecError
-
-    states = set(getattr(spec, "states", ()))
-    events = set(getattr(spec, "events", ()))
-    want_states, want_events = {s.value for s in State}, {e.value for e in Event}
-    where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
-    if states == want_states and events == want_events:
-        extra = _beyond_the_claim_row(spec)
-        if extra:
-            raise SpecError(
-                f"{where}: {what} is built for the claim protocol's row; this declaration"
-                f" also has {extra}, which only the checker's model of a lifecycle of your"
-                " own reads: rename the lifecycle's states and events, or leave them out"
-            )
-        return
-    differ = []
-    if states != want_states:
-        differ.append(f"states {sorted(states)}")
-    if events != want_events:
-        differ.append(f"events {sorted(events)}")
-    raise SpecError(
-        f"{where}: {what} is built for the claim protocol and its variants (specs/claim.toml:"
-        f" states {sorted(want_states)}, events {sorted(want_events)}); this declaration has "
-        + " and ".join(differ)
-        + ". `claimfsm spec` and `claimfsm diagram` take any declaration; checking, storing"
-        " and replaying a lifecycle of your own is not built yet"
-    )
+def require_claim_protocol(spec: object, what: str) -> ClaimSteps:
+    """Raise ``SpecError`` unless ``spec`` is the claim protocol or a variant of it, by its
+    shape whatever its names (:func:`require_claim_world`); the claim's steps in it."""
+    return require_claim_world(spec, what)
 
 
 #: The evidence the claim protocol's callers bring (the remote's readback and modes).
@@ -101,17 +75,21 @@ def _beyond_the_claim_row(spec: object) -> str:
 
 @dataclass(frozen=True)
 class ClaimSteps:
-    """The claim protocol's steps and states as one declaration names them.
+    """The claim protocol's steps and states as one declaration names them: the typed face
+    (:class:`State`, :class:`Event`) on one side, the declaration's names on the other.
 
     Read from the declaration's transitions, not from its names, so a copy of
     ``claim.toml`` with every name changed is the same protocol (and an edit to a guard or
     an effect does not change which event is which): the event that leaves the initial
-    state acquires (into the reserved state); the one with a ``lapsed`` guard lapses; the
-    one whose every transition stays in its state renews. Of the other events, from the
+    state acquires (into the reserved state); the one with a ``lapsed`` guard lapses (from
+    the reserved state into the expired one); the one whose every transition stays in its
+    state renews; the one with an internal transition records a stale owner's refusal
+    (discard, into the discarded state from the expired one). Of the other events, from the
     reserved state: into a lease state, the intent to send (into the sending state), into
-    a state without a lease, release; from the sending state: into a terminal state,
-    confirm, into another, timeout (into the uncertain state); from the uncertain state:
-    into a lease state, retry, into a state without a lease, reconcile.
+    a state without a lease, release (into the released state); from the sending state:
+    into a terminal state, confirm, into another, timeout (into the uncertain state); from
+    the uncertain state: into a lease state, retry, into a state without a lease,
+    reconcile (into the reconciled state).
     """
 
     events: Mapping[Event, str]
@@ -122,6 +100,20 @@ class ClaimSteps:
 
     def state(self, state: State) -> str:
         return self.states[state]
+
+    def event_role(self, name: str) -> Event | None:
+        """The typed face of the declared event ``name`` (None: not one of the claim's)."""
+        for role, declared in self.events.items():
+            if declared == name:
+                return role
+        return None
+
+    def state_role(self, name: str) -> State | None:
+        """The typed face of the declared state ``name`` (None: not one of the claim's)."""
+        for role, declared in self.states.items():
+            if declared == name:
+                return role
+        return None
 
 
 def claim_steps(spec: Any) -> ClaimSteps:
@@ -135,7 +127,7 @@ def claim_steps(spec: Any) -> ClaimSteps:
         names = sorted(set(found))
         if len(names) != 1:
             raise SpecError(
-                f"{where}: the claim model needs exactly one {what}; this declaration has"
+                f"{where}: the claim protocol needs exactly one {what}; this declaration has"
                 f" {names or 'none'} (the claim's steps are read from the declaration's"
                 " shape: docs/declarations.md, 'The claim protocol's steps')"
             )
@@ -191,6 +183,17 @@ def claim_steps(spec: Any) -> ClaimSteps:
     confirmed, uncertain = enters(sending, confirm), enters(sending, timeout)
     known |= {confirm, timeout}
     retry, reconcile = split(uncertain, lease, *lease_or_not)
+    discard = one(
+        (t.event for t in spec.transitions if t.internal), "event with an internal transition"
+    )
+
+    def dest(event: str, source: str) -> str:
+        return one(
+            (t.dest for t in moving if t.event == event and t.source == source),
+            f"state {event!r} enters from {source!r}",
+        )
+
+    expired = dest(lapse, reserved)
     return ClaimSteps(
         events={
             Event.ACQUIRE: acquire,
@@ -202,6 +205,7 @@ def claim_steps(spec: Any) -> ClaimSteps:
             Event.LAPSE: lapse,
             Event.RECONCILE: reconcile,
             Event.RETRY: retry,
+            Event.DISCARD: discard,
         },
         states={
             State.UNCLAIMED: spec.initial,
@@ -209,6 +213,10 @@ def claim_steps(spec: Any) -> ClaimSteps:
             State.SENDING: sending,
             State.CONFIRMED: confirmed,
             State.UNCERTAIN: uncertain,
+            State.RECONCILED: dest(reconcile, uncertain),
+            State.RELEASED: dest(release, reserved),
+            State.EXPIRED: expired,
+            State.DISCARDED: dest(discard, expired),
         },
     )
 
@@ -225,8 +233,9 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
         raise SpecError(
             f"{where}: {what} is built for the claim protocol and its variants (a world of"
             " drafts and a remote: specs/claim.toml); this declaration, with states"
-            f" {sorted(getattr(spec, 'states', ()))}, is a lifecycle of your own, which"
-            " `claimfsm check PATH` runs on the model of a declared lifecycle"
+            f" {sorted(getattr(spec, 'states', ()))}, is a lifecycle of your own:"
+            " `claimfsm check PATH` checks it on the model of a declared lifecycle and"
+            " `open_entity_store` stores it"
         )
     steps = claim_steps(spec)
     extra = _beyond_the_claim_row(spec)
@@ -234,7 +243,8 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
         where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
         raise SpecError(
             f"{where}: {what} is built for the claim protocol's row; this declaration"
-            f" also has {extra}, which only the checker's model of a lifecycle of your"
-            " own reads: leave them out"
+            f" also has {extra}, which only a lifecycle of your own reads (the checker's"
+            " model of a declared lifecycle, the entity store): rename the lifecycle's"
+            " states and events, or leave them out"
         )
     return steps

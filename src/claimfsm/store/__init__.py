@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from claimfsm.errors import InvalidArgument, NotFound
+from claimfsm.machine import ClaimMachine
+from claimfsm.spec import Spec
 from claimfsm.store._async import AsyncClaim, AsyncStore, open_async_store
 from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
 from claimfsm.store._entity import (
@@ -25,7 +27,9 @@ from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore
 from claimfsm.store._types import Claim, ClaimInfo, Draft, Evidence, HistoryEntry, Transitioned
 
 
-def open_store(url: str, *, clock: Clock | None = None, create: bool = True) -> Store:
+def open_store(
+    url: str, *, clock: Clock | None = None, create: bool = True, spec: Spec | None = None
+) -> Store:
     """Open a store by URL.
 
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``: a SQLite file
@@ -41,24 +45,31 @@ def open_store(url: str, *, clock: Clock | None = None, create: bool = True) -> 
     (where ``clock=`` is for tests only: workers on several hosts must share one clock).
     ``create=False`` opens only an existing SQLite file (to read one, say): a missing path
     is ``NotFound`` instead of a new, empty database.
+
+    ``spec`` is the declaration the store runs: ``claim.toml`` by default, or a variant of
+    it, under the claim's names or any others (its steps are read by its shape:
+    ``claim_steps``). A lifecycle of your own goes to ``open_entity_store``.
     """
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if clock is not None and not callable(clock):
         raise InvalidArgument("clock must be a callable returning seconds")
+    if spec is not None and not isinstance(spec, Spec):
+        raise InvalidArgument(f"spec must be a Spec (load_spec), not {type(spec).__name__}")
+    machine = ClaimMachine(spec) if spec is not None else None
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
-        return SQLiteStore(":memory:", clock=clock)
+        return SQLiteStore(":memory:", clock=clock, machine=machine)
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         path = url[len("sqlite:///") :]
         if not create:
             _must_exist(Path(path))
-        return SQLiteStore(path, clock=clock)
+        return SQLiteStore(path, clock=clock, machine=machine)
     if url == "memory://":
-        return MemoryStore(clock=clock)
+        return MemoryStore(clock=clock, machine=machine)
     if url.startswith(("postgresql://", "postgres://")):
         from claimfsm.store._postgres import PostgresStore  # psycopg is an optional extra
 
-        return PostgresStore(url, clock=clock)
+        return PostgresStore(url, clock=clock, machine=machine)
     raise InvalidArgument(
         f"unsupported store url {url!r}; use sqlite:///path.db, sqlite://:memory:, memory://"
         " or postgresql://user@host/db"

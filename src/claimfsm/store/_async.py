@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from claimfsm.errors import InvalidArgument
-from claimfsm.spec import Spec
+from claimfsm.spec import Spec, State
 from claimfsm.store._bridge import GreenletRunner, Runner, ThreadRunner
 from claimfsm.store._core import Clock, Pruned, Store
 from claimfsm.store._observe import Observer
@@ -59,6 +59,11 @@ class AsyncClaim:
     @property
     def state(self) -> str:
         return self.claim.state
+
+    @property
+    def role(self) -> State | None:
+        """The state in the typed face, whatever the declaration names it (``Claim.role``)."""
+        return self.claim.role
 
     @property
     def owner(self) -> str:
@@ -136,15 +141,17 @@ class AsyncStore:
         create: bool = True,
         pool_size: int = 4,
         connect_seconds: float = 10.0,
+        spec: Spec | None = None,
     ) -> AsyncStore:
-        """Open a store by URL, as ``open_store`` does. PostgreSQL runs on psycopg's async
-        pool: ``pool_size`` connections, shared by the tasks that use this store, the
-        first within ``connect_seconds``."""
+        """Open a store by URL, as ``open_store`` does (``spec``: the declaration it runs).
+        PostgreSQL runs on psycopg's async pool: ``pool_size`` connections, shared by the
+        tasks that use this store, the first within ``connect_seconds``."""
         if not isinstance(url, str):
             raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
         if url.startswith(("postgresql://", "postgres://")):
             if clock is not None and not callable(clock):
                 raise InvalidArgument("clock must be a callable returning seconds")
+            from claimfsm.machine import ClaimMachine
             from claimfsm.store._postgres_async import AsyncPostgresCore
 
             runner = GreenletRunner()
@@ -153,6 +160,7 @@ class AsyncStore:
                 url,
                 runner=runner,
                 clock=clock,
+                machine=None if spec is None else ClaimMachine(spec),
                 pool_size=pool_size,
                 connect_seconds=connect_seconds,
             )
@@ -160,7 +168,8 @@ class AsyncStore:
         from claimfsm.store import open_store
 
         threads = ThreadRunner()
-        return cls(await threads.run(open_store, url, clock=clock, create=create), runner=threads)
+        store = await threads.run(open_store, url, clock=clock, create=create, spec=spec)
+        return cls(store, runner=threads)
 
     async def _run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         return await self.runner.run(fn, *args, **kwargs)

@@ -30,7 +30,7 @@ from claimfsm.errors import (
     UsageError,
 )
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
-from claimfsm.spec import State
+from claimfsm.spec import Event, Spec, State, claim_spec, claim_steps
 from claimfsm.store import _validate as check
 from claimfsm.store._observe import LOG as STORE_LOG
 from claimfsm.store._observe import Observed, Observer
@@ -88,8 +88,6 @@ class HistoryRecord:
 #: The history event a pruning writes where a target's removed entries ended: the claim row
 #: as of the last removed transition, so what remains still replays to the claim rows.
 CHECKPOINT = "checkpoint"
-#: The history event of a refused stale operation (the declaration's internal event).
-DISCARD = "discard"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +136,9 @@ class Tx(Protocol):
         """Up to ``limit`` entries with ``after < seq <= upto``, in seq order."""
         ...
 
-    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+    def last_before_cut(self, cut: int, discard: str) -> list[tuple[int, HistoryEntry]]:
         """For each target with entries at or before ``cut``: the seq of its last such
-        entry, and its last such entry that is not a discard."""
+        entry, and its last such entry that is not a ``discard`` (the declaration's name)."""
         ...
 
     def delete_history_upto(self, cut: int) -> int:
@@ -165,6 +163,15 @@ class Store(ABC):
         self.clock: Clock = clock if clock is not None else time.time
         self.machine = machine if machine is not None else claim_machine()
         self.spec = self.machine.spec
+        #: The claim's steps and states in the declaration's names (``Event.ACQUIRE`` ->
+        #: the event that takes a target): a renamed ``claim.toml`` is the same store.
+        self.steps = self.machine.steps
+        self._acquire = self.steps.event(Event.ACQUIRE)
+        self._lapse = self.steps.event(Event.LAPSE)
+        self._discard = self.steps.event(Event.DISCARD)
+        self._unclaimed = self.steps.state(State.UNCLAIMED)
+        # The states in which the pinned draft may be on its way to the remote.
+        self._pinning = (self.steps.state(State.SENDING), self.steps.state(State.UNCERTAIN))
         self._observers: list[Observer] = [log_observed]
         # What resuming checks: the guards that say the caller holds the epoch.
         self._owner_guards = self.spec.guards_of_kind("owner")
@@ -291,11 +298,7 @@ class Store(ABC):
                     event="edit",
                 )
             claim = tx.claim_row(row.target_id)
-            if (
-                claim is not None
-                and claim.draft_id == draft_id
-                and claim.state in (State.SENDING, State.UNCERTAIN)
-            ):
+            if claim is not None and claim.draft_id == draft_id and claim.state in self._pinning:
                 raise TargetBusy(
                     f"draft {draft_id} is pinned by epoch {claim.epoch} of target "
                     f"{row.target_id!r}, which is {claim.state}; edit it after that epoch ends"
@@ -370,7 +373,7 @@ class Store(ABC):
             # One statement reads the draft, pins it and derives its key, so the pinned
             # version and the key always belong together (even under READ COMMITTED).
             row = tx.acquire_write(facts)
-            lapsed = [] if row is not None else self._apply_everywhere(tx, "lapse", facts)
+            lapsed = [] if row is not None else self._apply_everywhere(tx, self._lapse, facts)
             if lapsed:
                 # The current epoch was reserved with a lapsed lease: now recorded as
                 # expired (in this transaction, before the new epoch), so try once more.
@@ -382,30 +385,32 @@ class Store(ABC):
                 if draft is None:
                     raise NotFound(f"no draft {draft_id}; create_draft returns the id to use")
                 previous = tx.claim_row(target_id)
-                raise self._diagnose("acquire", State.UNCLAIMED, previous, facts.with_draft(draft))
-            tx.append_history([_record("acquire", State.UNCLAIMED, row, now, row.token_hash)])
+                raise self._diagnose(
+                    self._acquire, self._unclaimed, previous, facts.with_draft(draft)
+                )
+            tx.append_history([_record(self._acquire, self._unclaimed, row, now, row.token_hash)])
             return row, lapsed
 
         start = time.perf_counter()
         try:
-            row = self._single_statement("acquire", facts_at, "")
+            row = self._single_statement(self._acquire, facts_at, "")
             lapsed: list[Transitioned] = []
             if row is None:
                 row, lapsed = self._atomically(take)
         except ClaimFSMError as exc:
-            self._failed("acquire", target_id, None, start, exc)
+            self._failed(self._acquire, target_id, None, start, exc)
             raise
         if not self._watched():
             return Claim(self, row, token)
         self._lapsed(lapsed, start)
         self._emit(
             Observed(
-                "acquire",
+                self._acquire,
                 target_id,
                 row.epoch,
                 "ok",
                 None,
-                State.UNCLAIMED,
+                self._unclaimed,
                 row.state,
                 time.perf_counter() - start,
             )
@@ -455,10 +460,10 @@ class Store(ABC):
         start = time.perf_counter()
         try:
             done = self._atomically(
-                lambda tx: self._apply_everywhere(tx, "lapse", Facts(now=tx.now()))
+                lambda tx: self._apply_everywhere(tx, self._lapse, Facts(now=tx.now()))
             )
         except ClaimFSMError as exc:
-            self._failed("lapse", None, None, start, exc)
+            self._failed(self._lapse, None, None, start, exc)
             raise
         self._lapsed(done, start)
         return done
@@ -477,7 +482,7 @@ class Store(ABC):
             )
         row = self._event(
             target_id,
-            "reconcile",
+            self.steps.event(Event.RECONCILE),
             lambda now: Facts(
                 now=now,
                 target_id=target_id,
@@ -511,7 +516,7 @@ class Store(ABC):
         token = new_token()
         row = self._event(
             target_id,
-            "retry",
+            self.steps.event(Event.RETRY),
             lambda now: Facts(
                 now=now,
                 target_id=target_id,
@@ -577,7 +582,7 @@ class Store(ABC):
                 while rows := tx.history_range(after, cut, batch):
                     archive(rows)
                     after = rows[-1].seq
-            points = tx.last_before_cut(cut)
+            points = tx.last_before_cut(cut, self._discard)
             removed = tx.delete_history_upto(cut)
             for seq, last in points:
                 tx.insert_history_at(seq, _checkpoint(last, cut))
@@ -594,14 +599,16 @@ class Store(ABC):
 
     # -- the owner's operations (called by Claim) ----------------------------------------
     def _owner_event(
-        self, claim: Claim, event: str, *, lease_seconds: float | None = None, reason: str = ""
+        self, claim: Claim, step: Event, *, lease_seconds: float | None = None, reason: str = ""
     ) -> Claim:
-        deadline = check.lease(lease_seconds) if event == "renew" else None
+        """The owner's ``step`` (the typed face: ``Event.BEGIN_SEND`` …), applied as the
+        declaration names it."""
+        deadline = check.lease(lease_seconds) if step == Event.RENEW else None
         check.reason(reason)
         hashed = token_hash(claim.token)  # the token presented is what is checked
         row = self._event(
             claim.target_id,
-            event,
+            self.steps.event(step),
             lambda now: Facts(
                 now=now,
                 target_id=claim.target_id,
@@ -715,14 +722,14 @@ class Store(ABC):
         if epoch == current.epoch:
             state = current.state
         else:
-            state = tx.epoch_state(current.target_id, epoch) or State.UNCLAIMED
-        to_state = self.machine.fire(DISCARD, state, current, facts)
+            state = tx.epoch_state(current.target_id, epoch) or self._unclaimed
+        to_state = self.machine.fire(self._discard, state, current, facts)
         tx.append_history(
             [
                 HistoryRecord(
                     target_id=current.target_id,
                     epoch=epoch,
-                    event=DISCARD,
+                    event=self._discard,
                     from_state=state,
                     to_state=to_state,
                     at=facts.now,
@@ -829,14 +836,16 @@ def history_entry(seq: int, rec: HistoryRecord) -> HistoryEntry:
     )
 
 
-def replay(history: list[HistoryEntry]) -> dict[str, dict[str, Any]]:
+def replay(history: list[HistoryEntry], spec: Spec | None = None) -> dict[str, dict[str, Any]]:
     """The claim rows that ``history`` implies: target → the fields of its current epoch.
 
-    Discard records are skipped: a refused stale operation never changes a row.
+    Discard records (the internal event of ``spec``, by default ``claim.toml``) are
+    skipped: a refused stale operation never changes a row.
     """
+    discard = claim_steps(spec if spec is not None else claim_spec()).event(Event.DISCARD)
     rows: dict[str, dict[str, Any]] = {}
     for e in history:
-        if e.event == DISCARD:
+        if e.event == discard:
             continue
         rows[e.target_id] = {
             "epoch": e.epoch,

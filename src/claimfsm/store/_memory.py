@@ -15,10 +15,9 @@ from dataclasses import replace
 
 from claimfsm.errors import ClaimFSMError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
-from claimfsm.spec import State
+from claimfsm.spec import Event, State
 from claimfsm.store._core import (
     CHECKPOINT,
-    DISCARD,
     Clock,
     HistoryRecord,
     Store,
@@ -107,15 +106,18 @@ class _MemoryTx:
         draft = replace(stored)
         facts = facts.with_draft(draft)
         previous = self.data.claims.get(target_id)
+        steps = self.machine.steps
         try:
-            self.machine.fire("acquire", State.UNCLAIMED, previous, facts)
+            dest = self.machine.fire(
+                steps.event(Event.ACQUIRE), steps.state(State.UNCLAIMED), previous, facts
+            )
         except ClaimFSMError:
             return None
         assert facts.owner and facts.token_hash and facts.lease_deadline is not None
         row = ClaimRow(
             target_id=target_id,
             epoch=(previous.epoch if previous else 0) + 1,
-            state=State.RESERVED.value,
+            state=dest,
             owner=facts.owner,
             token_hash=facts.token_hash,
             draft_id=draft.draft_id,
@@ -160,13 +162,13 @@ class _MemoryTx:
     def history_range(self, after: int, upto: int, limit: int) -> list[HistoryEntry]:
         return [e for e in self.data.history if after < e.seq <= upto][:limit]
 
-    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+    def last_before_cut(self, cut: int, discard: str) -> list[tuple[int, HistoryEntry]]:
         last: dict[str, int] = {}
         kept: dict[str, HistoryEntry] = {}
         for e in self.data.history:
             if e.seq <= cut:
                 last[e.target_id] = e.seq
-                if e.event != DISCARD:
+                if e.event != discard:
                     kept[e.target_id] = e
         return [(last[t], kept[t]) for t in sorted(kept)]
 

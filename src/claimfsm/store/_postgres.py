@@ -52,7 +52,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from claimfsm.errors import ClaimFSMError, InvalidArgument, SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
-from claimfsm.store._core import CHECKPOINT, DISCARD, Clock, HistoryRecord, Store
+from claimfsm.store._core import CHECKPOINT, Clock, HistoryRecord, Store
 from claimfsm.store._sql import (
     CLAIM_COLUMNS,
     HISTORY_COLUMNS,
@@ -354,14 +354,14 @@ class _PostgresTx:
         )
         return [HistoryEntry(*r) for r in rows.fetchall()]
 
-    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+    def last_before_cut(self, cut: int, discard: str) -> list[tuple[int, HistoryEntry]]:
         rows = self.conn.execute(
             "SELECT last.seq_max, h.* FROM (" + self.q.select_history + ") AS h JOIN ("  # noqa: S608
             " SELECT target_id, max(seq) AS seq_max,"
             " max(seq) FILTER (WHERE event <> %s) AS kept"
             f" FROM {self.q.history} WHERE seq <= %s GROUP BY target_id"
             ") AS last ON h.seq = last.kept ORDER BY h.target_id",
-            (DISCARD, cut),
+            (discard, cut),
         )
         return [(int(r[0]), HistoryEntry(*r[1:])) for r in rows.fetchall()]
 

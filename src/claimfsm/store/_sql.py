@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimfsm.errors import SpecError
-from claimfsm.spec import OPERATORS, GuardDecl, Spec, State
+from claimfsm.spec import OPERATORS, Event, GuardDecl, Spec, State, claim_steps
 from claimfsm.store._core import IDEMPOTENCY_KEY_SQL
 
 Param = Callable[[str], str]
@@ -114,10 +114,12 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
     if missing:
         raise SpecError(f"{spec.name}: guards {missing} have no SQL in claimfsm.store")
     returning = "RETURNING " + ", ".join(CLAIM_COLUMNS)
+    steps = claim_steps(spec)
+    take = steps.event(Event.ACQUIRE)
     events, everywhere = {}, {}
     for event in spec.events:
         decls = [t for t in spec.transitions if t.event == event and not t.internal]
-        if event == "acquire" or not decls:
+        if event == take or not decls:
             continue  # acquire inserts (below); internal-only events write history alone
         terms = []
         for t in decls:
@@ -136,12 +138,12 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
         events[event] = f"{head}claims.target_id = {p('target_id')} AND ({where}) {returning}"
         everywhere[event] = f"{head}{where} {returning}"
 
-    (acq,) = [t for t in spec.transitions if t.event == "acquire"]
+    (acq,) = [t for t in spec.transitions if t.event == take]
     extra = [g for g in acq.guards if spec.guards[g].kind not in ("free", "draft_ready")]
-    if extra or acq.source != State.UNCLAIMED:
+    if extra or acq.source != steps.state(State.UNCLAIMED):
         raise SpecError(
-            f"{spec.name}: acquire must go from unclaimed with guards of kinds free and"
-            " draft_ready only"
+            f"{spec.name}: {take} must go from {steps.state(State.UNCLAIMED)} with guards of"
+            " kinds free and draft_ready only"
         )
 
     def of_kind(kind: str) -> str:
@@ -203,7 +205,8 @@ def compile_single_statements(
     guards = guard_sql(spec, p, table)
     dispatching = spec.dispatching()
     statements = {}
-    for event, write in [("acquire", writes.acquire), *writes.events.items()]:
+    take = claim_steps(spec).event(Event.ACQUIRE)
+    for event, write in [(take, writes.acquire), *writes.events.items()]:
         sources = {t.dest: t.source for t in spec.transitions if t.event == event}
         # The draft's change, only for the transitions declared to dispatch: the state
         # written, and the fact guards that tell such a transition from another.

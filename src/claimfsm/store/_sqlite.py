@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreBusy, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
-from claimfsm.store._core import CHECKPOINT, DISCARD, Clock, HistoryRecord, Store
+from claimfsm.store._core import CHECKPOINT, Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
 from claimfsm.store._types import HistoryEntry
 
@@ -239,14 +239,14 @@ class _SQLiteTx:
         ).fetchall()
         return [HistoryEntry(*r) for r in rows]
 
-    def last_before_cut(self, cut: int) -> list[tuple[int, HistoryEntry]]:
+    def last_before_cut(self, cut: int, discard: str) -> list[tuple[int, HistoryEntry]]:
         rows = self.conn.execute(
             f"SELECT last.seq_max, {_PREFIXED_HISTORY} FROM history AS h JOIN ("  # noqa: S608
             " SELECT target_id, max(seq) AS seq_max,"
             " max(CASE WHEN event != ? THEN seq END) AS kept"
             " FROM history WHERE seq <= ? GROUP BY target_id"
             ") AS last ON h.seq = last.kept ORDER BY h.target_id",
-            (DISCARD, cut),
+            (discard, cut),
         ).fetchall()
         return [(int(r[0]), HistoryEntry(*r[1:])) for r in rows]
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from claimfsm.errors import InvalidArgument
 from claimfsm.machine import ClaimRow, DraftRow
+from claimfsm.spec import Event, State
 from claimfsm.store._tokens import fingerprint, token_hash
 
 if TYPE_CHECKING:
@@ -165,25 +166,31 @@ class Claim:
         """The secret owner token. Keep it out of logs."""
         return self._token
 
+    @property
+    def role(self) -> State | None:
+        """The claim's state in the typed face (``State.RESERVED`` …), whatever the store's
+        declaration names it (``state`` is the declared name)."""
+        return self._store.steps.state_role(self.state)
+
     def begin_send(self) -> Claim:
         """reserved → sending, durably, before the external call. Refused if stale or lapsed."""
-        return self._store._owner_event(self, "begin_send")
+        return self._store._owner_event(self, Event.BEGIN_SEND)
 
     def confirm(self) -> Claim:
         """sending → confirmed: the remote acknowledged the effect."""
-        return self._store._owner_event(self, "confirm")
+        return self._store._owner_event(self, Event.CONFIRM)
 
     def mark_uncertain(self, reason: str = "") -> Claim:
         """sending → uncertain: a timeout or ambiguous error; only readback resolves it."""
-        return self._store._owner_event(self, "timeout", reason=reason)
+        return self._store._owner_event(self, Event.TIMEOUT, reason=reason)
 
     def release(self) -> Claim:
         """reserved → released: give the claim back without sending."""
-        return self._store._owner_event(self, "release")
+        return self._store._owner_event(self, Event.RELEASE)
 
     def renew(self, lease_seconds: float) -> Claim:
         """Extend a live lease (reserved or sending) to now + ``lease_seconds``."""
-        return self._store._owner_event(self, "renew", lease_seconds=lease_seconds)
+        return self._store._owner_event(self, Event.RENEW, lease_seconds=lease_seconds)
 
     def __repr__(self) -> str:
         return (
