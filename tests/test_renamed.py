@@ -164,11 +164,7 @@ def test_claimfsm_check_replay_and_report_take_the_renamed_claim(renamed: Path) 
     assert report.exit_code == 0, report.output
     page = out.read_text()
     assert n["uncertain"] in page and n["begin_send"] in page
-    # verify drives the generated stateful test of a lifecycle of your own; the claim's
-    # stores have their own (make test): one clear error, nothing written
-    verify = CliRunner().invoke(main, ["verify", path, "--db", f"sqlite:///{renamed / 'v.db'}"])
-    assert verify.exit_code == 2 and "renamed, by its shape" in verify.output
-    assert not (renamed / "v.db").exists()
+    # claimfsm verify takes it too: tests/test_verify_claim.py
 
 
 #: Where a word of claim.toml may be written, and why: the typed face's own definitions,

@@ -4,6 +4,7 @@ and the command's flags."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 import click
 
+from claimfsm.errors import InvalidArgument
 from claimfsm.spec import Spec
 
 #: ``check`` options that describe the claim protocol's world only.
@@ -318,42 +320,58 @@ def verify_lifecycle(
     workers: int | None,
     seed: int | None,
     as_json: bool,
+    guided: bool = True,
 ) -> None:
     """``claimfsm verify``: the generated stateful test of ``spec`` against the store at
-    ``url``, in tables of its own (``verify_NAME``), dropped afterwards."""
+    ``url``: a lifecycle of your own in tables of its own (``verify_NAME``), the claim
+    protocol in a schema or a file of its own; dropped afterwards."""
     from claimfsm.spec import runs_on_the_claim_model
     from claimfsm.store import open_entity_store
 
-    if runs_on_the_claim_model(spec):
-        raise click.UsageError(
-            f"{spec.name} is the claim protocol or a variant of it (by its names or, renamed,"
-            " by its shape), whose stores have their own stateful tests (make test);"
-            " claimfsm verify takes a lifecycle of your own"
-        )
-    if url in ("sqlite://:memory:", "sqlite:///:memory:"):
+    if url in ("sqlite://:memory:", "sqlite:///:memory:", "memory://"):
         raise click.UsageError(
             "--db: each worker needs its own connection to one database, and every"
-            " connection to :memory: is a database of its own: give a file, sqlite:///PATH"
+            " connection to :memory: (or memory://) is a database of its own: give a file,"
+            " sqlite:///PATH"
         )
     try:
-        from claimfsm.verify import verify
+        from claimfsm.verify import scratch_claim_stores, verify, verify_claim
     except ImportError as exc:  # hypothesis is the verify extra
         raise click.ClickException(
             f"claimfsm verify needs Hypothesis: pip install 'claimfsm[verify]' ({exc})"
         ) from None
-    first = open_entity_store(spec, url, prefix="verify")  # a bad URL fails here, clearly
-    try:
-        result = verify(
-            spec,
-            lambda clock: open_entity_store(spec, url, clock=clock, prefix="verify"),
-            examples=examples,
-            steps=steps,
-            workers=workers,
-            seed=seed,
-        )
-    finally:
-        first.drop()
-        first.close()
+    if runs_on_the_claim_model(spec):
+        # The claim protocol, a variant or a copy under other names: the claim's stores,
+        # in a database of their own (a new schema, or a new SQLite file), removed after.
+        with contextlib.ExitStack() as stack:
+            try:
+                open_store = stack.enter_context(scratch_claim_stores(spec, url))
+            except InvalidArgument as exc:  # the URL or the file: the user's to change
+                raise click.UsageError(str(exc)) from None
+            result = verify_claim(
+                spec,
+                open_store,
+                examples=examples,
+                steps=steps,
+                workers=workers,
+                seed=seed,
+                guided_first=guided,
+            )
+    else:
+        first = open_entity_store(spec, url, prefix="verify")  # a bad URL fails here, clearly
+        try:
+            result = verify(
+                spec,
+                lambda clock: open_entity_store(spec, url, clock=clock, prefix="verify"),
+                examples=examples,
+                steps=steps,
+                workers=workers,
+                seed=seed,
+                guided_first=guided,
+            )
+        finally:
+            first.drop()
+            first.close()
     if as_json:
         click.echo(json.dumps({"design": spec.name, **dataclasses.asdict(result)}, indent=2))
     else:

@@ -872,6 +872,12 @@ def _coverage_json(coverage: Any) -> dict[str, Any]:
 @click.option(
     "--seed", type=int, default=None, help="Randomise with this seed (default: derandomised)."
 )
+@click.option(
+    "--guided/--no-guided",
+    default=True,
+    show_default=True,
+    help="Play the model's guided paths before the random programs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def verify(
     declaration: str,
@@ -880,16 +886,20 @@ def verify(
     steps: int,
     workers: int | None,
     seed: int | None,
+    guided: bool,
     as_json: bool,
 ) -> None:
-    """Run the generated stateful test of a lifecycle against a real store.
+    """Run the generated stateful test of a declaration against a real store.
 
     DECLARATION is a path or a built-in name. Workers, each on its own connection, take,
     act on stale handles, crash and see the clock jump, as the checker's model of the
     declaration does; after every step the store must agree with the model, and the
     declared invariants must hold. First the model's shortest path to every transition,
-    refusal and invariant violation is played, then random programs (Hypothesis). Tables
-    verify_NAME and verify_NAME_history are used and dropped. Exit 0, or 1 with the failing
+    refusal and invariant violation is played, then random programs (Hypothesis). A
+    lifecycle of your own uses tables verify_NAME and verify_NAME_history, dropped
+    afterwards. The claim protocol (claim.toml, a variant, or a copy under other names)
+    uses a new schema claimfsm_verify_... in a PostgreSQL database, or a new SQLite file
+    (the path must not exist yet), removed afterwards. Exit 0, or 1 with the failing
     program printed.
     """
     from claimfsm.cli._lifecycle import verify_lifecycle
@@ -904,6 +914,7 @@ def verify(
             steps=steps,
             workers=workers,
             seed=seed,
+            guided=guided,
             as_json=as_json,
         )
 

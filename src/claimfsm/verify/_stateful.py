@@ -331,15 +331,16 @@ def verify(
     steps: int = 30,
     workers: int | None = None,
     seed: int | None = None,
+    guided_first: bool = True,
 ) -> VerifyResult:
     """Run the generated stateful test: first the model's shortest path to every transition,
-    refusal and invariant violation it can reach (:func:`guided_paths`), then ``examples``
-    random programs of up to ``steps`` steps. The result says whether the store agreed with
-    the model at every step, and gives the failing program if not (for a random one, the
-    shortest Hypothesis finds)."""
+    refusal and invariant violation it can reach (:func:`guided_paths`; skipped when
+    ``guided_first`` is false), then ``examples`` random programs of up to ``steps``
+    steps. The result says whether the store agreed with the model at every step, and
+    gives the failing program if not (for a random one, the shortest Hypothesis finds)."""
     machine = lifecycle_state_machine(spec, open_store, workers=workers)
     chosen = EntityModelConfig(workers=workers, keys=1).resolved(spec)["workers"]
-    guided = guided_paths(spec, workers=workers)
+    guided = guided_paths(spec, workers=workers) if guided_first else []
     guided_steps = 0
     for what, path in guided:
         run = machine()
