@@ -23,14 +23,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.reporting import with_reporter
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from claimfsm.checker import ClaimModelConfig, Model, World, claim_model
@@ -38,7 +35,7 @@ from claimfsm.errors import ClaimFSMError, InvalidArgument
 from claimfsm.replay import Coverage, Player, ReplayMismatch, coverage_paths
 from claimfsm.spec import Event, Spec
 from claimfsm.store import Store
-from claimfsm.verify._stateful import VerifyResult
+from claimfsm.verify._stateful import StoreProgram, VerifyResult, random_programs
 
 #: Opens a new connection to the one database under test, on the given clock.
 OpenClaimStore = Callable[[Callable[[], float]], Store]
@@ -98,7 +95,7 @@ def claim_state_machine(
     always = [p for p in model.properties if p.kind == "always"] if check_properties else []
     start = next(iter(model.init_states()))
 
-    class ClaimProgram(RuleBasedStateMachine):
+    class ClaimProgram(StoreProgram):
         #: The steps of the latest program run, in words (the shortest failing one, after
         #: a failure: Hypothesis runs it last).
         last_program: list[str] = []
@@ -170,20 +167,7 @@ def claim_state_machine(
                     self._disagree(f"the store raised {type(exc).__name__}: {exc}")
                 ) from None
             self.world = after
-            for p in always:
-                assert p.holds(after), (
-                    f"invariant {p.name} violated: {p.description}. The store did what the"
-                    " model does at every step: the declaration itself breaks it (claimfsm"
-                    " check finds it too)\n" + "\n".join(self.program)
-                )
-
-        def _disagree(self, what: str) -> str:
-            return "the store and the model disagree: " + what + "\n" + "\n".join(self.program)
-
-        def teardown(self) -> None:
-            for store in self.stores:
-                with contextlib.suppress(Exception):
-                    store.close()
+            self._invariants(always, after)
 
     ClaimProgram.__name__ = f"{spec.name.replace('-', '_').title()}ClaimProgram"
     return ClaimProgram
@@ -245,29 +229,7 @@ def verify_claim(
             finally:
                 run.teardown()
     machine = claim_state_machine(spec, open_store, workers=workers)
-    test_settings = settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=None,
-        derandomize=seed is None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-    )
-    failure, program = "", []
-    try:
-        with with_reporter(lambda value: None):  # the program is ours to print, in words
-            if seed is not None:
-                from hypothesis import seed as with_seed
-
-                with_seed(seed)(
-                    lambda: run_state_machine_as_test(machine, settings=test_settings)
-                )()
-            else:
-                run_state_machine_as_test(machine, settings=test_settings)
-    except AssertionError as exc:
-        failure = str(exc).splitlines()[0]
-        program = list(getattr(machine, "last_program", []))
+    failure, program = random_programs(machine, examples, steps, seed)
     return VerifyResult(
         not failure,
         guided,

@@ -55,6 +55,30 @@ class ManualClock:
 OpenStore = Callable[[ManualClock], EntityStore]
 
 
+class StoreProgram(RuleBasedStateMachine):
+    """What the generated stateful tests share: the program so far in words, the stores
+    it opened (closed at the end), and how a failure reads."""
+
+    program: list[str]
+    stores: list[Any]
+
+    def _invariants(self, always: Sequence[Any], world: Any) -> None:
+        for p in always:
+            assert p.holds(world), (
+                f"invariant {p.name} violated: {p.description}. The store did what the model"
+                " does at every step: the declaration itself breaks it (claimfsm check finds"
+                " it too)\n" + "\n".join(self.program)
+            )
+
+    def _disagree(self, what: str) -> str:
+        return "the store and the model disagree: " + what + "\n" + "\n".join(self.program)
+
+    def teardown(self) -> None:
+        for store in self.stores:
+            with contextlib.suppress(Exception):
+                store.close()
+
+
 def lifecycle_state_machine(
     spec: Spec,
     open_store: OpenStore,
@@ -76,7 +100,7 @@ def lifecycle_state_machine(
     always = [p for p in model.properties if p.kind == "always"]
     resolved = config.resolved(spec)
 
-    class LifecycleMachine(RuleBasedStateMachine):
+    class LifecycleMachine(StoreProgram):
         #: The steps of the latest program run, in words (the shortest failing one, after
         #: a failure: Hypothesis runs it last).
         last_program: list[str] = []
@@ -221,20 +245,7 @@ def lifecycle_state_machine(
                 assert grown == 1, self._disagree(f"history grew by {grown} for one transition")
             elif did == "world":
                 assert grown == 0, self._disagree("history changed with no operation")
-            for p in always:
-                assert p.holds(self.world), (
-                    f"invariant {p.name} violated: {p.description}. The store did what the"
-                    " model does at every step: the declaration itself breaks it (claimfsm"
-                    " check finds it too)\n" + "\n".join(self.program)
-                )
-
-        def _disagree(self, what: str) -> str:
-            return "the store and the model disagree: " + what + "\n" + "\n".join(self.program)
-
-        def teardown(self) -> None:
-            for store in self.stores:
-                with contextlib.suppress(Exception):
-                    store.close()
+            self._invariants(always, self.world)
 
     LifecycleMachine.__name__ = f"{spec.name.replace('-', '_').title()}Lifecycle"
     return LifecycleMachine
@@ -364,6 +375,25 @@ def verify(
         finally:
             run.teardown()
     machine.programs_run = machine.steps_run = 0
+    failure, program = random_programs(machine, examples, steps, seed)
+    return VerifyResult(
+        not failure,
+        len(guided),
+        guided_steps,
+        getattr(machine, "programs_run", 0),
+        getattr(machine, "steps_run", 0),
+        chosen,
+        failure,
+        program,
+    )
+
+
+def random_programs(
+    machine: type[RuleBasedStateMachine], examples: int, steps: int, seed: int | None
+) -> tuple[str, list[str]]:
+    """Run ``examples`` random programs of up to ``steps`` steps of ``machine``
+    (derandomised unless ``seed`` is given): the first failure in one line and the failing
+    program in words (the shortest Hypothesis finds: it runs it last), or ("", [])."""
     test_settings = settings(
         max_examples=examples,
         stateful_step_count=steps,
@@ -373,7 +403,6 @@ def verify(
         suppress_health_check=list(HealthCheck),
         print_blob=False,
     )
-    failure, program = "", []
     try:
         with with_reporter(lambda value: None):  # the program is ours to print, in words
             if seed is not None:
@@ -385,15 +414,5 @@ def verify(
             else:
                 run_state_machine_as_test(machine, settings=test_settings)
     except AssertionError as exc:
-        failure = str(exc).split("\n")[0]
-        program = list(getattr(machine, "last_program", []))
-    return VerifyResult(
-        not failure,
-        len(guided),
-        guided_steps,
-        getattr(machine, "programs_run", 0),
-        getattr(machine, "steps_run", 0),
-        chosen,
-        failure,
-        program,
-    )
+        return str(exc).split("\n")[0], list(getattr(machine, "last_program", []))
+    return "", []
