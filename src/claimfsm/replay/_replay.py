@@ -306,11 +306,12 @@ def _compare(p: Player, expected: World) -> None:
     ours, store, draft_ids = p.ours, p.env, p.draft_ids
     tg = expected.targets[0]
     info = store.get_claim(p.target)
-    state = ours.state(State.UNCLAIMED) if info is None else info.state
-    role = store.steps.state_role(state) if info is not None else State.UNCLAIMED
-    if role is not None:
-        state = ours.state(role)  # the store's word for it, in the model's declaration
-    got = (0, state, "") if info is None else (info.epoch, state, info.outcome or "")
+    if info is None:
+        got = (0, ours.state(State.UNCLAIMED), "")
+    else:
+        role = store.steps.state_role(info.state)  # the store's word, in the model's words
+        state = info.state if role is None else ours.state(role)
+        got = (info.epoch, state, info.outcome or "")
     want = (tg.epoch, tg.state, tg.outcome)
     if got != want:
         raise ReplayMismatch(f"claim: the store has {got}, the model predicts {want}")

@@ -169,6 +169,7 @@ def claim_state_machine(
             self.world = after
             self._invariants(always, after)
 
+    ClaimProgram.model = model  # for the guided paths
     ClaimProgram.__name__ = f"{spec.name.replace('-', '_').title()}ClaimProgram"
     return ClaimProgram
 
@@ -205,8 +206,7 @@ def verify_claim(
             drafts=drafts,
             check_properties=remote == "fencing",
         )
-        model = claim_model(spec, claim_config(workers, remote, drafts))
-        paths = coverage_paths(model, deep_samples=deep_samples)
+        paths = coverage_paths(machine.model, deep_samples=deep_samples)  # type: ignore[attr-defined]
         guided += len(paths)
         for path in paths:
             run = machine()
