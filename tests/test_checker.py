@@ -3,6 +3,7 @@ and the checker's table agreeing with the runtime machine on every guard outcome
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -18,6 +19,7 @@ from claimfsm.checker import (
     ClaimModelConfig,
     Model,
     Property,
+    World,
     claim_model,
     compile_table,
     fire,
@@ -163,17 +165,77 @@ def test_a_dedup_only_remote_can_overlap_a_late_request_with_the_next_epoch() ->
     assert [p.name for p in report.violations] == ["no_overlapping_sends"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the model's send takes the idempotency key of the target's current claim, so a"
-    " stale worker's late send carries the next epoch's draft: a duplicate a real worker,"
-    " which sends its own claim's key, would not make (docs/design.md, the known gap)",
-)
 def test_against_a_dedup_remote_each_effect_happens_at_most_once_with_two_drafts() -> None:
+    """Each worker sends its own claim's key: a stalled worker's late request carries its
+    own epoch's draft, which the remote has applied already, so it is no duplicate (the
+    model once sent the target's current key and reported one that could not happen)."""
     model = claim_model(SPEC, ClaimModelConfig(workers=2, drafts=2, remote="dedup"))
     report = Checker(model).symmetry().stop_on_violation(False).run()
     assert report.complete
-    assert "effect_at_most_once" not in [p.name for p in report.violations]
+    assert [p.name for p in report.violations] == ["no_overlapping_sends"]
+    effect = next(p for p in model.properties if p.name == "effect_at_most_once")
+    assert report.outcome(effect) == "holds"
+
+
+def test_against_a_dedup_remote_a_fresh_key_retry_is_still_a_duplicate() -> None:
+    model = claim_model(designs()["fresh_key_retry"], ClaimModelConfig(remote="dedup"))
+    report = Checker(model).symmetry().stop_on_violation().run()
+    assert "effect_at_most_once" in [p.name for p in report.violations]
+    d = report.discoveries["effect_at_most_once"]
+    landed = d.path[-1].state.remote[0].landed
+    assert len({r.draft for r in landed}) < len(landed)  # one draft, two keys applied
+    assert len({r.nonce for r in landed}) == len(landed)
+
+
+def _stale_senders_are_fenced(w: World) -> bool:
+    """Every worker that may still send from an epoch no longer current is behind the
+    fence: its send is rejected whatever key it carries."""
+    return all(
+        wk.epoch <= w.remote[wk.target].fence
+        for wk in w.workers
+        if wk.phase in ("S", "P") or (wk.phase == "R" and wk.key)
+        if wk.epoch != w.targets[wk.target].epoch
+    )
+
+
+def test_against_a_fencing_remote_the_correct_design_never_lets_a_stale_send_land() -> None:
+    """Why the fencing model may build a send from the target's current claim (and keep
+    the pinned counts): in the correct design no stale worker's send gets past the fence,
+    so the key it carries never reaches the remote."""
+    fenced = Property("stale_senders_are_fenced", "always", _stale_senders_are_fenced, "")
+
+    def checked(model: Model[World, Any]) -> Model[World, Any]:
+        assert model.processes is not None  # the property reads the workers, not shared alone
+        processes = dataclasses.replace(model.processes, shared_properties=False)
+        return dataclasses.replace(model, properties=[fenced], processes=processes)
+
+    model = claim_model(SPEC, ClaimModelConfig(workers=2))
+    report = Checker(checked(model)).exhaustive().run()
+    assert report.complete and report.unique == 144_461
+    assert report.outcome(fenced) == "holds"
+    # the property can fail: a design whose lapse reclaims sending lets one through
+    wrong = claim_model(designs()["lapse_reclaims_sending"], ClaimModelConfig(workers=2))
+    report = Checker(checked(wrong)).run()
+    assert report.outcome(fenced) == "violated"
+
+
+@pytest.mark.parametrize("name", ["claim", *sorted(WRONG)])
+def test_against_a_fencing_remote_own_keys_change_no_verdict(name: str) -> None:
+    """Against a fencing remote the worker's own key is left out of the model (it would
+    only split states): carrying it gives the correct design every property's outcome and
+    every wrong design the same verdict, with shortest counterexamples as long."""
+    spec = SPEC if name == "claim" else designs()[name]
+    runs = []
+    for own_keys in (False, True):
+        model = claim_model(spec, ClaimModelConfig(workers=2, own_keys=own_keys))
+        report = Checker(model).symmetry().stop_on_violation().run()
+        runs.append(
+            (
+                [report.outcome(p) for p in model.properties],
+                {n: len(d.path) for n, d in report.discoveries.items()},
+            )
+        )
+    assert runs[0] == runs[1]
 
 
 def test_a_plain_remote_can_leave_a_target_uncertain_forever() -> None:

@@ -80,6 +80,52 @@ def test_other_worlds_are_the_same_states_in_both_engines(config: ClaimModelConf
     assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, ours.verdict)
 
 
+def _spin_states(tmp_path: Path, spec_name: str, config: ClaimModelConfig) -> int:
+    """SPIN's count for the whole space, past violations (``-A``) and end states (``-E``)."""
+    spec = claim_spec() if spec_name == "claim" else designs()[spec_name]
+    _build(tmp_path, "all", claim_promela(spec, config).text, ["-DSAFETY", "-DBFS"], 600)
+    output = _run(["./all", "-m1000000", "-A", "-E"], tmp_path / "all", 600, "pan")
+    found = re.search(r"(\d+) states, stored", output)
+    assert found, output
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("spec_name", "config"),
+    [
+        pytest.param("claim", ClaimModelConfig(workers=2, remote="dedup", epochs=2), id="dedup"),
+        pytest.param(
+            "intent_after_send",
+            ClaimModelConfig(workers=2, remote="dedup", epochs=2, drafts=1),
+            id="send-first",
+        ),
+        pytest.param(
+            "fresh_key_retry",
+            ClaimModelConfig(workers=2, remote="dedup"),
+            id="fresh-key",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "claim",
+            ClaimModelConfig(workers=2, own_keys=True),
+            id="fencing-own-keys",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_workers_carry_their_own_key_in_both_engines(
+    tmp_path: Path, spec_name: str, config: ClaimModelConfig
+) -> None:
+    """A worker's own claim's key, taken when it begins the send (after acquire, where the
+    send comes first; after a retry, with its nonce) and sent even when stale: the whole
+    space, violations and all, is the same states in both engines."""
+    assert config.keys_in_workers
+    spec = claim_spec() if spec_name == "claim" else designs()[spec_name]
+    ours = Checker(claim_model(spec, config)).exhaustive().run()
+    assert ours.complete
+    assert _spin_states(tmp_path, spec_name, config) == ours.unique
+
+
 def _same_verdict(name: str, config: ClaimModelConfig) -> None:
     spec = claim_spec() if name == "claim" else designs()[name]
     theirs, _ = spin_check(spec, config)

@@ -91,6 +91,11 @@ class Worker(NamedTuple):
     epoch: int = 0
     token: int = 0
     saved: tuple[int, ...] = ()  # a crashed worker's handle: (target, epoch, token), or ()
+    # The idempotency key (draft, version, nonce) of the request this worker is about to
+    # send, taken from its own claim when it may send (phase S; R when the send comes
+    # first), so that a stale worker's late send carries its own epoch's key. Kept against
+    # a plain or deduping remote only: against a fencing one it is () (see ``own_keys``).
+    key: tuple[int, ...] = ()
 
 
 class Request(NamedTuple):
@@ -137,6 +142,9 @@ class ClaimModelConfig:
     remote: RemoteMode = "fencing"
     crashes: bool = True  # crash and stale wake-up actions
     edits: bool = True  # draft edits (one per draft)
+    # Whether a worker carries its own claim's key to the send: None (the default) does
+    # against a plain or deduping remote, not against a fencing one (see claim_model).
+    own_keys: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("workers", "targets", "drafts", "epochs", "retries"):
@@ -146,6 +154,13 @@ class ClaimModelConfig:
                 raise InvalidArgument(f"{name} must be an int from {low} to 6, got {value!r}")
         if self.remote not in ("plain", "fencing", "dedup"):
             raise InvalidArgument("remote must be plain, fencing or dedup")
+        if self.own_keys not in (None, True, False):
+            raise InvalidArgument(f"own_keys must be None, True or False, got {self.own_keys!r}")
+
+    @property
+    def keys_in_workers(self) -> bool:
+        """Whether workers carry their own claim's key to the send (``own_keys`` decided)."""
+        return self.remote != "fencing" if self.own_keys is None else self.own_keys
 
 
 def claim_model(
@@ -193,6 +208,16 @@ def claim_model(
         )
     fresh_key = keyed == [e_retry]
     fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+    # Which key a send carries. A real worker sends its own claim's key, taken when it
+    # began the send. The model keeps that key in the worker against a plain or deduping
+    # remote, where a stale worker's late send can land and its key decides whether it is
+    # a duplicate. Against a fencing remote the send is built from the target's current
+    # claim instead: for a current worker that is the same key, and a stale worker's send
+    # is rejected by the fence in the correct design (test_checker counts accepted stale
+    # sends: none), so keeping the key would only split states no verdict depends on (a
+    # test compares every design's verdict both ways), and the pinned counts and the SPIN
+    # anchor's state-for-state agreement stay the fencing model's.
+    own_keys = cfg.keys_in_workers
     # The guards true in a situation, by the kind each is declared with (the checker's
     # truth values are compiled from the declaration, as the machine's and the SQL are).
     kinds = {kind: frozenset(spec.guards_of_kind(kind)) for kind in GUARD_KINDS}
@@ -315,8 +340,13 @@ def claim_model(
     def set_remote(w: World, t: int, remote: Remote, ghosts: Ghosts | None = None) -> World:
         return World(w.targets, w.drafts, w.workers, put(w.remote, t, remote), ghosts or w.ghosts)
 
-    def with_phase(wk: Worker, phase: str) -> Worker:
-        return Worker(phase, wk[1], wk[2], wk[3], wk[4])
+    def with_phase(wk: Worker, phase: str, key: tuple[int, ...] = ()) -> Worker:
+        """The worker in ``phase``; ``key`` is what it will send (the phases that send)."""
+        return Worker(phase, wk[1], wk[2], wk[3], wk[4], key)
+
+    def key_of(tg: Target) -> tuple[int, ...]:
+        """The key a worker taking a send from this claim carries: the claim's own."""
+        return (tg.draft, tg.version, tg.nonce) if own_keys else ()
 
     def lapse(w: World, t: int) -> World:
         tg = w.targets[t]
@@ -443,7 +473,8 @@ def claim_model(
                     Target(epoch, dest, token, True, d, version, 0, ""),
                 )
             )
-            return set_worker(w, i, Worker("R", t, epoch, token, w.workers[i].saved))
+            first: tuple[int, ...] = (d, version, 0) if send_first and own_keys else ()
+            return set_worker(w, i, Worker("R", t, epoch, token, w.workers[i].saved, first))
         if kind in OWNER_STEPS:
             i = a[1]
             wk = w.workers[i]
@@ -455,6 +486,8 @@ def claim_model(
             phase = {Event.BEGIN_SEND: "S" if wk.phase == "R" else "A"}.get(kind, "")
             if kind == Event.BEGIN_SEND and wk.phase == "Q":
                 phase = "A"
+            if phase == "S":
+                return set_worker(nxt, i, with_phase(wk, phase, key_of(nxt.targets[wk.target])))
             if phase:
                 return set_worker(nxt, i, with_phase(wk, phase))
             return set_worker(nxt, i, Worker(saved=wk.saved))
@@ -463,7 +496,7 @@ def claim_model(
             wk = w.workers[i]
             t = wk.target
             tg = w.targets[t]
-            req = Request(wk.epoch, tg.draft, tg.version, tg.nonce)
+            req = Request(wk.epoch, *(wk.key or (tg.draft, tg.version, tg.nonce)))
             rm = w.remote[t]
             phase = "P" if wk.phase == "R" else "W"
             w = set_worker(w, i, with_phase(wk, phase))
@@ -509,7 +542,7 @@ def claim_model(
             if nxt is None:
                 return refuse(w, i, t, epoch, token)
             if op == Event.BEGIN_SEND:
-                return set_worker(nxt, i, Worker("S", t, epoch, token))
+                return set_worker(nxt, i, Worker("S", t, epoch, token, (), key_of(nxt.targets[t])))
             return nxt
         if kind == "lease_lapses":
             t = a[1]
@@ -555,7 +588,8 @@ def claim_model(
                 retries=tg.retries + 1,
                 nonce=tg.nonce + 1 if fresh_key else tg.nonce,
             )
-            return set_worker(w, i, Worker("S", t, tg.epoch, token, w.workers[i].saved))
+            own = key_of(w.targets[t])
+            return set_worker(w, i, Worker("S", t, tg.epoch, token, w.workers[i].saved, own))
         if kind == "edit":
             _, t, d = a
             tg = w.targets[t]

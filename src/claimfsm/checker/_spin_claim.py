@@ -14,8 +14,9 @@ per-step properties invariants) is the built-in model's, field for field:
 - a target: epoch, state, token, lease, pinned draft (+1; 0: none), version, nonce, outcome
   (0 none, 1 present, 2 absent), retries;
 - a draft: status (0 absent, 1 approved, 2 pending, 3 dispatched) and version;
-- a worker: phase (0 idle, then R S W A P Q), target (+1), epoch, token, and its saved
-  handle after a crash;
+- a worker: phase (0 idle, then R S W A P Q), target (+1), epoch, token, its saved
+  handle after a crash, and (against a plain or deduping remote) the key it will send
+  (+1; 0: none);
 - a remote: the requests in flight and landed, each a sorted array of request codes (one
   ``short`` per request, ordered as the built-in model's tuples, 0 for an empty slot), and
   its fence;
@@ -157,6 +158,7 @@ class _Generator:
         self.stale_states = set(spec.states_where("stale"))
         self.lease_states = set(spec.states_where("lease"))
         self.fencing, self.dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+        self.own_keys = cfg.keys_in_workers  # w_key: the key a worker will send (+1; 0 none)
         starts = [e for e in spec.events if spec.work(e) == "starts"]
         self.send_first = starts == [self.event_of[Event.ACQUIRE]]
         self.fresh_key = any("fresh_key" in d.sets for d in spec.effects.values())
@@ -199,6 +201,13 @@ class _Generator:
 
     def draft_of(self, code: str) -> str:
         return f"(({code} / {self.V * self.N}) % {self.cfg.drafts})"
+
+    def take_key(self, i: int, t: str) -> list[str]:
+        """Worker ``i`` takes the key of target ``t``'s claim for its send (own keys only)."""
+        if not self.own_keys:
+            return []
+        key = self.encode("0", f"t_draft[{t}] - 1", f"t_version[{t}]", f"t_nonce[{t}]")
+        return [f"w_key[{i}] = {key} + 1"]
 
     def encode(self, epoch: str, draft: str, version: str, nonce: str) -> str:
         d, v, n = self.cfg.drafts, self.V, self.N
@@ -348,6 +357,8 @@ class _Generator:
 
     def idle(self, i: int, keep_saved: bool = True) -> list[str]:
         out = [f"w_phase[{i}] = 0", f"w_target[{i}] = 0", f"w_epoch[{i}] = 0", f"w_token[{i}] = 0"]
+        if self.own_keys:
+            out.append(f"w_key[{i}] = 0")
         if not keep_saved:
             out += [
                 f"w_saved[{i}] = 0",
@@ -509,6 +520,7 @@ class _Generator:
             f"w_target[{i}] = {t + 1}",
             f"w_epoch[{i}] = t_epoch[{t}]",
             f"w_token[{i}] = t_token[{t}]",
+            *(self.take_key(i, str(t)) if self.send_first else []),
         ]
         return ((Event.ACQUIRE, i, t, d), guard, body)
 
@@ -545,6 +557,7 @@ class _Generator:
             f"w_target[{i}] = {t + 1}",
             f"w_epoch[{i}] = t_epoch[{t}]",
             f"w_token[{i}] = t_token[{t}]",
+            *self.take_key(i, str(t)),
         ]
         return ((Event.RETRY, i, t), guard, body)
 
@@ -556,6 +569,7 @@ class _Generator:
                 f"w_target[{i}] = t0 + 1",
                 f"w_epoch[{i}] = e0",
                 f"w_token[{i}] = k0",
+                *self.take_key(i, "t0"),
             ]
         body = [
             f"t0 = s_target[{i}] - 1",
@@ -573,8 +587,9 @@ class _Generator:
         handle = [f"t0 = w_target[{i}] - 1", f"e0 = w_epoch[{i}]", f"k0 = w_token[{i}]"]
         out: list[tuple[Action, str, list[str]]] = []
         begin = [
-            f"if :: (w_phase[{i}] == {PHASE['R']}) -> w_phase[{i}] = {PHASE['S']}"
-            f" :: else -> w_phase[{i}] = {PHASE['A']} fi"
+            f"if :: (w_phase[{i}] == {PHASE['R']}) -> "
+            + "; ".join([f"w_phase[{i}] = {PHASE['S']}", *self.take_key(i, "t0")])
+            + f" :: else -> w_phase[{i}] = {PHASE['A']} fi"
         ]
         out.append(
             (
@@ -618,10 +633,14 @@ class _Generator:
         return out
 
     def send(self, i: int, phases: str) -> tuple[Action, str, list[str]]:
+        if self.own_keys:  # the key it took when it began the send
+            code = f"w_epoch[{i}] * {self.key_mod} + w_key[{i}] - 1"
+        else:
+            code = self.encode(f"w_epoch[{i}]", "t_draft[t0] - 1", "t_version[t0]", "t_nonce[t0]")
         body = [
             f"t0 = w_target[{i}] - 1",
-            "code = "
-            + self.encode(f"w_epoch[{i}]", "t_draft[t0] - 1", "t_version[t0]", "t_nonce[t0]"),
+            f"code = {code}",
+            *([f"w_key[{i}] = 0"] if self.own_keys else []),
             f"if :: (w_phase[{i}] == {PHASE['R']}) -> w_phase[{i}] = {PHASE['P']}"
             f" :: else -> w_phase[{i}] = {PHASE['W']} fi",
         ]
@@ -837,6 +856,7 @@ class _Generator:
             ),
             f"byte w_phase[{K}]; byte w_target[{K}]; byte w_epoch[{K}]; byte w_token[{K}];",
             f"byte w_saved[{K}]; byte s_target[{K}]; byte s_epoch[{K}]; byte s_token[{K}];",
+            *([f"byte w_key[{K}];"] if self.own_keys else []),
             f"short inflight[{T * self.cap}]; short landed[{T * self.cap}]; byte fence[{T}];",
             "byte g_overlap; byte g_stale; byte g_escaped; byte g_discarded;",
             "/* a step's temporaries: 0 between steps */",

@@ -63,7 +63,7 @@ def project(world: World, target: int) -> World:
     def worker(wk: Worker) -> Worker:
         saved = (0, *wk.saved[1:]) if wk.saved and wk.saved[0] == target else ()
         if wk.phase and wk.target == target:
-            return Worker(wk.phase, 0, wk.epoch, wk.token, saved)
+            return Worker(wk.phase, 0, wk.epoch, wk.token, saved, wk.key)
         return Worker("", -1, 0, 0, saved)
 
     return World(
