@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 
 from claimfsm.audit import audit
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import claim_spec
+from claimfsm.spec import RemoteRules, claim_spec
 from claimfsm.store import Claim, ClaimInfo, Evidence, MemoryStore, SQLiteStore, Store, replay
 from claimfsm.store import claim_fields as fields_of
 
@@ -66,31 +66,36 @@ class ModelRemote:
     keys: set[str] = field(default_factory=set)
     overlaps: list[tuple[Request, Request]] = field(default_factory=list)
 
+    @property
+    def rules(self) -> RemoteRules:
+        return RemoteRules("dedup" if self.dedup else "fencing")
+
     def arrive(self, r: Request) -> None:
-        if not self.dedup and r.epoch <= self.fence.get(r.target_id, 0):
+        fence = self.rules.arrives(self.fence.get(r.target_id, 0), r.epoch)
+        if fence is None:
             r.rejected = True
             return
         for other in self.in_flight:
             if other.target_id == r.target_id and not (self.dedup and other.key == r.key):
                 self.overlaps.append((other, r))
-        if not self.dedup:
-            self.fence[r.target_id] = max(self.fence.get(r.target_id, 0), r.epoch - 1)
+        self.fence[r.target_id] = fence
         self.in_flight.append(r)
 
     def land(self, r: Request) -> None:
         if r not in self.in_flight:
             return
         self.in_flight.remove(r)
-        if not self.dedup and r.epoch <= self.fence.get(r.target_id, 0):
+        landing = self.rules.lands(self.fence.get(r.target_id, 0), r.epoch, r.key in self.keys)
+        if landing == "fenced":
             r.rejected = True
             return
         r.landed = True
-        if not (self.dedup and r.key in self.keys):
+        if landing == "applied":
             self.effects.append(r)
             self.keys.add(r.key)
 
     def fence_through(self, target_id: str, epoch: int) -> None:
-        self.fence[target_id] = max(self.fence.get(target_id, 0), epoch)
+        self.fence[target_id] = self.rules.fence_through(self.fence.get(target_id, 0), epoch)
         for r in [r for r in self.in_flight if r.target_id == target_id and r.epoch <= epoch]:
             self.land(r)  # settles as rejected
 

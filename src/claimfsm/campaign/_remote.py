@@ -20,6 +20,7 @@ from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Literal
 
 from claimfsm.service import RemoteMode, SendAmbiguous, SendRejected, SendRequest
+from claimfsm.spec import RemoteRules
 
 Result = Literal["applied", "deduplicated", "fenced", "lost-request", "lost-ack"]
 
@@ -60,6 +61,7 @@ class _State:
 
     def __init__(self, mode: RemoteMode, faults: RemoteFaults, seed: int) -> None:
         self.mode = mode
+        self.rules = RemoteRules(mode)
         self.faults = faults
         self.rng = random.Random(seed)
         self.lock = threading.Condition()
@@ -79,22 +81,17 @@ class _State:
                 return "lost-request"
             lost_ack = roll < self.faults.lost_request + self.faults.lost_ack
             latency = self.rng.uniform(*self.faults.latency_seconds)
-            if self.mode == "fencing":
-                fence = self.fence.get(target, 0)
-                if epoch <= fence:
-                    self.log.append(Request(target, draft, epoch, key, started, started, "fenced"))
-                    return "fenced"
-                self.fence[target] = max(fence, epoch - 1)  # the highest epoch seen fences
+            fence = self.rules.arrives(self.fence.get(target, 0), epoch)
+            if fence is None:
+                self.log.append(Request(target, draft, epoch, key, started, started, "fenced"))
+                return "fenced"
+            self.fence[target] = fence
             self.in_flight.setdefault(target, []).append(epoch)
         time.sleep(latency)  # the effect happens at the end of the request
         with self.lock:
             self.in_flight[target].remove(epoch)
-            result: Result
-            if self.mode == "fencing" and epoch <= self.fence.get(target, 0):
-                result = "fenced"
-            elif self.mode == "dedup" and key in self.keys:
-                result = "deduplicated"
-            else:
+            result: Result = self.rules.lands(self.fence.get(target, 0), epoch, key in self.keys)
+            if result == "applied":
                 self.keys.add(key)
                 result = "lost-ack" if lost_ack else "applied"
             self.log.append(Request(target, draft, epoch, key, started, time.monotonic(), result))
@@ -108,7 +105,7 @@ class _State:
 
     def fence_through(self, target: str, epoch: int) -> None:
         with self.lock:
-            self.fence[target] = max(self.fence.get(target, 0), epoch)
+            self.fence[target] = self.rules.fence_through(self.fence.get(target, 0), epoch)
             # Return only once no request at or below the fence can still land.
             self.lock.wait_for(lambda: all(e > epoch for e in self.in_flight.get(target, [])))
 

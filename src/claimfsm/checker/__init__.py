@@ -13,7 +13,6 @@ protocol and its wrong designs), and reads the verdict and the trail back into a
 
 from claimfsm.checker._claim import (
     ClaimModelConfig,
-    RemoteMode,
     World,
     claim_model,
     compile_table,
@@ -50,6 +49,7 @@ from claimfsm.checker._spin import (
     spin_check,
 )
 from claimfsm.checker._spin_claim import claim_promela
+from claimfsm.spec import RemoteMode
 
 __all__ = [
     "Checker",

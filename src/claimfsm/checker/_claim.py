@@ -28,16 +28,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from claimfsm.checker._engine import Model, Property
 from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import GUARD_KINDS, Spec, compare
+from claimfsm.spec import GUARD_KINDS, RemoteMode, RemoteRules, Spec, compare
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_world
 
-RemoteMode = Literal["plain", "fencing", "dedup"]
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
 
 
@@ -207,7 +206,8 @@ def claim_model(
             f" idempotency key; fresh_key is on {keyed}"
         )
     fresh_key = keyed == [e_retry]
-    fencing, dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+    rules = RemoteRules(cfg.remote)  # what the remote does with a request
+    fencing, dedup = rules.fences, rules.dedups
     # Which key a send carries. A real worker sends its own claim's key, taken when it
     # began the send. The model keeps that key in the worker against a plain or deduping
     # remote, where a stale worker's late send can land and its key decides whether it is
@@ -500,12 +500,12 @@ def claim_model(
             rm = w.remote[t]
             phase = "P" if wk.phase == "R" else "W"
             w = set_worker(w, i, with_phase(wk, phase))
-            if fencing and req.epoch <= rm.fence:
-                return w  # rejected on arrival; the worker will time out
+            fence = rules.arrives(rm.fence, req.epoch)
+            if fence is None:
+                return w  # rejected on arrival (fenced); the worker will time out
             ghosts = w.ghosts
             if any(r.epoch != req.epoch for r in rm.in_flight):
                 ghosts = ghosts._replace(overlap=True)
-            fence = max(rm.fence, req.epoch - 1) if fencing else rm.fence
             rm = Remote(tuple(sorted((*rm.in_flight, req))), rm.landed, fence)
             return set_remote(w, t, rm, ghosts)
         if kind == "land":
@@ -516,7 +516,7 @@ def claim_model(
             landed = rm.landed
             key = (req.draft, req.version, req.nonce)  # the idempotency key: not the epoch
             applied = any((r.draft, r.version, r.nonce) == key for r in landed)
-            if not (fencing and req.epoch <= rm.fence) and not (dedup and applied):
+            if rules.lands(rm.fence, req.epoch, applied) == "applied":
                 landed = tuple(sorted((*landed, req)))
             return set_remote(w, t, Remote(rest, landed, rm.fence))
         if kind == "ack":
@@ -558,7 +558,11 @@ def claim_model(
                 rm = w.remote[t]
                 kept = tuple(r for r in rm.in_flight if r.epoch > tg.epoch)
                 w = w._replace(
-                    remote=put(w.remote, t, Remote(kept, rm.landed, max(rm.fence, tg.epoch)))
+                    remote=put(
+                        w.remote,
+                        t,
+                        Remote(kept, rm.landed, rules.fence_through(rm.fence, tg.epoch)),
+                    )
                 )
                 found = present(w, t)
             evidence = compared("present" if found else "absent", w.remote[t].fence, False, tg)

@@ -11,13 +11,13 @@ from claimfsm.service._remote import (
     Effect,
     Faults,
     Remote,
-    RemoteMode,
     SendAmbiguous,
     SendRejected,
     SendRequest,
     SimulatedRemote,
     check_remote,
 )
+from claimfsm.spec import RemoteMode
 
 __all__ = [
     "AsyncDispatchResult",

@@ -9,11 +9,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from claimfsm.errors import InvalidArgument, InvalidRemote
-
-RemoteMode = Literal["plain", "fencing", "dedup"]
+from claimfsm.spec import RemoteMode, RemoteRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +187,9 @@ class SimulatedRemote:
         if not isinstance(mode, str) or mode not in ("plain", "fencing", "dedup"):
             raise InvalidArgument(f"mode must be plain, fencing or dedup, not {mode!r}")
         self.mode = mode
-        self.fences_epochs = mode == "fencing"
-        self.dedups_by_key = mode == "dedup"
+        self._rules = RemoteRules(mode)
+        self.fences_epochs = self._rules.fences
+        self.dedups_by_key = self._rules.dedups
         self.faults = faults or Faults()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -210,13 +210,11 @@ class SimulatedRemote:
             f = self.faults
             if roll < f.lost_request:
                 raise SendAmbiguous("request lost before it reached the remote")
-            if self.fences_epochs:
-                fence = self._fence.get(request.target_id, 0)
-                if request.epoch <= fence:
-                    self.rejected += 1
-                    raise SendRejected(f"epoch {request.epoch} is fenced for {request.target_id!r}")
-                # The highest epoch seen fences every lower one.
-                self._fence[request.target_id] = max(fence, request.epoch - 1)
+            fence = self._rules.arrives(self._fence.get(request.target_id, 0), request.epoch)
+            if fence is None:
+                self.rejected += 1
+                raise SendRejected(f"epoch {request.epoch} is fenced for {request.target_id!r}")
+            self._fence[request.target_id] = fence
             flight = _InFlight(request, time.monotonic())
             others = self._in_flight.setdefault(request.target_id, [])
             if others:
@@ -249,7 +247,7 @@ class SimulatedRemote:
         if not self.fences_epochs:
             raise SendRejected("this remote does not fence")
         with self._lock:
-            self._fence[target_id] = max(self._fence.get(target_id, 0), epoch)
+            self._fence[target_id] = self._rules.fence_through(self._fence.get(target_id, 0), epoch)
             waiting = [fl for fl in self._in_flight.get(target_id, []) if fl.request.epoch <= epoch]
         for fl in waiting:  # a fenced request can no longer land: settle it now
             self._land(fl)
@@ -263,10 +261,12 @@ class SimulatedRemote:
                 return self._present(r)
             flight.done.set()
             self._in_flight[r.target_id].remove(flight)
-            if self.fences_epochs and r.epoch <= self._fence.get(r.target_id, 0):
+            fence = self._fence.get(r.target_id, 0)
+            landing = self._rules.lands(fence, r.epoch, r.idempotency_key in self._keys)
+            if landing == "fenced":
                 self.rejected += 1
                 return False
-            if self.dedups_by_key and r.idempotency_key in self._keys:
+            if landing == "deduplicated":
                 self.deduplicated += 1
                 return True
             self._keys.add(r.idempotency_key)

@@ -30,6 +30,7 @@ from claimfsm.spec._load import (
     shipped,
     wrong_designs,
 )
+from claimfsm.spec._remote import REMOTE_MODES, Landing, RemoteMode, RemoteRules
 from claimfsm.spec._roles import (
     INVARIANT_KINDS,
     LIFECYCLE_FACTS,
@@ -50,6 +51,7 @@ __all__ = [
     "INVARIANT_KINDS",
     "LIFECYCLE_FACTS",
     "OPERATORS",
+    "REMOTE_MODES",
     "RETIRED_MODEL_OPTIONS",
     "ROLES",
     "WORK",
@@ -62,6 +64,9 @@ __all__ = [
     "EventDecl",
     "GuardDecl",
     "InvariantDecl",
+    "Landing",
+    "RemoteMode",
+    "RemoteRules",
     "Spec",
     "State",
     "StateDecl",
