@@ -10,6 +10,7 @@ from claimfsm.campaign._remote import RemoteFaults
 from claimfsm.campaign._verdict import Findings
 from claimfsm.errors import InvalidArgument
 from claimfsm.service import RemoteMode
+from claimfsm.spec import REMOTE_MODES
 
 Backend = Literal["sqlite", "postgresql"]
 
@@ -44,7 +45,7 @@ class CampaignConfig:
     def check(self) -> None:
         if self.backend not in ("sqlite", "postgresql"):
             raise InvalidArgument(f"backend must be sqlite or postgresql, not {self.backend!r}")
-        if self.remote not in ("plain", "fencing", "dedup"):
+        if self.remote not in REMOTE_MODES:
             raise InvalidArgument(f"remote must be plain, fencing or dedup, not {self.remote!r}")
         if self.backend == "postgresql" and not self.postgres_url:
             raise InvalidArgument("a PostgreSQL campaign needs postgres_url (a database URL)")

@@ -34,7 +34,7 @@ from claimfsm.checker._engine import Model, Property
 from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import GUARD_KINDS, RemoteMode, RemoteRules, Spec, compare
+from claimfsm.spec import GUARD_KINDS, REMOTE_MODES, RemoteMode, RemoteRules, Spec, compare
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_world
 
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
@@ -151,7 +151,7 @@ class ClaimModelConfig:
             low = 0 if name == "retries" else 1
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 6:
                 raise InvalidArgument(f"{name} must be an int from {low} to 6, got {value!r}")
-        if self.remote not in ("plain", "fencing", "dedup"):
+        if self.remote not in REMOTE_MODES:
             raise InvalidArgument("remote must be plain, fencing or dedup")
         if self.own_keys not in (None, True, False):
             raise InvalidArgument(f"own_keys must be None, True or False, got {self.own_keys!r}")
@@ -344,9 +344,13 @@ def claim_model(
         """The worker in ``phase``; ``key`` is what it will send (the phases that send)."""
         return Worker(phase, wk[1], wk[2], wk[3], wk[4], key)
 
+    def claim_key(tg: Target) -> tuple[int, int, int]:
+        """The idempotency key of the target's current claim: (draft, version, nonce)."""
+        return (tg.draft, tg.version, tg.nonce)
+
     def key_of(tg: Target) -> tuple[int, ...]:
         """The key a worker taking a send from this claim carries: the claim's own."""
-        return (tg.draft, tg.version, tg.nonce) if own_keys else ()
+        return claim_key(tg) if own_keys else ()
 
     def lapse(w: World, t: int) -> World:
         tg = w.targets[t]
@@ -382,8 +386,7 @@ def claim_model(
         return w
 
     def present(w: World, t: int) -> bool:
-        tg = w.targets[t]
-        key = (tg.draft, tg.version, tg.nonce)
+        key = claim_key(w.targets[t])
         return any((r.draft, r.version, r.nonce) == key for r in w.remote[t].landed)
 
     # -- actions --------------------------------------------------------------------------------
@@ -496,7 +499,7 @@ def claim_model(
             wk = w.workers[i]
             t = wk.target
             tg = w.targets[t]
-            req = Request(wk.epoch, *(wk.key or (tg.draft, tg.version, tg.nonce)))
+            req = Request(wk.epoch, *(wk.key or claim_key(tg)))
             rm = w.remote[t]
             phase = "P" if wk.phase == "R" else "W"
             w = set_worker(w, i, with_phase(wk, phase))

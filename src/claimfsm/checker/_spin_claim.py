@@ -43,7 +43,7 @@ from claimfsm.checker._claim import ClaimModelConfig, claim_model
 from claimfsm.checker._engine import Property
 from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
-from claimfsm.spec import Spec, compare
+from claimfsm.spec import RemoteRules, Spec, compare
 from claimfsm.spec._vocabulary import Event, State, claim_steps
 
 PHASE = {"": 0, "R": 1, "S": 2, "W": 3, "A": 4, "P": 5, "Q": 6}
@@ -157,7 +157,8 @@ class _Generator:
         self.frees = set(spec.states_where("frees_target")) | {spec.initial}
         self.stale_states = set(spec.states_where("stale"))
         self.lease_states = set(spec.states_where("lease"))
-        self.fencing, self.dedup = cfg.remote == "fencing", cfg.remote == "dedup"
+        rules = RemoteRules(cfg.remote)
+        self.fencing, self.dedup = rules.fences, rules.dedups
         self.own_keys = cfg.keys_in_workers  # w_key: the key a worker will send (+1; 0 none)
         starts = [e for e in spec.events if spec.work(e) == "starts"]
         self.send_first = starts == [self.event_of[Event.ACQUIRE]]

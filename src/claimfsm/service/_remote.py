@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from claimfsm.errors import InvalidArgument, InvalidRemote
-from claimfsm.spec import RemoteMode, RemoteRules
+from claimfsm.spec import REMOTE_MODES, RemoteMode, RemoteRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +184,7 @@ class SimulatedRemote:
     def __init__(
         self, mode: RemoteMode = "fencing", *, faults: Faults | None = None, seed: int = 0
     ):
-        if not isinstance(mode, str) or mode not in ("plain", "fencing", "dedup"):
+        if not isinstance(mode, str) or mode not in REMOTE_MODES:
             raise InvalidArgument(f"mode must be plain, fencing or dedup, not {mode!r}")
         self.mode = mode
         self._rules = RemoteRules(mode)

@@ -21,7 +21,7 @@ import contextlib
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 from claimfsm.checker import ClaimModelConfig, Model, World, claim_model
 from claimfsm.errors import ClaimFSMError, InvalidArgument
 from claimfsm.replay import Coverage, Player, ReplayMismatch, coverage_paths
-from claimfsm.spec import Event, Spec
+from claimfsm.spec import Event, RemoteMode, Spec
 from claimfsm.store import Store
 from claimfsm.verify._stateful import StoreProgram, VerifyResult, random_programs
 
@@ -80,7 +80,7 @@ def claim_state_machine(
     open_store: OpenClaimStore,
     *,
     workers: int | None = None,
-    remote: Literal["plain", "fencing", "dedup"] = "fencing",
+    remote: RemoteMode = "fencing",
     drafts: int = 2,
     check_properties: bool = True,
 ) -> type[RuleBasedStateMachine]:
