@@ -25,7 +25,8 @@ ELSEWHERE = {
 
 
 def shell_commands() -> list[tuple[str, int]]:
-    """Each command with the exit status it must have (1 where its comment says "exit 1")."""
+    """Each command with the exit status it must have (1 or 3 where its comment says
+    "exit 1" or "exit 3")."""
     commands = []
     for kind, body in BLOCKS:
         if kind != "sh":
@@ -34,7 +35,8 @@ def shell_commands() -> list[tuple[str, int]]:
             command, _, comment = line.partition("#")
             command = command.strip()
             if command and not command.startswith(". ") and command not in ELSEWHERE:
-                commands.append((command, 1 if "exit 1" in comment else 0))
+                status = 1 if "exit 1" in comment else 3 if "exit 3" in comment else 0
+                commands.append((command, status))
     return commands
 
 

@@ -4,13 +4,23 @@ properties for any number of targets (claimfsm.checker._targets, docs/design.md)
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+from claimfsm.checker import Checker, ClaimModelConfig, Model, Property, claim_model
 from claimfsm.checker._claim import Worker
-from claimfsm.checker._targets import project, project_action, targets_independent
+from claimfsm.checker._targets import (
+    ByTarget,
+    TargetsIndependence,
+    one_target_liveness,
+    project,
+    project_action,
+    targets_independent,
+)
+from claimfsm.cli import main
 from claimfsm.spec import claim_spec, shipped
 
 
@@ -42,6 +52,15 @@ def test_every_step_of_two_targets_is_a_one_target_step_or_a_stutter_on_each(
     # every class of the two-target space was checked, each step projected onto both
     assert found.states == _classes(spec, config)
     assert found.steps > found.states
+    # deadlock freedom carries over; readback liveness (per target) does; acquisition's
+    # does not: its workers' class is shared by the targets (the premise says where)
+    assert found.deadlocks is None
+    broke = dict(found.eventually)
+    if remote == "fencing":
+        assert broke.pop("uncertain_is_reconciled") is None
+    why = broke.pop("free_target_is_acquired")
+    assert why is not None and "('worker step',)" in why and "not one target's" in why
+    assert broke == {}
 
 
 def test_a_model_that_couples_its_targets_fails_the_check() -> None:
@@ -105,3 +124,118 @@ def test_targets_are_independent_with_three_workers() -> None:
     found = targets_independent(claim_spec(), config)
     assert found.failure is None, found.failure
     assert found.complete
+
+
+def test_a_model_that_refuses_steps_on_two_targets_breaks_the_deadlock_premise() -> None:
+    """Every step refused once both targets hold a claim: such a state has no step, while
+    each projection (one target, its claim held) still has some."""
+
+    def stuck(spec: Any, config: ClaimModelConfig) -> Any:
+        model = claim_model(spec, config)
+        step = model.next_state
+
+        def next_state(world: Any, action: Any) -> Any:
+            if len(world.targets) > 1 and all(t.epoch for t in world.targets):
+                return None
+            return step(world, action)
+
+        return dataclasses.replace(model, next_state=next_state, processes=None)
+
+    config = ClaimModelConfig(workers=2, targets=2, drafts=1, epochs=1)
+    found = targets_independent(claim_spec(), config, model=stuck)
+    assert found.failure is None  # every step taken is still a one-target step
+    assert found.deadlocks is not None
+    assert "a state with no step projects onto one with a step" in found.deadlocks
+
+
+def test_a_fairness_class_shared_by_the_targets_is_not_carried_over() -> None:
+    """Readback made one class for all targets: a fair two-target run may read back one
+    target for ever and never the other, so the property does not carry over."""
+
+    def shared_readback(spec: Any, config: ClaimModelConfig) -> Any:
+        model = claim_model(spec, config)
+        props = [
+            dataclasses.replace(p, fair=lambda a: "readback" if a[0] == "reconcile" else None)
+            if p.name == "uncertain_is_reconciled"
+            else p
+            for p in model.properties
+        ]
+        return dataclasses.replace(model, properties=props)
+
+    config = ClaimModelConfig(workers=2, targets=2, drafts=1, epochs=1)
+    found = targets_independent(claim_spec(), config, model=shared_readback)
+    why = dict(found.eventually)["uncertain_is_reconciled"]
+    assert why is not None and "'readback'" in why and "not one target's" in why
+
+
+def test_a_design_whose_readback_can_be_refused_may_stop_with_uncertain_open() -> None:
+    """readback_present_only refuses an absent readback: one target can rest uncertain with
+    workers' steps possible and no fair one, which a second target would take for ever."""
+    wrong, right = (
+        claim_model(shipped()[name], ClaimModelConfig(workers=2, drafts=1))
+        for name in ("readback_present_only", "claim")
+    )
+    (found,) = one_target_liveness(wrong, ["uncertain_is_reconciled"])
+    assert found.stops is not None and "uncertain" in found.stops
+    (fine,) = one_target_liveness(right, ["uncertain_is_reconciled"])
+    assert fine.stops is None and fine.settles is None
+
+
+def test_a_loop_through_met_and_open_states_does_not_settle() -> None:
+    """Two states, each step to the other: "eventually at 1" holds from 0 under fairness,
+    yet a target could be at 1 while another is at 0 for ever: it does not settle."""
+    toggle: Model[int, str] = Model(
+        init_states=lambda: [0],
+        actions=lambda s: ["flip"],
+        next_state=lambda s, a: 1 - s,
+        properties=[
+            Property(
+                "at_one", "eventually", lambda s: s == 1, trigger=lambda s: s == 0, fair=lambda a: a
+            )
+        ],
+    )
+    (found,) = one_target_liveness(toggle, ["at_one"], symmetry=False)
+    assert found.stops is None
+    assert found.settles is not None and "both met and open" in found.settles
+
+
+def test_check_by_target_proves_two_targets_but_acquisition_liveness() -> None:
+    runner = CliRunner()
+    args = ["check", "--workers", "2", "--drafts", "1", "--targets", "2", "--by-target"]
+    result = runner.invoke(main, [*args, "--json"])
+    assert result.exit_code == 3, result.output
+    data = json.loads(result.output)
+    one = ClaimModelConfig(workers=2, drafts=1)
+    assert data["one_target"]["unique"] == _classes(claim_spec(), one)
+    assert data["premise"]["complete"] and data["premise"]["classes"] > 0
+    assert data["verdict"] == "incomplete" and data["deadlocks"] == "none"
+    outcomes = {name: p["outcome"] for name, p in data["properties"].items()}
+    assert outcomes["uncertain_is_reconciled"] == "holds"
+    assert outcomes["no_overlapping_sends"] == "holds"
+    assert outcomes["free_target_is_acquired"] == "not carried over"
+    assert list(data["not_carried"]) == ["free_target_is_acquired"]
+    for bad in (
+        ["--targets", "1"],
+        ["--targets", "2", "--engine", "spin"],
+        ["--targets", "2", "--max-states", "10"],
+        ["job", "--targets", "2"],
+    ):
+        refused = runner.invoke(main, ["check", "--by-target", *bad])
+        assert refused.exit_code == 2 and "--by-target" in refused.output, refused.output
+
+
+def test_a_violation_on_one_target_is_the_verdict_for_many() -> None:
+    """The one-target check's violation decides, whatever carries over; a premise that
+    broke leaves every property not carried over."""
+    spec = shipped()["release_by_target"]
+    one = Checker(claim_model(spec, ClaimModelConfig(workers=2, drafts=1))).symmetry().run()
+    fine = TargetsIndependence(10, 20, deadlocks=None, eventually=())
+    broken = TargetsIndependence(0, 3, False, "a step on another target changes target 1")
+    config = ClaimModelConfig(workers=2, targets=2, drafts=1, epochs=1)
+    for premise in (fine, broken):
+        found = ByTarget(2, one, premise, config, ())
+        assert found.verdict == "violated"
+        assert found.outcome(one.violations[0]) == "violated (one target)"
+    assert ByTarget(2, one, broken, config, ()).not_carried() == {
+        "always": "the premise broke: a step on another target changes target 1"
+    }

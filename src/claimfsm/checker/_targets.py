@@ -14,9 +14,28 @@ the one-target model with the same workers, drafts, epochs, retries, remote and 
 
 Each ``always`` property is "for every target": of the claim row, the drafts and the
 remote of one target, or a flag. Hence, if the one-target check proves every ``always``
-property, it holds for every number of targets. The argument covers the ``always``
-properties only: liveness (``eventually``) and deadlock freedom are not carried over (a
-worker busy on another target is not idle, so fairness on one target does not project).
+property, it holds for every number of targets.
+
+Deadlock freedom and an ``eventually`` property carry over too, where more of the premise
+holds (``deadlocks`` and ``eventually`` in :class:`TargetsIndependence`; docs/design.md
+"Many targets" gives the argument):
+
+- deadlocks: a state with no step has no step in any projection either, and nothing
+  being enabled is fine in it exactly when it is fine in every projection;
+- an ``eventually`` property: it holds in a state exactly when it holds in every
+  projection; its obligation starts exactly when it starts in some projection, and is
+  open in a projection only where it has started there; each of its fairness classes is
+  the class of one target's steps; and the classes enabled on a target are the classes
+  the one-target model has enabled in the projection, so a fair run projects onto fair
+  runs. The one-target model must also (:func:`one_target_liveness`) leave no state
+  where the obligation is open and some step is possible but no fair one (``stops``), and
+  no strongly connected region where it is both open and met (``settles``), so that each
+  target's projection ends up met for good, and so all of them at once.
+
+The claim's ``free_target_is_acquired`` does not carry over: its workers' class (some
+worker takes a step of its dispatch) is one class for every target, and a worker busy on
+another target looks idle from this one, where it could acquire. The premise check names
+the state where it breaks.
 
 :func:`targets_independent` checks the premise, step by step, over the whole state
 space of a T-target model within its bounds: each step's projection onto each target is
@@ -29,6 +48,7 @@ targets fails it (a test shows one).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -96,12 +116,20 @@ class TargetsIndependence:
     """What :func:`targets_independent` checked: ``states`` whose every step was projected
     onto every target (classes, under worker symmetry), ``steps`` in all, whether that was
     every reachable state (``complete``: no ``max_states`` cut), and ``failure``, where the
-    premise broke (None: nowhere)."""
+    premise broke (None: nowhere). ``deadlocks`` and ``eventually`` (property name: None
+    where its premise held, else where it broke) say whether deadlock freedom and each
+    ``eventually`` property carry over from one target (the module's text)."""
 
     states: int
     steps: int
     complete: bool = True
     failure: str | None = None
+    deadlocks: str | None = None
+    eventually: tuple[tuple[str, str | None], ...] = ()
+
+    def carried(self) -> list[str]:
+        """The ``eventually`` properties whose premise held."""
+        return [name for name, why in self.eventually if why is None]
 
 
 class _Broken(Exception):
@@ -133,6 +161,7 @@ def targets_independent(
         differ = f"the properties differ: {[p.name for p in always]} and {sorted(always_one)}"
         return TargetsIndependence(0, 0, False, differ)
     steps = 0
+    seen = functools.lru_cache(maxsize=1 << 16)(project)  # the same worlds are projected often
 
     def where(text: str, world: World, action: Action | None = None) -> _Broken:
         found = f"{text}\n  in: {many.show_state(world)}"
@@ -142,12 +171,19 @@ def targets_independent(
 
     def conjunction(w: World) -> None:
         for p in always:
-            if p.holds(w) != all(always_one[p.name](project(w, t)) for t in targets):
+            if p.holds(w) != all(always_one[p.name](seen(w, t)) for t in targets):
                 raise where(f"{p.name} is not the conjunction of its projections", w)
+
+    # The successors of the state being expanded, computed once for the premise and the
+    # step check both; and each projection's enabled steps (projections repeat).
+    expanding: list[Any] = [None, {}]
+    enabled_one: dict[World, list[Action]] = {}
 
     def next_state(w: World, a: Action) -> World | None:
         nonlocal steps
-        after: World | None = many.next_state(w, a)
+        after: World | None = (
+            expanding[1][a] if w is expanding[0] and a in expanding[1] else many.next_state(w, a)
+        )
         blank = w._replace(ghosts=zero)
         alone = many.next_state(blank, a)  # the flags this step sets on its own
         if (after is None) != (alone is None):
@@ -161,7 +197,7 @@ def targets_independent(
             raise where("the step's flags do not combine by or", w, a)
         acting = 0
         for t in targets:
-            before_t, seen_t = project(blank, t), project(alone, t)
+            before_t, seen_t = seen(blank, t), seen(alone, t)
             b = project_action(w, a, t)
             if b is None:
                 if seen_t._replace(ghosts=zero) != before_t:
@@ -177,8 +213,102 @@ def targets_independent(
         conjunction(after)
         return after
 
+    eventually = [p for p in many.properties if p.kind == "eventually"]
+    eventually_one = {p.name: p for p in one.properties if p.kind == "eventually"}
+    # Where each eventually property's premise broke (None: nowhere yet), and which target
+    # and one-target class each of its T-target classes is (a class is one target's).
+    broke: dict[str, str | None] = {
+        p.name: None
+        if p.name in eventually_one and p.trigger is not None
+        else "it has no one-target counterpart with a trigger"
+        for p in eventually
+    }
+    classes: dict[str, dict[Any, tuple[int, Any]]] = {p.name: {} for p in eventually}
+    deadlocks: list[str] = []
+
+    def enabled(v: World) -> list[Action]:
+        found = enabled_one.get(v)
+        if found is None:
+            found = enabled_one[v] = [a for a in one.actions(v) if one.next_state(v, a) is not None]
+        return found
+
+    def target_of(w: World, a: Action) -> int:
+        return next(t for t in targets if project_action(w, a, t) is not None)
+
+    def premise(w: World) -> None:
+        """Deadlocks and eventually properties: what one state must show (module text)."""
+        after = {a: many.next_state(w, a) for a in many.actions(w)}
+        expanding[:] = [w, after]
+        here = [a for a, w2 in after.items() if w2 is not None]
+        views = [seen(w, t) for t in targets]
+        there = [enabled(v) for v in views]
+        if not deadlocks:
+            if not here and any(there):
+                deadlocks.append(_at("a state with no step projects onto one with a step", w))
+            elif many.may_stop(w) != all(one.may_stop(v) for v in views):
+                deadlocks.append(_at("may_stop is not the conjunction of its projections", w))
+        for p in eventually:
+            if broke[p.name] is not None:
+                continue
+            q = eventually_one[p.name]
+            assert p.trigger is not None and q.trigger is not None
+            if p.holds(w) != all(q.holds(v) for v in views):
+                broke[p.name] = _at("it does not hold exactly where every projection does", w)
+            elif p.trigger(w) != any(q.trigger(v) for v in views):
+                broke[p.name] = _at("it does not start exactly where some projection does", w)
+            elif any(not q.holds(v) and not q.trigger(v) for v in views):
+                broke[p.name] = _at("a projection has it open where it has not started", w)
+            else:
+                broke[p.name] = _fair_classes(p, q, w, here, there, classes[p.name])
+
+    def _at(text: str, w: World) -> str:
+        return f"{text}\n  in: {many.show_state(w)}"
+
+    def _fair_classes(
+        p: Any,
+        q: Any,
+        w: World,
+        here: list[Action],
+        there: list[list[Action]],
+        known: dict[Any, tuple[int, Any]],
+    ) -> str | None:
+        fair, fair_one = p.fair or (lambda a: None), q.fair or (lambda a: None)
+        mapped: list[set[Any]] = [set() for _ in targets]
+        for a in here:
+            c = fair(a)
+            if c is None:
+                continue
+            t = target_of(w, a)
+            b = project_action(w, a, t)
+            mine = (t, fair_one(b))
+            if mine[1] is None:
+                return _at(f"class {c!r} is fair here and its step not fair on one target", w)
+            if known.setdefault(c, mine) != mine:
+                return _at(
+                    f"fairness class {c!r} is taken on target {known[c][0]} and on target {t}:"
+                    " it is not one target's",
+                    w,
+                )
+            mapped[t].add(mine[1])
+        for t in targets:
+            alone = {c for c in map(fair_one, there[t]) if c is not None}
+            if alone != mapped[t]:
+                return _at(
+                    f"on target {t} the one-target model has the fair classes"
+                    f" {sorted(map(repr, alone))} enabled, this state"
+                    f" {sorted(map(repr, mapped[t]))}",
+                    w,
+                )
+        return None
+
+    def actions(w: World) -> list[Action]:
+        premise(w)
+        return list(many.actions(w))
+
     first = list(one.init_states())
-    checked = dataclasses.replace(many, next_state=next_state, properties=always, processes=None)
+    checked = dataclasses.replace(
+        many, actions=actions, next_state=next_state, properties=always, processes=None
+    )
     try:
         for w in many.init_states():
             if any(project(w, t) not in first for t in targets):
@@ -187,4 +317,167 @@ def targets_independent(
         report = Checker(checked).symmetry(symmetry).exhaustive().max_states(max_states).run()
     except _Broken as broken:
         return TargetsIndependence(0, steps, False, str(broken))
-    return TargetsIndependence(report.unique, steps, report.complete)
+    return TargetsIndependence(
+        report.unique,
+        steps,
+        report.complete,
+        deadlocks=deadlocks[0] if deadlocks else None,
+        eventually=tuple(broke.items()),
+    )
+
+
+@dataclass(frozen=True)
+class OneTargetLiveness:
+    """What the one-target model shows of an ``eventually`` property for the carry-over:
+    ``stops`` (where a run could stop with the obligation open, though some step is
+    possible: none fair) and ``settles`` (a strongly connected region holding states where
+    it is met and where it is open): None where the search found no such place."""
+
+    name: str
+    stops: str | None
+    settles: str | None
+
+
+def one_target_liveness(
+    one: Any, names: list[str], *, symmetry: bool = True
+) -> list[OneTargetLiveness]:
+    """Check, over the whole one-target space of model ``one``, the two conditions an
+    ``eventually`` property needs besides the premise (module text): in every state where
+    it is open, some fair step is possible or none at all (:func:`stops_only_where_fair`),
+    and no strongly connected region both meets it and leaves it open (:func:`settles`).
+    With ``symmetry`` the regions are those of the quotient graph, which joins every
+    region of the whole graph that holds both (a loop through both maps onto a loop)."""
+    from claimfsm.checker._engine import Property, _regions
+
+    props = {p.name: p for p in one.properties if p.kind == "eventually" and p.name in names}
+    canonical = one.canonical if symmetry and one.canonical is not None else (lambda w: w)
+    ids: dict[Any, int] = {}
+    succ: list[set[int]] = []
+    stops: dict[str, str | None] = {name: None for name in props}
+
+    def node(w: Any) -> int:
+        k = canonical(w)
+        found = ids.get(k)
+        if found is None:
+            found = ids[k] = len(succ)
+            succ.append(set())
+        return found
+
+    def next_state(w: Any, a: Action) -> Any:
+        after = one.next_state(w, a)
+        if after is not None:
+            succ[node(w)].add(node(after))
+        return after
+
+    def stops_only_where_fair(w: Any) -> bool:
+        open_ = [p for p in props.values() if not p.holds(w) and stops[p.name] is None]
+        if open_:
+            steps = [a for a in one.actions(w) if one.next_state(w, a) is not None]
+            for p in open_:
+                fair = p.fair or (lambda a: None)
+                if steps and all(fair(a) is None for a in steps):
+                    stops[p.name] = f"open, with steps but none fair, in: {one.show_state(w)}"
+        return True
+
+    watch = Property("stops_only_where_fair", "always", stops_only_where_fair)
+    checked = dataclasses.replace(one, next_state=next_state, properties=[watch], processes=None)
+    for w in one.init_states():
+        node(w)
+    report = Checker(checked).symmetry(symmetry and one.canonical is not None).exhaustive().run()
+    assert report.complete
+    out = []
+    order = {i: i for i in range(len(succ))}
+
+    class _Edges:
+        @staticmethod
+        def succ(k: int) -> list[int]:
+            return list(succ[k])
+
+    states: dict[Any, Any] = {k: w for w, k in ids.items()}
+    regions = _regions(order, _Edges())  # type: ignore[arg-type]
+    for name, p in props.items():
+        mixed: str | None = None
+        for region in regions:
+            if len(region) < 2:
+                continue
+            held = {p.holds(states[k]) for k in region}
+            if len(held) == 2:
+                mixed = (
+                    f"a region of {len(region)} states where it is both met and open, e.g."
+                    f" {one.show_state(states[region[0]])}"
+                )
+                break
+        out.append(OneTargetLiveness(name, stops[name], mixed))
+    return out
+
+
+#: The bounds the premise is checked at by :func:`by_target`: two targets, one epoch
+#: each, the smallest space where two targets share workers (the tests search the same).
+PREMISE_BOUNDS = {"workers": 2, "targets": 2, "drafts": 1, "epochs": 1}
+
+
+@dataclass(frozen=True)
+class ByTarget:
+    """A check of T targets by one target's (``claimfsm check --targets T --by-target``):
+    ``one``, the one-target report at the same bounds; ``premise``, the premise checked
+    over ``premise_config``; ``liveness``, the one-target conditions of each ``eventually``
+    property whose premise held."""
+
+    targets: int
+    one: Any  # Report of the one-target model
+    premise: TargetsIndependence
+    premise_config: ClaimModelConfig
+    liveness: tuple[OneTargetLiveness, ...]
+
+    def not_carried(self) -> dict[str, str]:
+        """What does not carry over to T targets, and why (empty: everything does)."""
+        out: dict[str, str] = {}
+        if self.premise.failure is not None:
+            return {"always": f"the premise broke: {self.premise.failure}"}
+        if self.premise.deadlocks is not None:
+            out["deadlocks"] = self.premise.deadlocks
+        for name, why in self.premise.eventually:
+            if why is not None:
+                out[name] = why
+        for found in self.liveness:
+            if found.stops is not None:
+                out[found.name] = f"a run may stop with it open: {found.stops}"
+            elif found.settles is not None:
+                out[found.name] = found.settles
+        return out
+
+    def outcome(self, prop: Any) -> str:
+        """The property's outcome for T targets: the one-target outcome where it carries
+        over, else 'not carried over'."""
+        outcome = str(self.one.outcome(prop))
+        if outcome == "violated":
+            return "violated (one target)"
+        if prop.name in self.not_carried() or "always" in self.not_carried():
+            return "not carried over"
+        return outcome
+
+    @property
+    def verdict(self) -> str:
+        """ok: every property holds (or is found) for T targets; violated: the one-target
+        check found a violation or a deadlock; incomplete: not everything carries over or
+        the one-target search was cut short."""
+        if self.one.violations or self.one.deadlock:
+            return "violated"
+        if not self.one.complete or not self.premise.complete or self.not_carried():
+            return "incomplete"
+        return "ok"
+
+
+def by_target(spec: Spec, config: ClaimModelConfig, *, symmetry: bool = True) -> ByTarget:
+    """Check ``config``'s T targets by checking one: the one-target model at the same
+    bounds, the premise over two targets (``PREMISE_BOUNDS``, with ``config``'s remote,
+    retries and faults), and the one-target conditions of the ``eventually`` properties
+    the premise carries (module text)."""
+    one_config = replace(config, targets=1)
+    one = claim_model(spec, one_config)
+    report = Checker(one).symmetry(symmetry).run()
+    premise_config = replace(config, **PREMISE_BOUNDS)  # type: ignore[arg-type]
+    premise = targets_independent(spec, premise_config, symmetry=symmetry)
+    carried = premise.carried() if premise.failure is None else []
+    liveness = tuple(one_target_liveness(one, carried, symmetry=symmetry)) if carried else ()
+    return ByTarget(config.targets, report, premise, premise_config, liveness)

@@ -664,6 +664,13 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     help="With --engine spin: leave the generated Promela (model.pml), the verifier and any"
     " trail in this directory.",
 )
+@click.option(
+    "--by-target",
+    is_flag=True,
+    help="With --targets 2 or more: check one target and carry the verdict over to T targets"
+    " where the premise of target independence holds (docs/design.md, Many targets); what does"
+    " not carry over is named, and the verdict is then incomplete (exit 3).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 def check(
@@ -688,6 +695,7 @@ def check(
     engine: str,
     bitstate: bool,
     spin_dir: Path | None,
+    by_target: bool,
     as_json: bool,
 ) -> None:
     """Model-check a declaration: every interleaving, within the bounds given.
@@ -722,6 +730,11 @@ def check(
         spec = _declaration(declaration or design, shipped())
         design = spec.name
         if not runs_on_the_claim_model(spec):
+            if by_target:
+                raise click.UsageError(
+                    "--by-target checks the claim protocol's targets; a lifecycle of its own"
+                    " is checked with all its entities (--targets)"
+                )
             check_lifecycle(
                 ctx,
                 spec,
@@ -781,6 +794,17 @@ def check(
             f"{_count(drafts, 'draft')} per target, {_count(epochs, 'epoch')} per target, "
             f"{remote} remote" + ("" if no_crashes else ", with crashes and stale wake-ups")
         )
+        if by_target:
+            from claimfsm.cli._by_target import check_by_target
+
+            if targets < 2 or engine != "builtin" or replay or diagram_dir is not None:
+                raise click.UsageError(
+                    "--by-target goes with --targets 2 or more and the built-in engine,"
+                    " without --replay or --diagram"
+                )
+            if max_depth is not None or max_states is not None or time_limit is not None:
+                raise click.UsageError("--by-target searches whole spaces: drop the limits")
+            check_by_target(spec, config, bounds, heading, not no_symmetry, as_json)
         if engine == "spin":
             from claimfsm.cli._lifecycle import _check_with_spin
 
