@@ -32,10 +32,16 @@ holds (``deadlocks`` and ``eventually`` in :class:`TargetsIndependence`; docs/de
   no strongly connected region where it is both open and met (``settles``), so that each
   target's projection ends up met for good, and so all of them at once.
 
-The claim's ``free_target_is_acquired`` does not carry over: its workers' class (some
-worker takes a step of its dispatch) is one class for every target, and a worker busy on
-another target looks idle from this one, where it could acquire. The premise check names
-the state where it breaks.
+A property whose fairness classes are not one target's (the claim's
+``free_target_is_acquired``: some worker takes a step of its dispatch) may carry over a
+second way, because runs come to rest: every state is made of its projections
+(:func:`join`); the one-target model has no loop but a step that changes nothing, no fair
+step changes nothing, and where the obligation is open some fair step is possible; a
+worker holding a claim always has a fair step; and a step is fair exactly when its
+projection is. Then a T-target loop changes no projection, so no state: a fair run comes
+to rest in a state with no fair step, and there no projection is open, so neither is
+the state. A fair step an idle worker takes (acquiring) rules out the first way: a worker
+busy on another target looks idle in the projection, where it could take it.
 
 :func:`targets_independent` checks the premise, step by step, over the whole state
 space of a T-target model within its bounds: each step's projection onto each target is
@@ -95,6 +101,29 @@ def project(world: World, target: int) -> World:
     )
 
 
+def join(views: list[World], ghosts: Ghosts) -> World:
+    """The T-target world whose projections are ``views`` (the inverse of :func:`project`
+    where each worker holds a claim on one target at most)."""
+    workers = []
+    for i in range(len(views[0].workers)):
+        wk = Worker()
+        saved: tuple[int, ...] = ()
+        for t, v in enumerate(views):
+            seen = v.workers[i]
+            if seen.phase:
+                wk = Worker(seen.phase, t, seen.epoch, seen.token, (), seen.key)
+            if seen.saved:
+                saved = (t, *seen.saved[1:])
+        workers.append(wk._replace(saved=saved))
+    return World(
+        tuple(v.targets[0] for v in views),
+        tuple(v.drafts[0] for v in views),
+        tuple(workers),
+        tuple(v.remote[0] for v in views),
+        ghosts,
+    )
+
+
 def project_action(world: World, action: Action, target: int) -> Action | None:
     """The one-target model's action that ``action`` is from ``target``'s side, or None
     when it acts on another target."""
@@ -126,10 +155,19 @@ class TargetsIndependence:
     failure: str | None = None
     deadlocks: str | None = None
     eventually: tuple[tuple[str, str | None], ...] = ()
+    #: The premise of the second way (runs come to rest), per property, and whether every
+    #: state is made of its projections, which that way needs too.
+    resting: tuple[tuple[str, str | None], ...] = ()
+    determined: str | None = None
 
     def carried(self) -> list[str]:
-        """The ``eventually`` properties whose premise held."""
-        return [name for name, why in self.eventually if why is None]
+        """The ``eventually`` properties whose premise held, one way or the other."""
+        rest = dict(self.resting)
+        return [
+            name
+            for name, why in self.eventually
+            if why is None or (rest.get(name, "") is None and self.determined is None)
+        ]
 
 
 class _Broken(Exception):
@@ -224,7 +262,10 @@ def targets_independent(
         for p in eventually
     }
     classes: dict[str, dict[Any, tuple[int, Any]]] = {p.name: {} for p in eventually}
+    # The second way an eventually property carries over (runs come to rest: module text).
+    resting: dict[str, str | None] = dict(broke)
     deadlocks: list[str] = []
+    determined: list[str] = []
 
     def enabled(v: World) -> list[Action]:
         found = enabled_one.get(v)
@@ -247,19 +288,40 @@ def targets_independent(
                 deadlocks.append(_at("a state with no step projects onto one with a step", w))
             elif many.may_stop(w) != all(one.may_stop(v) for v in views):
                 deadlocks.append(_at("may_stop is not the conjunction of its projections", w))
+        if not determined and join(views, w.ghosts) != w:
+            determined.append(_at("the state is not made of its projections", w))
         for p in eventually:
-            if broke[p.name] is not None:
+            if broke[p.name] is not None and resting[p.name] is not None:
                 continue
             q = eventually_one[p.name]
             assert p.trigger is not None and q.trigger is not None
+            why = None
             if p.holds(w) != all(q.holds(v) for v in views):
-                broke[p.name] = _at("it does not hold exactly where every projection does", w)
+                why = _at("it does not hold exactly where every projection does", w)
             elif p.trigger(w) != any(q.trigger(v) for v in views):
-                broke[p.name] = _at("it does not start exactly where some projection does", w)
+                why = _at("it does not start exactly where some projection does", w)
             elif any(not q.holds(v) and not q.trigger(v) for v in views):
-                broke[p.name] = _at("a projection has it open where it has not started", w)
-            else:
-                broke[p.name] = _fair_classes(p, q, w, here, there, classes[p.name])
+                why = _at("a projection has it open where it has not started", w)
+            if broke[p.name] is None:
+                broke[p.name] = why or _fair_classes(p, q, w, here, there, classes[p.name])
+            if resting[p.name] is None:
+                resting[p.name] = why or _fair_somewhere(p, q, w, here, there)
+
+    def _fair_somewhere(
+        p: Any, q: Any, w: World, here: list[Action], there: list[list[Action]]
+    ) -> str | None:
+        """Runs come to rest: a step is fair exactly when its projection is, and a fair step
+        possible in some projection means one is possible here."""
+        fair, fair_one = p.fair or (lambda a: None), q.fair or (lambda a: None)
+        for a in here:
+            b = project_action(w, a, target_of(w, a))
+            if (fair(a) is None) != (fair_one(b) is None):
+                return _at(f"{many.show_action(a)} is fair in one model and not the other", w)
+        if any(fair_one(b) is not None for steps in there for b in steps) and all(
+            fair(a) is None for a in here
+        ):
+            return _at("a projection has a fair step and this state none", w)
+        return None
 
     def _at(text: str, w: World) -> str:
         return f"{text}\n  in: {many.show_state(w)}"
@@ -323,70 +385,136 @@ def targets_independent(
         report.complete,
         deadlocks=deadlocks[0] if deadlocks else None,
         eventually=tuple(broke.items()),
+        resting=tuple(resting.items()),
+        determined=determined[0] if determined else None,
     )
 
 
 @dataclass(frozen=True)
 class OneTargetLiveness:
-    """What the one-target model shows of an ``eventually`` property for the carry-over:
-    ``stops`` (where a run could stop with the obligation open, though some step is
-    possible: none fair) and ``settles`` (a strongly connected region holding states where
-    it is met and where it is open): None where the search found no such place."""
+    """What the one-target model shows of an ``eventually`` property for the carry-over
+    (None where the search found no such place). By projection: ``stops`` (a state where
+    it is open and some step possible, none fair), ``settles`` (a strongly connected
+    region where it is both met and open) and ``takes`` (a fair step an idle worker takes:
+    a worker busy on another target, idle in the projection, could take it there and not
+    in the whole state). Runs come to rest: ``loops`` (a loop other
+    than a step that changes nothing), ``fair_loop`` (a fair step that changes nothing)
+    ``idle`` (a state where it is open and no fair step is possible) and ``busy`` (a
+    worker holding a claim with no fair step possible: with two targets, it could look
+    idle from the other and leave a state with a fair step in a projection and none)."""
 
     name: str
     stops: str | None
     settles: str | None
+    takes: str | None = None
+    loops: str | None = None
+    fair_loop: str | None = None
+    idle: str | None = None
+    busy: str | None = None
+
+    @property
+    def projects(self) -> bool:
+        return self.stops is None and self.settles is None and self.takes is None
+
+    @property
+    def rests(self) -> bool:
+        return (
+            self.loops is None
+            and self.fair_loop is None
+            and self.idle is None
+            and self.busy is None
+        )
 
 
 def one_target_liveness(
-    one: Any, names: list[str], *, symmetry: bool = True
+    one: Any,
+    names: list[str],
+    *,
+    symmetry: bool = True,
+    holders: Callable[[Any], list[int]] | None = None,
+    strip: Callable[[Any], Any] = lambda w: w,
 ) -> list[OneTargetLiveness]:
-    """Check, over the whole one-target space of model ``one``, the two conditions an
-    ``eventually`` property needs besides the premise (module text): in every state where
-    it is open, some fair step is possible or none at all (:func:`stops_only_where_fair`),
-    and no strongly connected region both meets it and leaves it open (:func:`settles`).
-    With ``symmetry`` the regions are those of the quotient graph, which joins every
-    region of the whole graph that holds both (a loop through both maps onto a loop)."""
+    """Check, over the whole one-target space of model ``one``, the conditions either way
+    of carrying an ``eventually`` property over needs besides the premise (module text;
+    :class:`OneTargetLiveness`). With ``symmetry`` the regions are those of the quotient
+    graph, which joins every region of the whole graph; a step that stays in its symmetry
+    class must change nothing, so a loop of the whole graph is a loop of the quotient.
+    ``holders(state)``: the workers holding a claim (the claim model's), each of whose
+    steps is an action naming it second. ``strip(state)``: the state without what the
+    projections do not carry (the claim model's sticky flags), so that loops are looked
+    for in the graph a T-target run projects onto; the properties must not read it."""
     from claimfsm.checker._engine import Property, _regions
 
     props = {p.name: p for p in one.properties if p.kind == "eventually" and p.name in names}
+    fair = {name: p.fair or (lambda a: None) for name, p in props.items()}
     canonical = one.canonical if symmetry and one.canonical is not None else (lambda w: w)
     ids: dict[Any, int] = {}
     succ: list[set[int]] = []
-    stops: dict[str, str | None] = {name: None for name in props}
+    found: dict[tuple[str, str], str] = {}  # (property or "", what) -> where
 
-    def node(w: Any) -> int:
-        k = canonical(w)
-        found = ids.get(k)
-        if found is None:
-            found = ids[k] = len(succ)
+    def note(name: str, what: str, text: str) -> None:
+        found.setdefault((name, what), text)
+
+    met: list[tuple[bool, ...]] = []  # each node's holds, per property
+
+    def node(k: Any, w: Any) -> int:
+        n = ids.get(k)
+        holds = tuple(p.holds(w) for p in props.values())
+        if n is None:
+            n = ids[k] = len(succ)
             succ.append(set())
-        return found
+            met.append(holds)
+        elif met[n] != holds:
+            note("", "reads", f"a property reads what strip() drops, in: {one.show_state(w)}")
+        return n
 
     def next_state(w: Any, a: Action) -> Any:
         after = one.next_state(w, a)
         if after is not None:
-            succ[node(w)].add(node(after))
+            bare, bare_after = strip(w), strip(after)
+            here, there = canonical(bare), canonical(bare_after)
+            succ[node(here, w)].add(node(there, after))
+            if bare_after == bare:
+                for name in props:
+                    if fair[name](a) is not None:
+                        note(name, "fair_loop", f"{one.show_action(a)} in: {one.show_state(w)}")
+            elif here == there:
+                note("", "loops", f"{one.show_action(a)} moves within its symmetry class")
         return after
 
-    def stops_only_where_fair(w: Any) -> bool:
-        open_ = [p for p in props.values() if not p.holds(w) and stops[p.name] is None]
-        if open_:
+    def watch_open(w: Any) -> bool:
+        open_ = [name for name, p in props.items() if not p.holds(w)]
+        held = holders(w) if holders is not None else []
+        if open_ or holders is not None:
             steps = [a for a in one.actions(w) if one.next_state(w, a) is not None]
-            for p in open_:
-                fair = p.fair or (lambda a: None)
-                if steps and all(fair(a) is None for a in steps):
-                    stops[p.name] = f"open, with steps but none fair, in: {one.show_state(w)}"
+            for a in steps if holders is not None else ():
+                if a[0] in _TAKES or a[0] == "wake":
+                    for name in props:
+                        if fair[name](a) is not None:
+                            note(
+                                name,
+                                "takes",
+                                f"a fair step an idle worker takes: {one.show_action(a)}",
+                            )
+            for i in held:
+                for name in props:
+                    mine = [a for a in steps if a[0] in _HOLDS and a[1] == i]
+                    if not any(fair[name](a) is not None for a in mine):
+                        note(name, "busy", f"worker {i} has no fair step, in: {one.show_state(w)}")
+            for name in open_:
+                if not any(fair[name](a) is not None for a in steps):
+                    where = f"in: {one.show_state(w)}"
+                    note(name, "idle", f"open, and no fair step possible, {where}")
+                    if steps:
+                        note(name, "stops", f"open, with steps but none fair, {where}")
         return True
 
-    watch = Property("stops_only_where_fair", "always", stops_only_where_fair)
+    watch = Property("watch_open", "always", watch_open)
     checked = dataclasses.replace(one, next_state=next_state, properties=[watch], processes=None)
     for w in one.init_states():
-        node(w)
+        node(canonical(strip(w)), w)
     report = Checker(checked).symmetry(symmetry and one.canonical is not None).exhaustive().run()
     assert report.complete
-    out = []
-    order = {i: i for i in range(len(succ))}
 
     class _Edges:
         @staticmethod
@@ -394,20 +522,37 @@ def one_target_liveness(
             return list(succ[k])
 
     states: dict[Any, Any] = {k: w for w, k in ids.items()}
-    regions = _regions(order, _Edges())  # type: ignore[arg-type]
-    for name, p in props.items():
-        mixed: str | None = None
+    if ("", "reads") in found:
+        for name in props:
+            note(name, "settles", found[("", "reads")])
+            note(name, "idle", found[("", "reads")])
+    regions = [r for r in _regions({i: i for i in range(len(succ))}, _Edges()) if len(r) > 1]  # type: ignore[arg-type]
+    if regions:
+        shown = one.show_state(states[regions[0][0]])
+        note("", "loops", f"a loop through {len(regions[0])} states, e.g. {shown}")
+    out = []
+    for index, name in enumerate(props):
         for region in regions:
-            if len(region) < 2:
-                continue
-            held = {p.holds(states[k]) for k in region}
-            if len(held) == 2:
-                mixed = (
+            if len({met[int(k)][index] for k in region}) == 2:  # type: ignore[call-overload]
+                note(
+                    name,
+                    "settles",
                     f"a region of {len(region)} states where it is both met and open, e.g."
-                    f" {one.show_state(states[region[0]])}"
+                    f" {one.show_state(states[region[0]])}",
                 )
                 break
-        out.append(OneTargetLiveness(name, stops[name], mixed))
+        out.append(
+            OneTargetLiveness(
+                name,
+                found.get((name, "stops")),
+                found.get((name, "settles")),
+                found.get((name, "takes")),
+                found.get(("", "loops")),
+                found.get((name, "fair_loop")),
+                found.get((name, "idle")),
+                found.get((name, "busy")),
+            )
+        )
     return out
 
 
@@ -436,15 +581,55 @@ class ByTarget:
             return {"always": f"the premise broke: {self.premise.failure}"}
         if self.premise.deadlocks is not None:
             out["deadlocks"] = self.premise.deadlocks
-        for name, why in self.premise.eventually:
-            if why is not None:
-                out[name] = why
+        projected = dict(self.premise.eventually)
+        resting = dict(self.premise.resting)
+        carried = self.carried()
         for found in self.liveness:
-            if found.stops is not None:
-                out[found.name] = f"a run may stop with it open: {found.stops}"
-            elif found.settles is not None:
-                out[found.name] = found.settles
+            if found.name not in carried:
+                out[found.name] = "; ".join(self._why(found, projected, resting))
         return out
+
+    def carried(self) -> dict[str, str]:
+        """Each ``eventually`` property that carries over, and which way: "by projection"
+        or "at rest" (runs come to rest; module text)."""
+        if self.premise.failure is not None:
+            return {}
+        projected = dict(self.premise.eventually)
+        resting = dict(self.premise.resting)
+        out: dict[str, str] = {}
+        for found in self.liveness:
+            if projected.get(found.name, "") is None and found.projects:
+                out[found.name] = "by projection"
+            elif (
+                resting.get(found.name, "") is None
+                and self.premise.determined is None
+                and found.rests
+            ):
+                out[found.name] = "at rest"
+        return out
+
+    def _why(
+        self,
+        found: OneTargetLiveness,
+        projected: dict[str, str | None],
+        resting: dict[str, str | None],
+    ) -> list[str]:
+        """Why neither way carries ``found`` over: the first reason of each."""
+        one = (
+            projected.get(found.name)
+            or (f"a run may stop with it open: {found.stops}" if found.stops else None)
+            or found.settles
+            or found.takes
+        )
+        two = (
+            resting.get(found.name)
+            or self.premise.determined
+            or found.loops
+            or (f"a fair step changes nothing: {found.fair_loop}" if found.fair_loop else None)
+            or found.idle
+            or found.busy
+        )
+        return [f"by projection: {one}", f"at rest: {two}"]
 
     def outcome(self, prop: Any) -> str:
         """The property's outcome for T targets: the one-target outcome where it carries
@@ -468,16 +653,33 @@ class ByTarget:
         return "ok"
 
 
-def by_target(spec: Spec, config: ClaimModelConfig, *, symmetry: bool = True) -> ByTarget:
+def by_target(
+    spec: Spec,
+    config: ClaimModelConfig,
+    *,
+    symmetry: bool = True,
+    model: Callable[[Spec, ClaimModelConfig], Any] = claim_model,
+) -> ByTarget:
     """Check ``config``'s T targets by checking one: the one-target model at the same
     bounds, the premise over two targets (``PREMISE_BOUNDS``, with ``config``'s remote,
     retries and faults), and the one-target conditions of the ``eventually`` properties
-    the premise carries (module text)."""
+    the premise carries (module text). ``model`` builds the models (for tests that
+    change one on purpose)."""
     one_config = replace(config, targets=1)
-    one = claim_model(spec, one_config)
+    one = model(spec, one_config)
     report = Checker(one).symmetry(symmetry).run()
     premise_config = replace(config, **PREMISE_BOUNDS)  # type: ignore[arg-type]
-    premise = targets_independent(spec, premise_config, symmetry=symmetry)
-    carried = premise.carried() if premise.failure is None else []
-    liveness = tuple(one_target_liveness(one, carried, symmetry=symmetry)) if carried else ()
+    premise = targets_independent(spec, premise_config, symmetry=symmetry, model=model)
+    names = [p.name for p in one.properties if p.kind == "eventually"]
+    liveness = tuple(
+        one_target_liveness(
+            one,
+            names,
+            symmetry=symmetry,
+            holders=lambda w: [i for i, wk in enumerate(w.workers) if wk.phase],
+            strip=lambda w: w._replace(ghosts=Ghosts()),
+        )
+        if names
+        else ()
+    )
     return ByTarget(config.targets, report, premise, premise_config, liveness)

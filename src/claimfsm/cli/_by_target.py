@@ -42,6 +42,7 @@ def check_by_target(
             },
             "deadlocks": "not carried over" if "deadlocks" in missing else _deadlock(one),
             "properties": {q.name: {"kind": q.kind, "outcome": found.outcome(q)} for q in props},
+            "carried": found.carried(),
             "not_carried": missing,
         }
         click.echo(json.dumps(data, indent=2))
@@ -61,8 +62,10 @@ def check_by_target(
         click.echo(f"for {targets} targets:")
         deadlocks = "not carried over" if "deadlocks" in missing else _deadlock(one)
         click.echo(f"  deadlocks: {deadlocks}")
+        ways = found.carried()
         for q in props:
-            click.echo(f"  {q.kind:<9} {q.name}: {found.outcome(q)}")
+            way = f" (carried over {ways[q.name]})" if q.name in ways else ""
+            click.echo(f"  {q.kind:<9} {q.name}: {found.outcome(q)}{way}")
         for name, why in missing.items():
             click.echo(f"\n{name} does not carry over from one target: {why}")
         click.echo(f"verdict: {found.verdict}")
