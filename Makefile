@@ -18,8 +18,8 @@ $(BIN)/.installed: $(ROOT)/pyproject.toml
 demo: $(BIN)/.installed  ## dispatch drafts with concurrent, crashing workers on a SQLite file
 	$(BIN)/claimfsm demo
 
-test: $(BIN)/.installed  ## the quick suite; PostgreSQL tests skip (one line) without a server
-	$(BIN)/python -m pytest -q -m "not slow"
+test: $(BIN)/.installed  ## the quick suite, on every core; PostgreSQL tests skip (one line) without a server
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadfile
 
 test-all: $(BIN)/.installed  ## everything, including the slow suites (what CI runs)
 	$(BIN)/python -m pytest -q

@@ -61,6 +61,8 @@ def test_the_readme_tutorial_saves_its_declarations() -> None:
     assert [name for name, _ in FILES] == ["deploy.toml", "hasty.toml"]
 
 
+#: In order: each may read what an earlier one wrote (``make test`` runs on several
+#: workers with ``--dist loadfile``, so one worker runs this file's tests, in order).
 @pytest.mark.parametrize(("command", "status"), shell_commands())
 def test_readme_command_runs(command: str, status: int, readme_dir: Path) -> None:
     if "--engine spin" in command:
