@@ -11,13 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from claimfsm.checker import Checker, ClaimModelConfig, Model, Property, claim_model
+from claimfsm.checker._by_target import ByTarget, by_target, one_target_liveness
 from claimfsm.checker._claim import Worker
 from claimfsm.checker._targets import (
-    ByTarget,
     TargetsIndependence,
-    by_target,
     join,
-    one_target_liveness,
     project,
     project_action,
     targets_independent,

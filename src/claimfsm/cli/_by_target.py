@@ -18,7 +18,7 @@ def check_by_target(
     """Print what carries over to ``config.targets`` targets, and exit 0 (ok), 1 (the
     one-target check found a violation or a deadlock) or 3 (something does not carry over,
     or a search was cut short)."""
-    from claimfsm.checker._targets import by_target
+    from claimfsm.checker._by_target import by_target
 
     found = by_target(spec, config, symmetry=symmetry)
     one, premise, targets = found.one, found.premise, found.targets
