@@ -539,7 +539,11 @@ def test_where_the_send_may_start_is_declared_not_a_model_option(tmp_path: Path)
     with pytest.raises(SpecError, match="lets the send start after begin_send or after acquire"):
         claim_model(load_spec(elsewhere))
     unmarked = tmp_path / "unmarked.toml"
-    unmarked.write_text(base.read_text().replace('work = "starts"  #', "#"))
+    # without the mark, the exclusive_work invariant has no work to judge (the loader
+    # refuses it), so the copy leaves that invariant out too
+    text = base.read_text().replace('work = "starts"  #', "#")
+    text = text.replace('kind = "exclusive_work"', 'kind = "reachable"\nstates = ["confirmed"]')
+    unmarked.write_text(text)
     small = ClaimModelConfig(workers=2, drafts=1, epochs=2)
     counts = [Checker(claim_model(load_spec(p), small)).run().unique for p in (base, unmarked)]
     assert counts[0] == counts[1]  # no mark: the send starts after begin_send

@@ -60,7 +60,7 @@ def test_every_step_of_two_targets_is_a_one_target_step_or_a_stutter_on_each(
     if remote == "fencing":
         assert broke.pop("uncertain_is_reconciled") is None
     why = broke.pop("free_target_is_acquired")
-    assert why is not None and "('worker step',)" in why and "not one target's" in why
+    assert why is not None and "('steps',)" in why and "not one target's" in why
     assert broke == {}
     assert all(why is None for _name, why in found.resting)
 

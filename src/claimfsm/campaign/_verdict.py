@@ -1,4 +1,10 @@
-"""After a campaign: what the store and the remote's log say, and which promises held."""
+"""After a campaign: what the store and the remote's log say, and which promises held.
+
+The promises about the remote are the declaration's: an ``exclusive_work`` invariant that
+holds against the campaign's remote requires no overlapping sends, an ``effect_once`` one
+no duplicate effects; the rest (nothing left sending, epochs in order, history that
+replays, effects accounted for) are what every store owes its history.
+"""
 
 from __future__ import annotations
 
@@ -174,15 +180,22 @@ def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Ve
         if value:
             v.append(f"{value} {name}: {why}")
 
-    why = "two epochs of one target in flight"
-    if mode == "dedup":
-        why += (
-            " (a deduping remote does not refuse a stalled worker's late request as a fencing"
-            " one does; see RELIABILITY.md)"
-        )
-    must_be_zero("overlapping sends", f.overlapping_sends, why)
-    if mode in ("fencing", "dedup"):
-        must_be_zero("duplicate effects", f.duplicate_effects, f"against a {mode} remote")
+    # The promises the declaration makes against this remote ([invariants] of the kinds
+    # the remote's log can judge), each by its name.
+    for inv in store.spec.invariants.values():
+        if not inv.applies(mode):
+            continue
+        if inv.kind == "exclusive_work":
+            why = f"{inv.name}: two epochs of one target in flight"
+            if mode == "dedup":
+                why += (
+                    " (a deduping remote does not refuse a stalled worker's late request as a"
+                    " fencing one does; see RELIABILITY.md)"
+                )
+            must_be_zero("overlapping sends", f.overlapping_sends, why)
+        elif inv.kind == "effect_once":
+            why = f"{inv.name}: a draft's effect twice, against a {mode} remote"
+            must_be_zero("duplicate effects", f.duplicate_effects, why)
     must_be_zero("claims left in sending", f.left_sending, "after the closing sweep")
     must_be_zero("missing epochs", f.missing_epochs, "epochs must count up by one")
     must_be_zero("reused epochs", f.reused_epochs, "an epoch was acquired twice")

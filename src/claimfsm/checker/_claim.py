@@ -30,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from claimfsm.checker._engine import Model, Property
+from claimfsm.checker._claim_invariants import claim_invariants, claim_properties, escape_rule
+from claimfsm.checker._engine import Model
 from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
@@ -156,6 +157,32 @@ class ClaimModelConfig:
         if self.own_keys not in (None, True, False):
             raise InvalidArgument(f"own_keys must be None, True or False, got {self.own_keys!r}")
 
+    @classmethod
+    def declared(cls, spec: Spec, **overrides: Any) -> ClaimModelConfig:
+        """The world ``spec`` declares (``[world]``), with ``overrides`` (None: the
+        declaration's); a value out of the claim world's range is ``SpecError`` naming the
+        file when it is the declaration's, ``InvalidArgument`` when it is an override."""
+        world = spec.world
+        declared: dict[str, Any] = {
+            "workers": world["workers"],
+            "targets": world["keys"],
+            "drafts": world["drafts"],
+            "epochs": world["epochs"],
+            "retries": world["retries"],
+            "remote": world["remote"],
+            "crashes": world["crashes"],
+            "edits": world["edits"],
+        }
+        try:
+            cls(**declared)
+        except InvalidArgument as exc:
+            raise SpecError(f"{spec.path or spec.name}: [world]: {exc}") from None
+        given = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(given) - {*declared, "own_keys"}
+        if unknown:
+            raise InvalidArgument(f"no claim world option {sorted(unknown)}")
+        return cls(**{**declared, **given})
+
     @property
     def keys_in_workers(self) -> bool:
         """Whether workers carry their own claim's key to the send (``own_keys`` decided)."""
@@ -165,8 +192,10 @@ class ClaimModelConfig:
 def claim_model(
     spec: Spec, config: ClaimModelConfig | None = None
 ) -> Model[World, tuple[Any, ...]]:
-    """The checker model of ``spec`` (the correct declaration or a wrong-design variant).
-    Another lifecycle is refused (``SpecError``): this model is the claim protocol's."""
+    """The checker model of ``spec`` (the correct declaration or a wrong-design variant)
+    in the world ``config`` (None: the one ``spec`` declares), proving ``spec``'s declared
+    invariants (``_claim_invariants``). Another lifecycle is refused (``SpecError``): this
+    model is the claim protocol's world."""
     # The claim's steps and states as this declaration names them (read from its shape):
     # the model's own actions are named by the typed face (Event), its effects by these.
     steps = require_claim_world(spec, "the model checker's claim model")
@@ -178,7 +207,10 @@ def claim_model(
         ev[Event.RETRY],
     )
     s_initial, s_uncertain = st[State.UNCLAIMED], st[State.UNCERTAIN]
-    cfg = config or ClaimModelConfig()
+    cfg = config or ClaimModelConfig.declared(spec)
+    invariants = claim_invariants(spec, steps, cfg.remote, cfg.drafts)
+    # Leaving these states by another event is recorded (the left_only_by invariant).
+    guarded_states, exits = escape_rule(invariants)
     table = compile_table(spec)
     frees = frozenset(spec.states_where("frees_target")) | {spec.initial}
     stale_states = frozenset(spec.states_where("stale"))
@@ -325,7 +357,7 @@ def claim_model(
     def move(w: World, t: int, event: str, dest: str, **changes: Any) -> World:
         tg = w.targets[t]
         ghosts = w.ghosts
-        if tg.state == s_uncertain and dest != s_uncertain and event not in (e_reconcile, e_retry):
+        if tg.state in guarded_states and dest not in guarded_states and event not in exits:
             ghosts = Ghosts(ghosts[0], ghosts[1], True, ghosts[3])
         new = tg._replace(state=dest, **changes) if changes else Target(tg[0], dest, *tg[2:])
         return World(put(w.targets, t, new), w.drafts, w.workers, w.remote, ghosts)
@@ -613,83 +645,7 @@ def claim_model(
             return set_draft(w, t, d, "p", 1)
         raise AssertionError(a)
 
-    # -- properties -------------------------------------------------------------------------------
-    def effects_at_most_once(w: World) -> bool:
-        for rm in w.remote:
-            landed = rm.landed
-            if len(landed) > 1 and len({r.draft for r in landed}) < len(landed):
-                return False
-        return True
-
-    props: list[Property[World]] = [
-        Property(
-            "no_overlapping_sends",
-            "always",
-            lambda w: not w.ghosts.overlap,
-            "the remote never has sends of two epochs of one target in flight at once",
-        ),
-        Property(
-            "stale_operations_change_nothing",
-            "always",
-            lambda w: not w.ghosts.stale_changed,
-            "an operation with a superseded epoch or token changes no claim",
-        ),
-        Property(
-            "uncertain_left_only_with_evidence",
-            "always",
-            lambda w: not w.ghosts.uncertain_escaped,
-            "uncertain is left only by readback evidence or a same-key retry",
-        ),
-    ]
-    if cfg.remote != "plain":
-        props.append(
-            Property(
-                "effect_at_most_once",
-                "always",
-                effects_at_most_once,
-                f"against a {cfg.remote} remote, a draft's effect happens at most once",
-            )
-        )
-    if cfg.drafts >= 2:
-        props.append(
-            Property(
-                "parallel_drafts",
-                "sometimes",
-                lambda w: any(sum(s in ("p", "a") for s, _ in ds) >= 2 for ds in w.drafts),
-                "two live (pending or approved) drafts for one target coexist",
-            )
-        )
-    props += [
-        Property(
-            "dispatch_confirmed",
-            "sometimes",
-            lambda w: any(t.state == st[State.CONFIRMED] for t in w.targets),
-            "a dispatch is confirmed",
-        ),
-        Property(
-            "reconciled_present",
-            "sometimes",
-            lambda w: any(t.outcome == "present" for t in w.targets),
-            "an uncertain claim is reconciled with the effect present",
-        ),
-    ]
-    if fencing:
-        props.append(
-            Property(
-                "reconciled_absent",
-                "sometimes",
-                lambda w: any(t.outcome == "absent" for t in w.targets),
-                "an uncertain claim is reconciled absent against a fenced remote",
-            )
-        )
-
-    def fair_progress(a: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Fairness classes: acquiring each target; any worker's step of a dispatch
-        (symmetric in the workers, so it is sound under worker symmetry)."""
-        if a[0] == Event.ACQUIRE:
-            return (Event.ACQUIRE, a[2])
-        return ("worker step",) if a[0] in WORKER_STEPS else None
-
+    # -- properties: the declaration's invariants (_claim_invariants) ------------------------
     def waiting(w: World) -> bool:
         """Some target is free, has an approved draft, and epochs left (the model's bound)."""
         return any(
@@ -699,42 +655,25 @@ def claim_model(
             for t, tg in enumerate(w.targets)
         )
 
-    # Liveness, under weak fairness (an action that stays enabled is eventually taken).
-    if fencing:
-        props.append(
-            Property(
-                "uncertain_is_reconciled",
-                "eventually",
-                lambda w: all(t.state != s_uncertain for t in w.targets),
-                "against a fencing remote, every uncertain claim is eventually resolved",
-                trigger=lambda w: any(t.state == s_uncertain for t in w.targets),
-                fair=lambda a: (Event.RECONCILE, a[1]) if a[0] == Event.RECONCILE else None,
-                fairness="readback (reconcile) of each target",
-            )
-        )
-    props.append(
-        Property(
-            "free_target_is_acquired",
-            "eventually",
-            lambda w: not waiting(w),
-            "a free target with an approved draft is acquired, or its draft stops being"
-            " approved, while some worker keeps trying",
-            trigger=waiting,
-            fair=fair_progress,
-            fairness="acquiring each target (any worker, any of its drafts); and workers do"
-            " not stall: while one can take a step of its dispatch (send, answer, time out,"
-            " confirm, release) some worker takes one, rather than only renewing",
-        )
-    )
-    if cfg.crashes:
-        props.append(
-            Property(
-                "stale_owner_discarded",
-                "sometimes",
-                lambda w: w.ghosts.discarded,
-                "a stale owner's operation is refused and recorded",
-            )
-        )
+    def fairness(listed: frozenset[str]) -> Callable[[tuple[Any, ...]], Any]:
+        """Fairness classes under the fair steps ``listed``: a listed event is fair per
+        target (acquire, retry, reconcile, the sweep's lapse) or, for a worker's own step,
+        one class over every worker holding a claim; ``steps``: any worker's step of a
+        dispatch (symmetric in the workers, so it is sound under worker symmetry)."""
+
+        def fair(a: tuple[Any, ...]) -> Any:
+            event = _event_of(steps, a)
+            if event is not None and event in listed:
+                if a[0] in (Event.ACQUIRE, Event.RETRY):
+                    return (event, a[2])
+                if a[0] in (Event.RECONCILE, "sweep"):
+                    return (event, a[1])
+                return (event, "held")
+            return ("steps",) if "steps" in listed and a[0] in WORKER_STEPS else None
+
+        return fair
+
+    props = claim_properties(spec, invariants, waiting=waiting, fairness=fairness)
 
     def canonical(w: World) -> Any:
         workers = w.workers

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from claimfsm.checker._engine import Model, Property, Step
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import Spec, compare, lifecycle_problem
+from claimfsm.spec import Spec, compare, lifecycle_world_problem
 from claimfsm.spec._roles import FAIR_STEPS
 
 
@@ -72,10 +72,12 @@ class EntityModelConfig:
     crashes: bool | None = None
 
     def resolved(self, spec: Spec) -> dict[str, Any]:
-        from claimfsm.spec._roles import WORLD_OPTIONS
+        from claimfsm.spec._roles import LIFECYCLE_WORLD, WORLD_OPTIONS
 
         out: dict[str, Any] = {}
         for name, (_default, low, high, _meaning) in WORLD_OPTIONS.items():
+            if name not in LIFECYCLE_WORLD:
+                continue
             value = getattr(self, name)
             value = spec.world[name] if value is None else value
             if name != "crashes" and (
@@ -341,7 +343,7 @@ def _order(h: Handle | None) -> tuple[Any, ...]:
 
 
 def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
-    problem = lifecycle_problem(spec)
+    problem = lifecycle_world_problem(spec)
     if problem is not None:
         raise SpecError(f"{spec.path or spec.name}: {problem}")
 

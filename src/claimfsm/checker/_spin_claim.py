@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from claimfsm.checker._claim import ClaimModelConfig, claim_model
+from claimfsm.checker._claim_invariants import STALE, claim_invariants, escape_rule
 from claimfsm.checker._engine import Property
 from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
@@ -89,7 +90,7 @@ def claim_promela(
     """The Promela model of the claim declaration ``spec`` (the correct design or a wrong
     one) in the world ``config``; ``liveness``: an ``eventually`` property's name, checked
     instead of the safety properties as an LTL formula."""
-    cfg = config or ClaimModelConfig()
+    cfg = config or ClaimModelConfig.declared(spec)
     model = claim_model(spec, cfg)  # validates the declaration as the built-in engine does
     g = _Generator(spec, cfg)
     options = g.options()
@@ -170,6 +171,11 @@ class _Generator:
         )
         self.one_live = spec.drafts is not None and spec.drafts.one_live_per_target
         self.kind = {name: decl.kind for name, decl in spec.guards.items()}
+        # the declared invariants this world checks, and the one left_only_by's rule
+        self.invariants = {
+            inv.name: inv for inv in claim_invariants(spec, named, cfg.remote, cfg.drafts)
+        }
+        self.guarded_states, self.exits = escape_rule(tuple(self.invariants.values()))
         # request codes: ((epoch * D + draft) * V + version) * N + nonce, ordered as the
         # built-in model's Request tuples; epoch >= 1, so a request is never 0 (empty).
         self.V = 3  # versions 1 and 2: one edit per draft
@@ -181,7 +187,7 @@ class _Generator:
         self.cap = cfg.epochs * (1 + cfg.retries)
 
     # -- names -----------------------------------------------------------------------------
-    def in_states(self, t: str, names: Sequence[str] | set[str]) -> str:
+    def in_states(self, t: str, names: Sequence[str] | set[str] | frozenset[str]) -> str:
         terms = [f"t_state[{t}] == {self.sid[s]}" for s in sorted(names, key=lambda n: self.sid[n])]
         return "(" + " || ".join(terms) + ")" if terms else "false"
 
@@ -330,11 +336,10 @@ class _Generator:
         """The claim of target ``t`` enters ``dest`` (uncertain left other than by evidence
         is a ghost)."""
         out = []
-        if event not in (self.event_of[Event.RECONCILE], self.event_of[Event.RETRY]):
-            u = self.sid[self.state_of[State.UNCERTAIN]]
-            out.append(
-                f"if :: (t_state[{t}] == {u} && dest != {u}) -> g_escaped = 1 :: else -> skip fi"
-            )
+        if self.guarded_states and event not in self.exits:
+            inside = self.in_states(t, self.guarded_states)
+            outside = " && ".join(f"dest != {self.sid[s]}" for s in sorted(self.guarded_states))
+            out.append(f"if :: ({inside} && {outside}) -> g_escaped = 1 :: else -> skip fi")
         out.append(f"t_state[{t}] = dest")
         return out
 
@@ -869,14 +874,17 @@ class _Generator:
         return [f"{v} = 0" for v in _TEMPORARIES]
 
     def property(self, name: str) -> str:
+        """The Promela of property ``name``: the framework's own, or a declared invariant
+        compiled by its kind (as ``_claim_invariants`` compiles it for the built-in engine)."""
         cfg, T = self.cfg, range(self.cfg.targets)
-        if name == "no_overlapping_sends":
-            return "g_overlap == 0"
-        if name == "stale_operations_change_nothing":
+        if name == STALE.name:
             return "g_stale == 0"
-        if name == "uncertain_left_only_with_evidence":
+        inv = self.invariants[name]
+        if inv.kind == "exclusive_work":
+            return "g_overlap == 0"
+        if inv.kind == "left_only_by":
             return "g_escaped == 0"
-        if name == "effect_at_most_once":
+        if inv.kind == "effect_once":
             terms = []
             for t in T:
                 for d in range(cfg.drafts):
@@ -884,7 +892,11 @@ class _Generator:
                     count = " + ".join(f"({x} != 0 && {self.draft_of(x)} == {d})" for x in slots)
                     terms.append(f"({count}) <= 1")
             return "(" + " && ".join(terms) + ")"
-        if name == "parallel_drafts":
+        if inv.kind != "reachable":
+            raise ValueError(f"no Promela assertion for the invariant {name!r} ({inv.kind})")
+        if inv.event is not None:
+            return "g_discarded == 1"
+        if inv.live_drafts is not None:
             return (
                 "("
                 + " || ".join(
@@ -894,26 +906,18 @@ class _Generator:
                         f" || {self.status(str(t), d)} == {DRAFT['p']})"
                         for d in range(cfg.drafts)
                     )
-                    + ") >= 2"
+                    + f") >= {inv.live_drafts}"
                     for t in T
                 )
                 + ")"
             )
-        if name == "dispatch_confirmed":
-            return (
-                "("
-                + " || ".join(
-                    f"t_state[{t}] == {self.sid[self.state_of[State.CONFIRMED]]}" for t in T
-                )
-                + ")"
-            )
-        if name == "reconciled_present":
-            return "(" + " || ".join(f"t_outcome[{t}] == 1" for t in T) + ")"
-        if name == "reconciled_absent":
-            return "(" + " || ".join(f"t_outcome[{t}] == 2" for t in T) + ")"
-        if name == "stale_owner_discarded":
-            return "g_discarded == 1"
-        raise ValueError(f"no Promela for the claim model's property {name!r}")
+        terms = []
+        for t in T:
+            term = self.in_states(str(t), inv.states)
+            if inv.outcome is not None:
+                term = f"({term} && t_outcome[{t}] == {OUTCOME[inv.outcome]})"
+            terms.append(term)
+        return "(" + " || ".join(terms) + ")"
 
     def waiting(self) -> str:
         """Some target is free, has an approved draft, and epochs left."""
@@ -955,16 +959,16 @@ class _Generator:
         fairness a round-robin counter over the fairness classes (see ``_spin``). A run
         stops only where no step is possible: there one more option loops, so that the
         formula sees the run go on."""
-        u = self.sid[self.state_of[State.UNCERTAIN]]
         T = range(self.cfg.targets)
-        if name == "uncertain_is_reconciled":
-            trigger = "(" + " || ".join(f"t_state[{t}] == {u}" for t in T) + ")"
-            goal = "(" + " && ".join(f"t_state[{t}] != {u}" for t in T) + ")"
-        elif name == "free_target_is_acquired":
+        inv = self.invariants[name]
+        if inv.kind == "eventually":
+            trigger = "(" + " || ".join(self.in_states(str(t), inv.sources) for t in T) + ")"
+            goal = f"!{trigger}"
+        elif inv.kind == "taken":
             trigger = self.waiting()
             goal = f"!{self.waiting()}"
         else:
-            raise ValueError(f"no LTL for the claim model's property {name!r}")
+            raise ValueError(f"no LTL for the claim model's property {name!r} ({inv.kind})")
         fair = prop.fair or _unfair  # the built-in model's fairness classes, as they are
         classes: dict[Any, int] = {}
         for action, *_ in options:

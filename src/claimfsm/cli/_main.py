@@ -595,27 +595,29 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     help="Targets, or a lifecycle's entities [claim: 1; otherwise its [world] keys].",
 )
 @click.option(
-    "--drafts", type=click.IntRange(1, 6), default=2, show_default=True, help="Drafts per target."
+    "--drafts",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Drafts per target [the declaration's [world]: claim 2].",
 )
 @click.option(
     "--epochs",
     type=click.IntRange(1, 8),
     default=None,
     help="Acquisitions (takes) per target, the bound that keeps the space finite"
-    " [claim: 3; otherwise its [world]].",
+    " [the declaration's [world]: claim 3].",
 )
 @click.option(
     "--retries",
     type=click.IntRange(0, 6),
-    default=1,
-    show_default=True,
-    help="Same-key retries per epoch (deduping remote).",
+    default=None,
+    help="Same-key retries per epoch (deduping remote) [the declaration's [world]: claim 1].",
 )
 @click.option(
     "--remote",
     type=click.Choice(["fencing", "dedup", "plain"]),
-    default="fencing",
-    show_default=True,
+    default=None,
+    help="The remote's mode [the declaration's [world]: claim fencing].",
 )
 @click.option("--no-crashes", is_flag=True, help="Leave out worker crashes and stale wake-ups.")
 @click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
@@ -680,10 +682,10 @@ def check(
     list_designs: bool,
     workers: int | None,
     targets: int | None,
-    drafts: int,
+    drafts: int | None,
     epochs: int | None,
-    retries: int,
-    remote: str,
+    retries: int | None,
+    remote: str | None,
     no_crashes: bool,
     no_symmetry: bool,
     max_depth: int | None,
@@ -759,18 +761,21 @@ def check(
             return
         if engine != "spin" and (bitstate or spin_dir is not None):
             raise click.UsageError("--bitstate and --spin-dir go with --engine spin")
-        workers, targets, epochs = workers or 3, targets or 1, epochs or 3
-        if epochs > 6:
+        if epochs is not None and epochs > 6:
             raise click.UsageError("--epochs: the claim model takes 1 to 6")
-        config = ClaimModelConfig(
+        config = ClaimModelConfig.declared(
+            spec,
             workers=workers,
             targets=targets,
             drafts=drafts,
             epochs=epochs,
             retries=retries,
-            remote=remote,  # type: ignore[arg-type]
-            crashes=not no_crashes,
+            remote=remote,
+            crashes=False if no_crashes else None,
         )
+        workers, targets, drafts = config.workers, config.targets, config.drafts
+        epochs, retries, remote = config.epochs, config.retries, config.remote
+        no_crashes = not config.crashes
         if token is not None:
             played = _replay_token(spec, config, token)
             if as_json:
@@ -1124,22 +1129,27 @@ def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
     "--workers",
     type=click.IntRange(1, 6),
     default=None,
-    help="Workers [claim: 3; otherwise its [world]].",
+    help="Workers [the declaration's [world]].",
 )
-@click.option("--drafts", type=click.IntRange(1, 6), default=2, show_default=True)
+@click.option(
+    "--drafts",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Drafts per target [the declaration's [world]].",
+)
 @click.option(
     "--remote",
     type=click.Choice(["fencing", "dedup", "plain"]),
-    default="fencing",
-    show_default=True,
+    default=None,
+    help="The remote's mode [the declaration's [world]].",
 )
 def report(
     declaration: str | None,
     out: Path,
     variants: tuple[str, ...],
     workers: int | None,
-    drafts: int,
-    remote: str,
+    drafts: int | None,
+    remote: str | None,
 ) -> None:
     """Write the design-review report: one self-contained HTML page.
 
@@ -1182,11 +1192,8 @@ def report(
         if is_lifecycle_of_its_own(spec):
             config = EntityModelConfig(workers=workers)
         else:
-            config = ClaimModelConfig(
-                workers=workers or 3,
-                targets=1,
-                drafts=drafts,
-                remote=remote,  # type: ignore[arg-type]
+            config = ClaimModelConfig.declared(
+                spec, workers=workers, targets=1, drafts=drafts, remote=remote
             )
         page = review_html(ReviewInputs(spec, wrong, config, __version__))
         out.write_text(page, encoding="utf-8")

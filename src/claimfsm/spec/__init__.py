@@ -32,24 +32,29 @@ from claimfsm.spec._load import (
 )
 from claimfsm.spec._remote import REMOTE_MODES, Landing, RemoteMode, RemoteRules
 from claimfsm.spec._roles import (
+    CLAIM_WORLD,
     INVARIANT_KINDS,
     LIFECYCLE_FACTS,
+    LIFECYCLE_WORLD,
     ROLES,
     WORK,
     WORLD_OPTIONS,
     ColumnDecl,
     InvariantDecl,
     lifecycle_problem,
+    lifecycle_world_problem,
 )
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
 
 __all__ = [
+    "CLAIM_WORLD",
     "COLUMNS",
     "EFFECTS",
     "FACTS",
     "GUARD_KINDS",
     "INVARIANT_KINDS",
     "LIFECYCLE_FACTS",
+    "LIFECYCLE_WORLD",
     "OPERATORS",
     "REMOTE_MODES",
     "RETIRED_MODEL_OPTIONS",
@@ -82,6 +87,7 @@ __all__ = [
     "differences",
     "is_lifecycle_of_its_own",
     "lifecycle_problem",
+    "lifecycle_world_problem",
     "load_spec",
     "parse_spec",
     "require_claim_protocol",

@@ -83,9 +83,11 @@ class Spec:
     columns: Mapping[str, ColumnDecl] = field(default_factory=dict)  # the row's own columns
     invariants: Mapping[str, InvariantDecl] = field(default_factory=dict)
     #: the checker's world: WORLD_OPTIONS, with the declaration's [world] values
-    world: Mapping[str, int | bool] = field(
+    world: Mapping[str, int | bool | str] = field(
         default_factory=lambda: {k: v[0] for k, v in WORLD_OPTIONS.items()}
     )
+    #: the [world] options the declaration names (the rest are defaults)
+    world_declared: frozenset[str] = frozenset()
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )

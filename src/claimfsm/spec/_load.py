@@ -389,6 +389,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         fenceable=any(g.fact == "fenced_through" for g in guards.values()),
     )
     world = parse_world(raw.get("world", {}), fail)
+    world_declared = frozenset(raw.get("world", {}))
     drafts = _drafts(raw["drafts"], fail) if "drafts" in raw else None
 
     return Spec(
@@ -403,6 +404,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         columns=columns,
         invariants=invariants,
         world=world,
+        world_declared=world_declared,
         drafts=drafts,
     )
 

@@ -11,20 +11,25 @@ checker explores. stdlib only.
 - ``work`` on ``[events.NAME]``: ``starts`` (after it the owner's external work may be
   running: a send, a job's run) or ``ends`` (the owner's work is over once it takes it,
   refused or not).
-- ``[invariants.NAME]``: predicates the checker proves in every reachable state, and
-  ``eventually`` obligations it proves of every fair run (:data:`INVARIANT_KINDS`).
+- ``[invariants.NAME]``: predicates the checker proves in every reachable state,
+  ``eventually`` obligations it proves of every fair run, and ``reachable`` examples it
+  must find (:data:`INVARIANT_KINDS`). Each may hold against some remote modes only
+  (``remote``).
 - ``[world]``: the bounds and faults of the checker's world (:data:`WORLD_OPTIONS`);
-  ``claimfsm check`` flags override them.
+  ``claimfsm check`` flags override them. Two worlds read them: the claim world (drafts and
+  a remote: :data:`CLAIM_WORLD`) and the world of a lifecycle of your own
+  (:data:`LIFECYCLE_WORLD`); each refuses, by name, what only the other reads.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from claimfsm.spec._guards import COLUMNS, OPERATORS
+from claimfsm.spec._remote import REMOTE_MODES
 
 #: Who takes an event, with the sentence the docs use.
 ROLES: dict[str, str] = {
@@ -40,22 +45,46 @@ WORK = {"starts": "the owner's external work may run from now on", "ends": "the 
 #: Invariant kinds, with the sentence the docs use.
 INVARIANT_KINDS: dict[str, str] = {
     "exclusive_work": "at most one client's external work on an entity is running at a time,"
-    " apart from work at an epoch the executor has fenced off",
+    " apart from work at an epoch the executor has fenced off (the claim world: the remote"
+    " never has requests of two epochs of one target in flight at once)",
     "row": "`column op value` holds for the entity's row (in the listed `states` only, if given)",
     "eventually": "an entity in one of the `from` states reaches one of the `to` states on every"
     " run where each step listed in `fair` that stays possible is eventually taken",
+    "effect_once": "the claim world: each draft's effect happens at most once at the remote",
+    "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
+    "taken": "the claim world: a free target with an approved draft (and epochs left in the"
+    " bounds) is taken, or stops being takeable, on every run where each step listed in"
+    " `fair` that stays possible is eventually taken",
+    "reachable": "an example, not an invariant: some reachable state has an entity in one of"
+    " `states` (with the readback `outcome`, if given), or took `event` (the claim world:"
+    " the refusal a stale owner's operation records), or has `live_drafts` live drafts",
 }
 
-#: The world's own steps an ``eventually`` invariant may list in ``fair``, besides events.
+#: The keys each invariant kind takes besides ``kind``, ``meaning`` and ``remote``.
+INVARIANT_OPERANDS: dict[str, frozenset[str]] = {
+    "exclusive_work": frozenset(),
+    "row": frozenset({"column", "op", "value", "states"}),
+    "eventually": frozenset({"from", "to", "fair"}),
+    "effect_once": frozenset(),
+    "left_only_by": frozenset({"states", "events"}),
+    "taken": frozenset({"fair"}),
+    "reachable": frozenset({"states", "outcome", "event", "live_drafts"}),
+}
+
+#: The world's own steps an ``eventually`` or ``taken`` invariant may list in ``fair``,
+#: besides events.
 FAIR_STEPS: dict[str, str] = {
     "clock": "a live lease's deadline eventually passes: no lease is renewed forever",
     "fence": "the operator eventually fences the executor through the entity's epoch",
+    "steps": "the claim world: while a worker can take a step of its dispatch other than"
+    " renewing (send, answer, time out, confirm, release), some worker takes one",
 }
 
-#: ``[world]`` options: name -> (default, lowest, highest, meaning). Booleans have no range.
-WORLD_OPTIONS: dict[str, tuple[int | bool, int, int, str]] = {
+#: ``[world]`` options: name -> (default, lowest, highest, meaning). Booleans have no
+#: range; ``remote`` is one of the remote modes.
+WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
     "workers": (2, 1, 6, "clients that take, own and work on entities"),
-    "keys": (1, 1, 4, "entities (one row each)"),
+    "keys": (1, 1, 4, "entities (one row each): the claim world's targets"),
     "epochs": (3, 1, 8, "takes per entity: a take beyond it is not explored"),
     "counts": (
         4,
@@ -64,11 +93,20 @@ WORLD_OPTIONS: dict[str, tuple[int | bool, int, int, str]] = {
         "the highest value a bumped column reaches: a bump beyond it is not explored",
     ),
     "crashes": (True, 0, 0, "a client may crash: it forgets its handle and its work stops"),
+    "drafts": (2, 1, 6, "the claim world: drafts per target"),
+    "retries": (1, 0, 6, "the claim world: same-key retries per epoch"),
+    "remote": ("fencing", 0, 0, "the claim world: the remote's mode (plain, fencing, dedup)"),
+    "edits": (True, 0, 0, "the claim world: each draft may be edited once"),
 }
+#: The options each world reads; an option only the other reads is refused where declared.
+LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes"})
+CLAIM_WORLD = frozenset(
+    {"workers", "keys", "epochs", "crashes", "drafts", "retries", "remote", "edits"}
+)
 
 
 COLUMN_KEYS = {"meaning", "type", "default"}
-INVARIANT_KEYS = {"kind", "meaning", "column", "op", "value", "states", "from", "to", "fair"}
+INVARIANT_KEYS = {"kind", "meaning", "remote"}.union(*INVARIANT_OPERANDS.values())
 
 
 #: The evidence a lifecycle of your own compares: readback's ``running`` (is work at the
@@ -102,7 +140,20 @@ class InvariantDecl:
     # ``goals``; ``fair`` lists the events and world steps (FAIR_STEPS) assumed weakly fair
     sources: tuple[str, ...] = ()
     goals: tuple[str, ...] = ()
-    fair: tuple[str, ...] = ()
+    fair: tuple[str, ...] = ()  # also kind "taken"
+    # kind "left_only_by": the entity leaves ``states`` only by these events
+    events: tuple[str, ...] = ()
+    # kind "reachable": an entity in ``states`` with this readback outcome (the claim
+    # world's), a step that took ``event``, or this many live drafts of one target
+    outcome: str | None = None
+    event: str | None = None
+    live_drafts: int | None = None
+    # the remote modes it is checked against (the claim world); empty: every mode
+    remote: tuple[str, ...] = ()
+
+    def applies(self, mode: str) -> bool:
+        """Whether it is checked against a remote of ``mode``."""
+        return not self.remote or mode in self.remote
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -153,35 +204,116 @@ def parse_invariants(
         kind = body.get("kind")
         if not isinstance(kind, str) or kind not in INVARIANT_KINDS:
             raise fail(f"{what}: unknown kind {kind!r}; use one of {sorted(INVARIANT_KINDS)}")
-        operands = {"column", "op", "value", "states"} & set(body)
-        obligation = {"from", "to", "fair"} & set(body)
-        if kind != "eventually" and obligation:
-            raise fail(f"{what}: {sorted(obligation)} belong to kind 'eventually' only")
+        extra = set(body) - {"kind", "meaning", "remote"} - INVARIANT_OPERANDS[kind]
+        if extra:
+            owners = [k for k, keys in INVARIANT_OPERANDS.items() if extra <= keys]
+            raise fail(
+                f"{what}: {sorted(extra)} belong to kind {owners[0]!r} only"
+                if len(owners) == 1
+                else f"{what}: {sorted(extra)} do not belong to kind {kind!r}, which takes"
+                f" {sorted(INVARIANT_OPERANDS[kind]) or 'no other keys'}"
+            )
+        remote = _remote_modes(what, body.get("remote", list(REMOTE_MODES)), fail)
         if kind == "eventually":
-            if operands:
-                raise fail(f"{what}: {sorted(operands)} belong to kind 'row' only")
-            found[name] = _obligation(what, name, body, states, events, fenceable, fail)
-            continue
-        if kind == "exclusive_work":
-            if operands:
-                raise fail(f"{what}: {sorted(operands)} belong to kind 'row' only")
+            decl = _obligation(what, name, body, states, events, fenceable, fail)
+        elif kind == "taken":
+            decl = InvariantDecl(
+                name, kind, body["meaning"], fair=_fair(what, body, events, fenceable, fail)
+            )
+        elif kind == "exclusive_work":
             if not starts_work:
                 raise fail(
                     f"{what}: no event starts work; mark the one that does with"
                     ' work = "starts" under [events.NAME]'
                 )
-            found[name] = InvariantDecl(name, kind, body["meaning"])
-            continue
-        column, op, value = body.get("column"), body.get("op"), body.get("value")
-        check_column_compare(what, column, op, value, columns, fail)
-        listed = body.get("states", [])
-        if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
-            raise fail(f"{what}: states must be a list of state names")
-        unknown = [s for s in listed if s not in states]
-        if unknown:
-            raise fail(f"{what}: states {unknown} are not declared")
-        found[name] = InvariantDecl(name, kind, body["meaning"], column, op, value, tuple(listed))
+            decl = InvariantDecl(name, kind, body["meaning"])
+        elif kind == "effect_once":
+            decl = InvariantDecl(name, kind, body["meaning"])
+        elif kind == "left_only_by":
+            decl = InvariantDecl(
+                name,
+                kind,
+                body["meaning"],
+                states=_names(what, body, "states", states, "states", fail, needed=True),
+                events=_names(what, body, "events", events, "events", fail, needed=True),
+            )
+        elif kind == "reachable":
+            decl = _example(what, name, body, states, events, fail)
+        else:
+            column, op, value = body.get("column"), body.get("op"), body.get("value")
+            check_column_compare(what, column, op, value, columns, fail)
+            listed = _names(what, body, "states", states, "states", fail)
+            decl = InvariantDecl(name, kind, body["meaning"], column, op, value, listed)
+        found[name] = replace(decl, remote=remote)
     return found
+
+
+def _remote_modes(what: str, listed: Any, fail: Fail) -> tuple[str, ...]:
+    """``remote``: the remote modes an invariant is checked against (all, when not given)."""
+    if (
+        not isinstance(listed, list)
+        or not listed
+        or not all(isinstance(m, str) and m in REMOTE_MODES for m in listed)
+    ):
+        raise fail(f"{what}: remote must be a list of remote modes from {list(REMOTE_MODES)}")
+    return () if set(listed) == set(REMOTE_MODES) else tuple(dict.fromkeys(listed))
+
+
+def _names(
+    what: str,
+    body: dict[str, Any],
+    key: str,
+    declared: Mapping[str, Any] | frozenset[str],
+    noun: str,
+    fail: Fail,
+    needed: bool = False,
+) -> tuple[str, ...]:
+    """``key``: a list of declared names (``noun``: states or events); not empty if
+    ``needed``."""
+    listed = body.get(key, [])
+    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+        raise fail(f"{what}: {key} must be a list of {noun[:-1]} names")
+    if needed and not listed:
+        raise fail(f"{what}: kind {body['kind']!r} needs {key} = [{noun[:-1]} names]")
+    unknown = [x for x in listed if x not in declared]
+    if unknown:
+        raise fail(f"{what}: {key} {unknown} are not declared {noun}")
+    return tuple(dict.fromkeys(listed))
+
+
+def _example(
+    what: str,
+    name: str,
+    body: dict[str, Any],
+    states: Mapping[str, Any],
+    events: frozenset[str],
+    fail: Fail,
+) -> InvariantDecl:
+    """A ``reachable`` example: some entity in ``states`` (with readback ``outcome``), a
+    step that took ``event``, or ``live_drafts`` live drafts of one target."""
+    listed = _names(what, body, "states", states, "states", fail)
+    outcome, event, live = body.get("outcome"), body.get("event"), body.get("live_drafts")
+    if outcome is not None and outcome not in ("present", "absent"):
+        raise fail(f'{what}: outcome must be "present" or "absent", not {outcome!r}')
+    if event is not None and (not isinstance(event, str) or event not in events):
+        raise fail(f"{what}: event {event!r} is not a declared event")
+    if live is not None and (isinstance(live, bool) or not isinstance(live, int) or live < 1):
+        raise fail(f"{what}: live_drafts must be a whole number from 1, not {live!r}")
+    said = [k for k in ("states", "event", "live_drafts") if k in body]
+    if len(said) != 1 or (outcome is not None and not listed):
+        raise fail(
+            f"{what}: an example names one of states (with an outcome, if any), event or"
+            f" live_drafts; this one names {said or 'none'}"
+        )
+    return InvariantDecl(
+        name,
+        "reachable",
+        body["meaning"],
+        states=listed,
+        outcome=outcome,
+        event=event,
+        live_drafts=live,
+    )
 
 
 def _obligation(
@@ -196,11 +328,12 @@ def _obligation(
     """An ``eventually`` invariant: ``from`` and ``to`` name declared states (neither empty,
     none in both); ``fair`` names declared events or :data:`FAIR_STEPS`."""
     lists: dict[str, tuple[str, ...]] = {}
-    for key in ("from", "to", "fair"):
+    for key in ("from", "to"):
         listed = body.get(key, [])
         if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
             raise fail(f"{what}: {key} must be a list of names")
         lists[key] = tuple(dict.fromkeys(listed))
+    fair = _fair(what, body, events, fenceable, fail)
     for key in ("from", "to"):
         if not lists[key]:
             raise fail(f"{what}: kind 'eventually' needs {key} = [state names]")
@@ -210,24 +343,35 @@ def _obligation(
     both = [s for s in lists["from"] if s in lists["to"]]
     if both:
         raise fail(f"{what}: {both} are in both from and to, so the obligation says nothing")
-    allowed = set(events) | set(FAIR_STEPS)
-    if not fenceable:
-        allowed.discard("fence")
-    unknown = [x for x in lists["fair"] if x not in allowed]
-    if unknown:
-        extra = "" if fenceable else " ('fence' only where a guard reads fenced_through)"
-        raise fail(
-            f"{what}: fair names {unknown}, which are neither events nor world steps; use"
-            f" events or {sorted(FAIR_STEPS)}{extra}"
-        )
     return InvariantDecl(
         name,
         "eventually",
         body["meaning"],
         sources=lists["from"],
         goals=lists["to"],
-        fair=lists["fair"],
+        fair=fair,
     )
+
+
+def _fair(
+    what: str, body: dict[str, Any], events: frozenset[str], fenceable: bool, fail: Fail
+) -> tuple[str, ...]:
+    """``fair``: declared events or :data:`FAIR_STEPS` (``fence`` only where a guard reads
+    ``fenced_through``)."""
+    listed = body.get("fair", [])
+    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+        raise fail(f"{what}: fair must be a list of names")
+    allowed = set(events) | set(FAIR_STEPS)
+    if not fenceable:
+        allowed.discard("fence")
+    unknown = [x for x in listed if x not in allowed]
+    if unknown:
+        extra = "" if fenceable else " ('fence' only where a guard reads fenced_through)"
+        raise fail(
+            f"{what}: fair names {unknown}, which are neither events nor world steps; use"
+            f" events or {sorted(FAIR_STEPS)}{extra}"
+        )
+    return tuple(dict.fromkeys(listed))
 
 
 def check_column_compare(
@@ -283,16 +427,57 @@ def lifecycle_problem(spec: Any) -> str | None:
     return None
 
 
-def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool]:
+def lifecycle_world_problem(spec: Any) -> str | None:
+    """What in ``spec`` the checker's world of a lifecycle of your own cannot answer (None:
+    nothing): anything :func:`lifecycle_problem` names, and what only the claim world reads
+    (an invariant of a claim-world kind, or over a remote's modes; the fair ``steps``; a
+    ``[world]`` option of the claim world's)."""
+    problem = lifecycle_problem(spec)
+    if problem is not None:
+        return problem
+    for name, inv in spec.invariants.items():
+        if inv.kind in CLAIM_INVARIANTS:
+            return (
+                f"invariant {name!r} is of kind {inv.kind!r}, which the claim world reads"
+                f" (its drafts and remote); a lifecycle of your own declares"
+                f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}"
+            )
+        if inv.remote:
+            return (
+                f"invariant {name!r} names remote modes {list(inv.remote)}, which only the"
+                " claim world has; leave out remote"
+            )
+        if "steps" in inv.fair:
+            return (
+                f"invariant {name!r} lists the fair step 'steps', which the claim world's"
+                " workers take; list events, clock or fence"
+            )
+    claims = sorted(set(spec.world_declared) - LIFECYCLE_WORLD)
+    if claims:
+        return (
+            f"[world] declares {claims}, which only the claim world reads (its drafts and"
+            f" remote); a lifecycle of your own declares {sorted(LIFECYCLE_WORLD)}"
+        )
+    return None
+
+
+#: Invariant kinds only the claim world reads (its drafts, its remote).
+CLAIM_INVARIANTS = frozenset({"effect_once", "taken", "reachable", "left_only_by"})
+
+
+def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
     if not isinstance(declared, dict):
         raise fail("world must be a table: [world] with " + ", ".join(WORLD_OPTIONS))
     _only(declared, set(WORLD_OPTIONS), "[world]", fail)
-    world: dict[str, int | bool] = {}
+    world: dict[str, int | bool | str] = {}
     for name, (default, low, high, _meaning) in WORLD_OPTIONS.items():
         value = declared.get(name, default)
         if isinstance(default, bool):
             if not isinstance(value, bool):
                 raise fail(f"[world]: {name} must be true or false, not {value!r}")
+        elif isinstance(default, str):
+            if value not in REMOTE_MODES:
+                raise fail(f"[world]: {name} must be one of {list(REMOTE_MODES)}, not {value!r}")
         elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise fail(
                 f"[world]: {name} must be a whole number from {low} to {high}, not {value!r}"

@@ -57,12 +57,24 @@ CLAIM_FACTS = frozenset({"outcome", "fenced_through", "remote_dedups"})
 
 def _beyond_the_claim_row(spec: object) -> str:
     """What a declaration with the claim's names says that the claim's stores and model
-    do not read: declared columns, invariants, or guards over them or other facts."""
+    do not read: declared columns, invariants over them (``row``) or assuming fair what the
+    claim world does not schedule (``clock``, ``fence``), guards over other facts, or the
+    ``[world]`` option ``counts``."""
     found = []
     if getattr(spec, "columns", None):
         found.append(f"columns {sorted(spec.columns)}")  # type: ignore[attr-defined]
-    if getattr(spec, "invariants", None):
-        found.append(f"invariants {sorted(spec.invariants)}")  # type: ignore[attr-defined]
+    invariants = getattr(spec, "invariants", {})
+    rows = sorted(n for n, inv in invariants.items() if inv.kind == "row")
+    if rows:
+        found.append(f"invariants {rows} of kind 'row' (over columns the claim row lacks)")
+    unfair = sorted(n for n, inv in invariants.items() if {"clock", "fence"} & set(inv.fair))
+    if unfair:
+        found.append(
+            f"invariants {unfair} assuming clock or fence fair (the claim world's fairness"
+            " lists events and steps)"
+        )
+    if "counts" in getattr(spec, "world_declared", ()):
+        found.append("[world] counts (the claim world bounds epochs, retries and edits)")
     odd = [
         name
         for name, g in getattr(spec, "guards", {}).items()

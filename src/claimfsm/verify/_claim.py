@@ -65,13 +65,12 @@ def _group(action: tuple[Any, ...]) -> str:
     return "fault" if kind in _FAULT else "world"
 
 
-def claim_config(workers: int | None, remote: str, drafts: int = 2) -> ClaimModelConfig:
-    """The model a claim verify runs: one target, three epochs, two drafts by default."""
-    return ClaimModelConfig(
-        workers=workers or 2,
-        targets=1,
-        drafts=drafts,
-        remote=remote,  # type: ignore[arg-type]
+def claim_config(spec: Spec, workers: int | None, remote: str, drafts: int = 2) -> ClaimModelConfig:
+    """The model a claim verify runs: the world ``spec`` declares, on one target, with two
+    workers (unless given), ``drafts`` drafts and a ``remote`` of that mode: verify plays
+    both remotes, and the space of its guided paths stays small."""
+    return ClaimModelConfig.declared(
+        spec, workers=workers or 2, targets=1, drafts=drafts, remote=remote
     )
 
 
@@ -90,7 +89,7 @@ def claim_state_machine(
     connection to one database each time, running ``spec`` (or its base, for a wrong
     design whose store is to show where it departs). In a pytest suite:
     ``TestClaim = claim_state_machine(spec, opener).TestCase``."""
-    config = claim_config(workers, remote, drafts)
+    config = claim_config(spec, workers, remote, drafts)
     model: Model[World, tuple[Any, ...]] = claim_model(spec, config)
     always = [p for p in model.properties if p.kind == "always"] if check_properties else []
     start = next(iter(model.init_states()))
@@ -218,7 +217,7 @@ def verify_claim(
                     guided_steps,
                     0,
                     0,
-                    claim_config(workers, remote).workers,
+                    claim_config(spec, workers, remote).workers,
                     f"{str(exc).splitlines()[0]}; a guided path against a {remote} remote",
                     list(run.program),  # type: ignore[attr-defined]
                 )
@@ -232,7 +231,7 @@ def verify_claim(
         guided_steps,
         getattr(machine, "programs_run", 0),
         getattr(machine, "steps_run", 0),
-        claim_config(workers, "fencing").workers,
+        claim_config(spec, workers, "fencing").workers,
         failure,
         program,
     )
