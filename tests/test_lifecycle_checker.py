@@ -196,7 +196,7 @@ def rename(text: str) -> str:
     spec = load_spec(declarations_dir() / "job.toml")
     names = {*spec.states, *spec.events, *spec.guards, *spec.columns, *spec.invariants}
     naming = ("event", "source", "dest", "guards", "initial", "column", "states", "bumps")
-    naming += ("from", "to", "fair")
+    naming += ("from", "to", "fair", "events")
 
     def new(m: re.Match[str]) -> str:
         return f"zz_{m.group(1)[::-1]}" if m.group(1) in names else m.group(1)

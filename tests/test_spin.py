@@ -156,3 +156,41 @@ def test_engine_spin_errors_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "Traceback" not in missing.output
     missing = CliRunner().invoke(main, ["check", "--engine", "spin", "--workers", "2"])
     assert missing.exit_code == 1 and "apt-get install spin gcc" in missing.output
+
+
+def test_left_only_by_and_examples_decide_in_spin_as_in_the_builtin_engine(
+    tmp_path: Path,
+) -> None:
+    """job.toml's orphaned state is left only by requeue, and its examples are met, in both
+    engines; with requeue left out of the events that may leave it, both find the same
+    shortest counterexample, and an example the bounds cannot meet fails both searches."""
+    config = EntityModelConfig(workers=2)
+    edits = {
+        "holds": (JOB, "ok", None),
+        "broken": (
+            JOB.replace('events = ["requeue"]', 'events = ["lapse"]'),
+            "violated",
+            "orphan_leaves_only_by_requeue",
+        ),
+        "unmet": (
+            JOB.replace("epochs = 4", "epochs = 2"),
+            "violated",
+            "a_job_is_dead_lettered",
+        ),
+    }
+    for case, (text, verdict, found) in edits.items():
+        path = tmp_path / f"{case}.toml"
+        path.write_text(text)
+        ours = Checker(entity_model(load_spec(path), config)).symmetry(False).run()
+        theirs, _ = spin_check(load_spec(path), config)
+        assert ours.verdict == theirs.verdict == verdict, case
+        if case != "broken":  # SPIN stops at its first failed assertion
+            assert ours.unique == theirs.unique, case
+        if found == "orphan_leaves_only_by_requeue":
+            ours_path = ours.discoveries[found].path
+            assert len(theirs.discoveries[found].path) == len(ours_path)
+        if found == "a_job_is_dead_lettered":
+            assert found not in ours.discoveries and found not in theirs.reached
+        elif found is None:
+            assert {"a_job_succeeds", "a_job_is_dead_lettered"} <= theirs.reached
+            assert {"a_job_succeeds", "a_job_is_dead_lettered"} <= set(ours.discoveries)

@@ -19,8 +19,10 @@ paused worker wakes up stale.
 Guards are true as their declared kinds say (``compare`` reads the row's columns and the
 world's evidence: ``running``, whether work at the row's epoch is running somewhere, and
 ``fenced_through``); the declaration's transitions say where an event leads. The
-properties are the declaration's ``[invariants]`` and the framework's own promise that a
-stale client's operation changes nothing. Nothing here names a state, event or guard.
+properties are the declaration's ``[invariants]`` (``exclusive_work``, ``row``,
+``left_only_by``, ``eventually``, and ``reachable`` examples) and the framework's own
+promise that a stale client's operation changes nothing. Nothing here names a state,
+event or guard.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class EntityWorld(NamedTuple):
     rows: tuple[Row, ...]
     clients: tuple[Handle | None, ...]
     stale_changed: bool = False  # a stale client's operation changed a row
+    # the left_only_by invariants broken so far: a row left their states by another event
+    escaped: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,23 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if fenceable and row.fence < row.epoch:
                 yield ("fence", key)
 
+    # left_only_by invariants: (name, states, the events that may leave them)
+    guarded = [
+        (inv.name, frozenset(inv.states), frozenset(inv.events))
+        for inv in spec.invariants.values()
+        if inv.kind == "left_only_by"
+    ]
+
+    def left(world: EntityWorld, source: str, event: str, dest: str) -> frozenset[str]:
+        """The broken left_only_by invariants after ``event`` moves a row from ``source``
+        to ``dest``."""
+        broken = [
+            name
+            for name, states, events in guarded
+            if source in states and dest not in states and event not in events
+        ]
+        return world.escaped.union(broken) if broken else world.escaped
+
     def next_state(world: EntityWorld, action: Action) -> EntityWorld | None:
         found = _next(world, action)
         return None if found is None or found[1] else found[0]
@@ -202,7 +223,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             rows[key] = row
             # a handle from which its holder can do nothing more is forgotten at once
             clients[c] = Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(row)
+            escaped = left(world, world.rows[key].state, event, dest)
+            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed, escaped), cut(row)
         if kind == "own":
             _, c, event = action
             h = world.clients[c]
@@ -211,7 +233,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             result = fire(world, h.key, event, (h.epoch, h.token), True)
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
                 clients[c] = None
-                return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), False
+                return world._replace(clients=tuple(clients)), False
             dest, row = result
             stale = (h.epoch, h.token) != (before.epoch, before.token)
             rows[h.key] = row
@@ -220,14 +242,18 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             working = True if work == "starts" else False if work == "ends" else h.working
             done = dest not in owner_events and not working  # nothing more to do with it
             clients[c] = None if done else Handle(h.key, h.epoch, token, dest, working)
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed or stale), cut(row)
+            escaped = left(world, before.state, event, dest)
+            changed = world.stale_changed or stale
+            return EntityWorld(tuple(rows), tuple(clients), changed, escaped), cut(row)
         if kind == "env":
             _, key, event = action
             result = fire(world, key, event, None, True)
             if result is None or result[0] is None:
                 return None
             rows[key] = result[1]
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), cut(result[1])
+            escaped = left(world, world.rows[key].state, event, result[0])
+            world = EntityWorld(tuple(rows), tuple(clients), world.stale_changed, escaped)
+            return world, cut(result[1])
         if kind == "clock":
             key = action[1]
             rows[key] = rows[key]._replace(live=False)
@@ -236,7 +262,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             rows[key] = rows[key]._replace(fence=rows[key].epoch)
         elif kind == "crash":
             clients[action[1]] = None
-        return EntityWorld(tuple(rows), tuple(clients), world.stale_changed), False
+        return world._replace(rows=tuple(rows), clients=tuple(clients)), False
 
     def may_stop(world: EntityWorld) -> bool:
         if all(row.state in terminal for row in world.rows):
@@ -246,7 +272,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         )  # a bound stopped the next step
 
     def canonical(world: EntityWorld) -> Any:
-        return (world.rows, tuple(sorted(world.clients, key=_order)), world.stale_changed)
+        clients = tuple(sorted(world.clients, key=_order))
+        return (world.rows, clients, world.stale_changed, world.escaped)
 
     properties: list[Property[EntityWorld]] = [
         Property(
@@ -259,6 +286,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     for inv in spec.invariants.values():
         if inv.kind == "eventually":
             properties.append(_obligation(inv, _next, actions, roles))
+        elif inv.kind == "reachable":
+            properties.append(
+                Property(inv.name, "sometimes", _some_row_in(frozenset(inv.states)), inv.meaning)
+            )
         else:
             properties.append(Property(inv.name, "always", _invariant(inv, col_index), inv.meaning))
 
@@ -382,7 +413,14 @@ def _truth(
     return lambda row, caller, named, facts: compare(op, facts[fact], value)
 
 
+def _some_row_in(states: frozenset[str]) -> Callable[[EntityWorld], bool]:
+    return lambda world: any(row.state in states for row in world.rows)
+
+
 def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], bool]:
+    if inv.kind == "left_only_by":
+        name = inv.name
+        return lambda world: name not in world.escaped
     if inv.kind == "exclusive_work":
 
         def exclusive(world: EntityWorld) -> bool:

@@ -103,6 +103,8 @@ def promela(
     takers = [e for e in spec.events if roles[e] == "taker"]
     environment = [e for e in spec.events if roles[e] in ("operator", "sweep")]
     client_fields = ("has", "key", "ep", "tok", "seen", "working")
+    # left_only_by invariants, each a sticky bit: a row left its states by another event
+    guarded = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
 
     def any_of(terms: Sequence[str]) -> str:
         return "(" + " || ".join(terms) + ")" if terms else "false"
@@ -168,6 +170,11 @@ def promela(
         """The assignments of transition ``t`` of ``event`` on entity ``k``."""
         r = f"r[{k}]"
         out = [f"{r}.st = {sid[t.dest]}"]
+        out += [
+            f"esc_{n} = 1"
+            for n, inv in enumerate(guarded)
+            if t.source in inv.states and t.dest not in inv.states and event not in inv.events
+        ]
         effects = sets.get(event, set())
         if taking:
             out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
@@ -274,6 +281,7 @@ def promela(
         f"Row r[{keys}];",
         f"Client c[{workers}];",
         "bit stale;  /* a stale client's operation changed a row */",
+        *(f"bit esc_{n};  /* {inv.name} broken */" for n, inv in enumerate(guarded)),
     ]
     if liveness is not None:
         some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
@@ -283,10 +291,25 @@ def promela(
         f"assert({_invariant(spec, p.name, workers, keys, columns, default, sid)})"
         for p in invariants
     ]
+    # examples (kind reachable): C fragments that print SOMETIMES n when first met
+    sometimes = tuple(p.name for p in model.properties if p.kind == "sometimes")
+    met = {
+        name: any_of(
+            [in_states(f"r[{k}]", list(spec.invariants[name].states)) for k in range(keys)]
+        )
+        for name in sometimes
+    }
+    marks = [
+        f'if (!seen[{n}] && {_in_c(met[name])}) {{ seen[{n}] = 1; printf("SOMETIMES {n}\\n"); }}'
+        for n, name in enumerate(sometimes)
+    ]
     everyone_done = " && ".join(in_states(f"r[{k}]", terminal) for k in range(keys))
     some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
     some_step = any_of([f"(({en}) && !{ct})" for _a, en, ct, _b in options])
-    out = [*head, "", "active proctype world() {", "  do"]
+    out = [*head]
+    if marks:
+        out.append(f"c_decl {{ int seen[{len(marks)}]; }}")
+    out += ["", "active proctype world() {", "  do"]
     for n, (_action, possible, bounded, body) in enumerate(options):
         out.append(f"  :: d_step {{ (({possible}) && !{bounded}) ->")
         out.append(f'       printf("ACTION {n}\\n");')
@@ -294,12 +317,19 @@ def promela(
         out += [
             f"       {check}; /* {p.name} */" for check, p in zip(checks, invariants, strict=True)
         ]
+        if marks:
+            out.append("       c_code { " + " ".join(marks) + " };")
         out.append("       skip }")
     out.append(f"  :: d_step {{ !{some_step} ->")
     out.append('       printf("DEADLOCK\\n");')
     out.append(f"       assert({everyone_done} || {some_cut}) }}")
     out += ["  od", "}"]
-    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options))
+    return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options), sometimes)
+
+
+def _in_c(expr: str) -> str:
+    """A Promela expression over the rows as C inside pan (``now.`` before each row)."""
+    return re.sub(r"\br\[", "now.r[", expr)
 
 
 def _with_ltl(
@@ -410,6 +440,9 @@ def _invariant(
     if name == "stale_operations_change_nothing":
         return "!stale"
     inv = spec.invariants[name]
+    if inv.kind == "left_only_by":
+        guarded = [n for n, i in spec.invariants.items() if i.kind == "left_only_by"]
+        return f"!esc_{guarded.index(name)}"
     if inv.kind == "exclusive_work":
         pairs = [
             f"!(c[{i}].has && c[{j}].has && c[{i}].working && c[{j}].working"

@@ -56,8 +56,9 @@ INVARIANT_KINDS: dict[str, str] = {
     " bounds) is taken, or stops being takeable, on every run where each step listed in"
     " `fair` that stays possible is eventually taken",
     "reachable": "an example, not an invariant: some reachable state has an entity in one of"
-    " `states` (with the readback `outcome`, if given), or took `event` (the claim world:"
-    " the refusal a stale owner's operation records), or has `live_drafts` live drafts",
+    " `states` (the claim world: with the readback `outcome`, if given), or (the claim"
+    " world) a step took `event`, the refusal a stale owner's operation records, or one"
+    " target has `live_drafts` live drafts",
 }
 
 #: The keys each invariant kind takes besides ``kind``, ``meaning`` and ``remote``.
@@ -442,6 +443,11 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 f" (its drafts and remote); a lifecycle of your own declares"
                 f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}"
             )
+        if inv.kind == "reachable" and (inv.outcome or inv.event or inv.live_drafts):
+            return (
+                f"invariant {name!r}: an example of a lifecycle of your own names states"
+                " alone (outcome, event and live_drafts are the claim world's)"
+            )
         if inv.remote:
             return (
                 f"invariant {name!r} names remote modes {list(inv.remote)}, which only the"
@@ -462,7 +468,7 @@ def lifecycle_world_problem(spec: Any) -> str | None:
 
 
 #: Invariant kinds only the claim world reads (its drafts, its remote).
-CLAIM_INVARIANTS = frozenset({"effect_once", "taken", "reachable", "left_only_by"})
+CLAIM_INVARIANTS = frozenset({"effect_once", "taken"})
 
 
 def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
