@@ -17,6 +17,10 @@ is a different declaration (``specs/wrong/``); the model code is the same. Renew
 action (its guards decide), but a successful renew changes nothing the untimed model can
 see: not lapsing is the lapse action not being taken.
 
+What the model proves is the declaration's ``[invariants]`` (compiled by kind in
+``_claim_invariants``), in the world its ``[world]`` declares (``ClaimModelConfig.declared``;
+flags override it): no property of the protocol is written here.
+
 Epochs are bounded (``epochs``, per target) and so are draft edits (one per draft).
 Invariants 4 (every expired epoch visible in history) and 8 (history replays to the rows)
 are properties of a store's history, not of this abstraction: the stateful tests and the

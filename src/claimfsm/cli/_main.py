@@ -598,6 +598,21 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     return result
 
 
+#: The claim world's options that ``check`` and ``report`` share (None: the declaration's).
+_DRAFTS = click.option(
+    "--drafts",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Drafts per target [the declaration's [world]: claim 2].",
+)
+_REMOTE = click.option(
+    "--remote",
+    type=click.Choice(["fencing", "dedup", "plain"]),
+    default=None,
+    help="The remote's mode [the declaration's [world]: claim fencing].",
+)
+
+
 @main.command()
 @click.argument("declaration", required=False)
 @click.option(
@@ -611,20 +626,15 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     "--workers",
     type=click.IntRange(1, 6),
     default=None,
-    help="Workers [claim: 3; a lifecycle of its own: its [world]].",
+    help="Workers [the declaration's [world]: claim 3].",
 )
 @click.option(
     "--targets",
     type=click.IntRange(1, 6),
     default=None,
-    help="Targets, or a lifecycle's entities [claim: 1; otherwise its [world] keys].",
+    help="Targets, or a lifecycle's entities [the declaration's [world] keys: claim 1].",
 )
-@click.option(
-    "--drafts",
-    type=click.IntRange(1, 6),
-    default=None,
-    help="Drafts per target [the declaration's [world]: claim 2].",
-)
+@_DRAFTS
 @click.option(
     "--epochs",
     type=click.IntRange(1, 8),
@@ -638,12 +648,7 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
     default=None,
     help="Same-key retries per epoch (deduping remote) [the declaration's [world]: claim 1].",
 )
-@click.option(
-    "--remote",
-    type=click.Choice(["fencing", "dedup", "plain"]),
-    default=None,
-    help="The remote's mode [the declaration's [world]: claim fencing].",
-)
+@_REMOTE
 @click.option("--no-crashes", is_flag=True, help="Leave out worker crashes and stale wake-ups.")
 @click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
 @click.option("--max-depth", type=click.IntRange(1), default=None)
@@ -1040,6 +1045,21 @@ def _replay_token(spec: Any, config: Any, token: str) -> Any:
         return replay_token(spec, config, token, opener)
 
 
+#: The claim world's options that ``check`` and ``report`` share (None: the declaration's).
+_DRAFTS = click.option(
+    "--drafts",
+    type=click.IntRange(1, 6),
+    default=None,
+    help="Drafts per target [the declaration's [world]: claim 2].",
+)
+_REMOTE = click.option(
+    "--remote",
+    type=click.Choice(["fencing", "dedup", "plain"]),
+    default=None,
+    help="The remote's mode [the declaration's [world]: claim fencing].",
+)
+
+
 @main.command()
 @click.argument("declaration", required=False)
 @click.option(
@@ -1156,18 +1176,8 @@ def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
     default=None,
     help="Workers [the declaration's [world]].",
 )
-@click.option(
-    "--drafts",
-    type=click.IntRange(1, 6),
-    default=None,
-    help="Drafts per target [the declaration's [world]].",
-)
-@click.option(
-    "--remote",
-    type=click.Choice(["fencing", "dedup", "plain"]),
-    default=None,
-    help="The remote's mode [the declaration's [world]].",
-)
+@_DRAFTS
+@_REMOTE
 def report(
     declaration: str | None,
     out: Path,
