@@ -213,3 +213,36 @@ def test_every_shipped_claim_design_checks_the_invariants_it_inherits() -> None:
         if spec.base is not None and "job" not in name:
             assert list(spec.invariants) == list(claim_spec().invariants), name
             assert spec.world == claim_spec().world, name
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('remote = ["fencing", "dedup"]', "remote = []", "remote must be a list of remote modes"),
+        ('remote = ["fencing", "dedup"]', 'remote = ["fenced"]', "remote must be a list"),
+        ("live_drafts = 2", "live_drafts = true", "live_drafts must be a whole number"),
+        ('outcome = "present"', 'outcome = "maybe"', 'outcome must be "present" or "absent"'),
+        (
+            'states = ["confirmed"]',
+            'states = ["confirmed"]\nevent = "discard"',
+            "an example names one of states",
+        ),
+        ('events = ["reconcile", "retry"]', 'events = ["recon"]', "events ['recon'] are not"),
+        ('events = ["reconcile", "retry"]', "events = []", "needs events = [event names]"),
+        ('fair = ["acquire", "steps"]', 'fair = ["acquire", "walks"]', "fair names ['walks']"),
+        (
+            'kind = "taken"',
+            'kind = "taken"\nfrom = ["reserved"]',
+            "['from'] belong to kind 'eventually' only",
+        ),
+        ('remote = "fencing"', 'remote = "fenced"', "[world]: remote must be one of"),
+        ("retries = 1", "retries = 9", "[world]: retries must be a whole number from 0 to 6"),
+    ],
+)
+def test_bad_claim_invariants_and_worlds_are_named_with_their_line(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    path = edited(tmp_path, old, new)
+    with pytest.raises(SpecError) as e:
+        load_spec(path)
+    assert message in str(e.value) and str(path) in str(e.value)
