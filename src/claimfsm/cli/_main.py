@@ -20,7 +20,7 @@ from rich.table import Table
 
 from claimfsm import __version__
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import load_spec
+from claimfsm.spec import invariant_words, load_spec
 
 if TYPE_CHECKING:
     from claimfsm.demo import DemoSummary
@@ -313,7 +313,7 @@ def spec(declaration: str | None, as_json: bool) -> None:
         for col in ("invariant", "kind", "meaning"):
             invariants.add_column(col, overflow="fold")
         for i in s.invariants.values():
-            invariants.add_row(i.name, _invariant_words(i), i.meaning)
+            invariants.add_row(i.name, invariant_words(i), i.meaning)
         console.print(invariants)
     declared = [
         f"{k} {str(v).lower() if isinstance(v, bool) else v}"
@@ -331,34 +331,6 @@ def spec(declaration: str | None, as_json: bool) -> None:
                 else "any number live per target (parallel drafting)"
             )
         )
-
-
-def _invariant_words(i: Any) -> str:
-    """An invariant's kind and operands, as ``claimfsm spec`` shows them."""
-    what = i.kind
-    if i.kind == "row":
-        what = f"{i.column} {i.op} {i.value}" + (f" in {', '.join(i.states)}" if i.states else "")
-    elif i.kind == "eventually":
-        what = (
-            f"eventually: from {', '.join(i.sources)} to {', '.join(i.goals)};"
-            f" fair: {', '.join(i.fair) or 'none'}"
-        )
-    elif i.kind == "taken":
-        what = f"taken; fair: {', '.join(i.fair) or 'none'}"
-    elif i.kind == "left_only_by":
-        what = f"{', '.join(i.states)} left only by {', '.join(i.events)}"
-    elif i.kind == "reachable":
-        if i.event is not None:
-            what = f"example: a step takes {i.event}"
-        elif i.live_drafts is not None:
-            what = f"example: {i.live_drafts} live drafts of one target"
-        else:
-            what = f"example: in {', '.join(i.states)}" + (
-                f" with outcome {i.outcome}" if i.outcome else ""
-            )
-    if i.remote:
-        what += f"; against a {' or '.join(i.remote)} remote"
-    return str(what)
 
 
 def _width() -> int:

@@ -39,7 +39,13 @@ from claimfsm.diagrams import (
     to_dot,
     to_mermaid,
 )
-from claimfsm.spec import Spec, declarations_dir, differences, is_lifecycle_of_its_own
+from claimfsm.spec import (
+    Spec,
+    declarations_dir,
+    differences,
+    invariant_words,
+    is_lifecycle_of_its_own,
+)
 
 _CSS = """
 body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -208,13 +214,17 @@ def _summary(report: Report[Any, Any]) -> str:
     )
 
 
-def _properties(report: Report[Any, Any]) -> str:
+def _properties(report: Report[Any, Any], spec: Spec) -> str:
     rows = []
     for p in report.model.properties:
         outcome = report.outcome(p)
         good = outcome in ("holds", "found")
+        declared = spec.invariants.get(p.name)
+        kind = p.kind + (
+            f" ({invariant_words(declared)})" if declared else " (the framework's own)"
+        )
         rows.append(
-            f"<tr><td><code>{_e(p.name)}</code></td><td>{_e(p.kind)}</td>"
+            f"<tr><td><code>{_e(p.name)}</code></td><td>{_e(kind)}</td>"
             f"<td>{_e(p.description)}</td>"
             f"<td class='{'ok' if good else 'bad'}'>{_e(outcome)}</td></tr>"
         )
@@ -310,7 +320,7 @@ def review_html(inputs: ReviewInputs) -> str:
         f"<span class='{verdict_class}' id='verdict'>{_e(proved.verdict)}</span>"
         + (" (every reachable state explored)." if proved.complete else ".")
         + "</p>",
-        _properties(proved),
+        _properties(proved, spec),
         "<h2 id='wrong-designs'>Known-wrong designs, and how each fails</h2>",
     ]
     if not inputs.wrong:

@@ -41,6 +41,7 @@ from claimfsm.spec._roles import (
     WORLD_OPTIONS,
     ColumnDecl,
     InvariantDecl,
+    invariant_words,
     lifecycle_problem,
     lifecycle_world_problem,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "declarations_dir",
     "designs",
     "differences",
+    "invariant_words",
     "is_lifecycle_of_its_own",
     "lifecycle_problem",
     "lifecycle_world_problem",

@@ -428,6 +428,34 @@ def lifecycle_problem(spec: Any) -> str | None:
     return None
 
 
+def invariant_words(i: InvariantDecl) -> str:
+    """An invariant's kind and operands in words (``claimfsm spec``, the report)."""
+    what = i.kind
+    if i.kind == "row":
+        what = f"{i.column} {i.op} {i.value}" + (f" in {', '.join(i.states)}" if i.states else "")
+    elif i.kind == "eventually":
+        what = (
+            f"eventually: from {', '.join(i.sources)} to {', '.join(i.goals)};"
+            f" fair: {', '.join(i.fair) or 'none'}"
+        )
+    elif i.kind == "taken":
+        what = f"taken; fair: {', '.join(i.fair) or 'none'}"
+    elif i.kind == "left_only_by":
+        what = f"{', '.join(i.states)} left only by {', '.join(i.events)}"
+    elif i.kind == "reachable":
+        if i.event is not None:
+            what = f"example: a step takes {i.event}"
+        elif i.live_drafts is not None:
+            what = f"example: {i.live_drafts} live drafts of one target"
+        else:
+            what = f"example: in {', '.join(i.states)}" + (
+                f" with outcome {i.outcome}" if i.outcome else ""
+            )
+    if i.remote:
+        what += f"; against a {' or '.join(i.remote)} remote"
+    return str(what)
+
+
 def lifecycle_world_problem(spec: Any) -> str | None:
     """What in ``spec`` the checker's world of a lifecycle of your own cannot answer (None:
     nothing): anything :func:`lifecycle_problem` names, and what only the claim world reads
