@@ -262,6 +262,13 @@ def test_the_claim_worlds_flags_are_refused_for_another_lifecycle(flag: list[str
         (('work = "starts"', 'work = "begins"'), "work 'begins' must be one of"),
         (("[columns.attempts]", "[columns.epoch]"), "the row already has a column of that name"),
         (('to = ["queued"]', 'to = ["orphaned"]'), "['orphaned'] are in both from and to"),
+        (
+            (
+                "lease = true\n\n[states.succeeded]",
+                "lease = true\nterminal = true\n\n[states.succeeded]",
+            ),
+            "an owner's event leaves 'running', which is terminal",
+        ),
         (('from = ["orphaned"]', "from = []"), "kind 'eventually' needs from = [state names]"),
         (('from = ["orphaned"]', 'from = ["lost"]'), "from names states ['lost'] that are not"),
         (

@@ -346,6 +346,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         raise fail(f"initial state {initial!r} is not declared")
 
     transitions: list[TransitionDecl] = []
+    numbers: list[int] = []  # the [[transitions]] entry each came from (for messages)
     for i, body in enumerate(raw["transitions"], start=1):
         event = body.get("event", "?") if isinstance(body, dict) else "?"
         label = f"transition #{i} ({event})"
@@ -376,6 +377,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
             if dispatches and internal:
                 raise fail(f"{label}: an internal transition cannot dispatch (it enters no state)")
             transitions.append(TransitionDecl(event, src, dest, tuple(names), internal, dispatches))
+            numbers.append(i)
     _reachable(initial, states, transitions, fail)
     effects = _events(raw.get("events", {}), {t.event for t in transitions}, columns, fail)
     starts = any(e.work == "starts" for e in effects.values())
@@ -392,7 +394,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     world_declared = frozenset(raw.get("world", {}))
     drafts = _drafts(raw["drafts"], fail) if "drafts" in raw else None
 
-    return Spec(
+    spec = Spec(
         name=name,
         initial=initial,
         states=states,
@@ -407,6 +409,23 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         world_declared=world_declared,
         drafts=drafts,
     )
+    _terminal_left_by_no_owner(spec, numbers, fail)
+    return spec
+
+
+def _terminal_left_by_no_owner(spec: Spec, numbers: list[int], fail: Any) -> None:
+    """A ``terminal`` state is one no owner operation leaves: a transition of an owner's
+    event out of one is a contradiction (the sweep's or the operator's may, as the claim's
+    discard leaves ``expired``)."""
+    for n, t in zip(numbers, spec.transitions, strict=True):
+        if t.internal or t.source == t.dest or not spec.states[t.source].terminal:
+            continue
+        if spec.role(t.event) == "owner":
+            raise fail(
+                f"transition #{n} ({t.event}): an owner's event leaves {t.source!r}, which is"
+                " terminal (no owner operation leaves it): drop terminal = true from"
+                f" {t.source!r}, or give {t.event!r} to the operator or the sweep (by)"
+            )
 
 
 def _drafts(body: Any, fail: Any) -> DraftsDecl:
