@@ -118,13 +118,13 @@ def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
     assert keys("`[[transitions]]`") == _load._TRANSITION_KEYS
     assert keys("`[events.NAME]`") == _load._EVENT_KEYS
     assert keys('Variants: `base = "..."`') == _load._OVERLAY_KEYS
-    from claimfsm.spec import _roles
+    from claimfsm.spec import _invariants, _roles
 
     assert keys("`[columns.NAME]`") == _roles.COLUMN_KEYS
     invariants, _, kinds = sections["`[invariants.NAME]`"].partition("### Invariant kinds")
     sections["`[invariants.NAME]`"], sections["inv kinds"] = invariants, kinds
-    assert keys("`[invariants.NAME]`") == _roles.INVARIANT_KEYS
-    assert keys("inv kinds") == set(_roles.INVARIANT_KINDS)
+    assert keys("`[invariants.NAME]`") == _invariants.INVARIANT_KEYS
+    assert keys("inv kinds") == set(_invariants.INVARIANT_KINDS)
     assert keys("`[world]`") == set(_roles.WORLD_OPTIONS)
     assert keys("`[drafts]`") == _load._DRAFTS_KEYS
     for option in _load.RETIRED_MODEL_OPTIONS:

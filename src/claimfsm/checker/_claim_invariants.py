@@ -34,7 +34,7 @@ from typing import Any
 from claimfsm.checker._engine import Property
 from claimfsm.errors import SpecError
 from claimfsm.spec import InvariantDecl, Spec
-from claimfsm.spec._roles import FAIR_STEPS
+from claimfsm.spec._invariants import FAIR_STEPS
 from claimfsm.spec._vocabulary import ClaimSteps, Event
 
 #: The framework's own property, which every lifecycle gets.

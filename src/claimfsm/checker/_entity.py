@@ -37,7 +37,7 @@ from claimfsm.checker._engine import Model, Property, Step
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec, compare, lifecycle_world_problem
-from claimfsm.spec._roles import FAIR_STEPS
+from claimfsm.spec._invariants import FAIR_STEPS
 
 
 class Row(NamedTuple):

@@ -1017,21 +1017,6 @@ def _replay_token(spec: Any, config: Any, token: str) -> Any:
         return replay_token(spec, config, token, opener)
 
 
-#: The claim world's options that ``check`` and ``report`` share (None: the declaration's).
-_DRAFTS = click.option(
-    "--drafts",
-    type=click.IntRange(1, 6),
-    default=None,
-    help="Drafts per target [the declaration's [world]: claim 2].",
-)
-_REMOTE = click.option(
-    "--remote",
-    type=click.Choice(["fencing", "dedup", "plain"]),
-    default=None,
-    help="The remote's mode [the declaration's [world]: claim fencing].",
-)
-
-
 @main.command()
 @click.argument("declaration", required=False)
 @click.option(

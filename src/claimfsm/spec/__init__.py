@@ -16,6 +16,12 @@ from claimfsm.spec._declaration import (
 from claimfsm.spec._differences import Differences, TransitionKey, differences, transition_keys
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS, compare
+from claimfsm.spec._invariants import (
+    INVARIANT_KINDS,
+    InvariantDecl,
+    invariant_words,
+    lifecycle_world_problem,
+)
 from claimfsm.spec._load import (
     RETIRED_MODEL_OPTIONS,
     available,
@@ -33,17 +39,13 @@ from claimfsm.spec._load import (
 from claimfsm.spec._remote import REMOTE_MODES, Landing, RemoteMode, RemoteRules
 from claimfsm.spec._roles import (
     CLAIM_WORLD,
-    INVARIANT_KINDS,
     LIFECYCLE_FACTS,
     LIFECYCLE_WORLD,
     ROLES,
     WORK,
     WORLD_OPTIONS,
     ColumnDecl,
-    InvariantDecl,
-    invariant_words,
     lifecycle_problem,
-    lifecycle_world_problem,
 )
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
 

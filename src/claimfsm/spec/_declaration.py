@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from claimfsm.spec._effects import EFFECTS
-from claimfsm.spec._roles import WORLD_OPTIONS, ColumnDecl, InvariantDecl
+from claimfsm.spec._invariants import InvariantDecl
+from claimfsm.spec._roles import WORLD_OPTIONS, ColumnDecl
 
 
 @dataclass(frozen=True, slots=True)

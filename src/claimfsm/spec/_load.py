@@ -21,12 +21,12 @@ from claimfsm.spec._declaration import (
 )
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
+from claimfsm.spec._invariants import parse_invariants
 from claimfsm.spec._roles import (
     ROLES,
     WORK,
     check_column_compare,
     parse_columns,
-    parse_invariants,
     parse_world,
 )
 

@@ -1,6 +1,6 @@
 """What a declaration says beyond its machine: the row's own columns, who takes each event,
-which events start and end the external work, the named invariants, and the world the
-checker explores. stdlib only.
+which events start and end the external work, and the world the checker explores (the
+named invariants are ``_invariants``'). stdlib only.
 
 - ``[columns.NAME]``: an integer column of the entity's row (a counter such as
   ``attempts``), with its ``default``. Events ``bumps`` it; ``compare`` guards and ``row``
@@ -11,10 +11,6 @@ checker explores. stdlib only.
 - ``work`` on ``[events.NAME]``: ``starts`` (after it the owner's external work may be
   running: a send, a job's run) or ``ends`` (the owner's work is over once it takes it,
   refused or not).
-- ``[invariants.NAME]``: predicates the checker proves in every reachable state,
-  ``eventually`` obligations it proves of every fair run, and ``reachable`` examples it
-  must find (:data:`INVARIANT_KINDS`). Each may hold against some remote modes only
-  (``remote``).
 - ``[world]``: the bounds and faults of the checker's world (:data:`WORLD_OPTIONS`);
   ``claimfsm check`` flags override them. Two worlds read them: the claim world (drafts and
   a remote: :data:`CLAIM_WORLD`) and the world of a lifecycle of your own
@@ -25,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from claimfsm.spec._guards import COLUMNS, OPERATORS
@@ -41,45 +37,6 @@ ROLES: dict[str, str] = {
 
 #: What an event does to the owner's external work.
 WORK = {"starts": "the owner's external work may run from now on", "ends": "the work is over"}
-
-#: Invariant kinds, with the sentence the docs use.
-INVARIANT_KINDS: dict[str, str] = {
-    "exclusive_work": "at most one client's external work on an entity is running at a time,"
-    " apart from work at an epoch the executor has fenced off (the claim world: the remote"
-    " never has requests of two epochs of one target in flight at once)",
-    "row": "`column op value` holds for the entity's row (in the listed `states` only, if given)",
-    "eventually": "an entity in one of the `from` states reaches one of the `to` states on every"
-    " run where each step listed in `fair` that stays possible is eventually taken",
-    "effect_once": "the claim world: each draft's effect happens at most once at the remote",
-    "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
-    "taken": "the claim world: a free target with an approved draft (and epochs left in the"
-    " bounds) is taken, or stops being takeable, on every run where each step listed in"
-    " `fair` that stays possible is eventually taken",
-    "reachable": "an example, not an invariant: some reachable state has an entity in one of"
-    " `states` (the claim world: with the readback `outcome`, if given), or (the claim"
-    " world) a step took `event`, the refusal a stale owner's operation records, or one"
-    " target has `live_drafts` live drafts",
-}
-
-#: The keys each invariant kind takes besides ``kind``, ``meaning`` and ``remote``.
-INVARIANT_OPERANDS: dict[str, frozenset[str]] = {
-    "exclusive_work": frozenset(),
-    "row": frozenset({"column", "op", "value", "states"}),
-    "eventually": frozenset({"from", "to", "fair"}),
-    "effect_once": frozenset(),
-    "left_only_by": frozenset({"states", "events"}),
-    "taken": frozenset({"fair"}),
-    "reachable": frozenset({"states", "outcome", "event", "live_drafts"}),
-}
-
-#: The world's own steps an ``eventually`` or ``taken`` invariant may list in ``fair``,
-#: besides events.
-FAIR_STEPS: dict[str, str] = {
-    "clock": "a live lease's deadline eventually passes: no lease is renewed forever",
-    "fence": "the operator eventually fences the executor through the entity's epoch",
-    "steps": "the claim world: while a worker can take a step of its dispatch other than"
-    " renewing (send, answer, time out, confirm, release), some worker takes one",
-}
 
 #: ``[world]`` options: name -> (default, lowest, highest, meaning). Booleans have no
 #: range; ``remote`` is one of the remote modes.
@@ -107,7 +64,6 @@ CLAIM_WORLD = frozenset(
 
 
 COLUMN_KEYS = {"meaning", "type", "default"}
-INVARIANT_KEYS = {"kind", "meaning", "remote"}.union(*INVARIANT_OPERANDS.values())
 
 
 #: The evidence a lifecycle of your own compares: readback's ``running`` (is work at the
@@ -125,36 +81,6 @@ class ColumnDecl:
     name: str
     meaning: str
     default: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class InvariantDecl:
-    name: str
-    kind: str  # one of INVARIANT_KINDS
-    meaning: str
-    # kind "row": column op value, in states (empty: every state but the initial one)
-    column: str | None = None
-    op: str | None = None
-    value: int | None = None
-    states: tuple[str, ...] = ()
-    # kind "eventually": from a state in ``sources``, every fair run reaches one of
-    # ``goals``; ``fair`` lists the events and world steps (FAIR_STEPS) assumed weakly fair
-    sources: tuple[str, ...] = ()
-    goals: tuple[str, ...] = ()
-    fair: tuple[str, ...] = ()  # also kind "taken"
-    # kind "left_only_by": the entity leaves ``states`` only by these events
-    events: tuple[str, ...] = ()
-    # kind "reachable": an entity in ``states`` with this readback outcome (the claim
-    # world's), a step that took ``event``, or this many live drafts of one target
-    outcome: str | None = None
-    event: str | None = None
-    live_drafts: int | None = None
-    # the remote modes it is checked against (the claim world); empty: every mode
-    remote: tuple[str, ...] = ()
-
-    def applies(self, mode: str) -> bool:
-        """Whether it is checked against a remote of ``mode``."""
-        return not self.remote or mode in self.remote
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -181,198 +107,6 @@ def parse_columns(declared: Any, fail: Fail) -> dict[str, ColumnDecl]:
             raise fail(f"{what}: default must be a whole number from 0, not {default!r}")
         found[name] = ColumnDecl(name, body["meaning"], default)
     return found
-
-
-def parse_invariants(
-    declared: Any,
-    states: Mapping[str, Any],
-    columns: Mapping[str, ColumnDecl],
-    starts_work: bool,
-    fail: Fail,
-    events: frozenset[str] = frozenset(),
-    fenceable: bool = False,
-) -> dict[str, InvariantDecl]:
-    if not isinstance(declared, dict):
-        raise fail("invariants must be tables: [invariants.NAME] with a 'kind' and a 'meaning'")
-    found = {}
-    for name, body in declared.items():
-        what = f"invariant {name!r}"
-        _only(body, INVARIANT_KEYS, what, fail)
-        if not _WORD.fullmatch(name):
-            raise fail(f"{what}: an invariant's name is a word (letters, digits, _)")
-        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"{what} needs a one-line 'meaning'")
-        kind = body.get("kind")
-        if not isinstance(kind, str) or kind not in INVARIANT_KINDS:
-            raise fail(f"{what}: unknown kind {kind!r}; use one of {sorted(INVARIANT_KINDS)}")
-        extra = set(body) - {"kind", "meaning", "remote"} - INVARIANT_OPERANDS[kind]
-        if extra:
-            owners = [k for k, keys in INVARIANT_OPERANDS.items() if extra <= keys]
-            raise fail(
-                f"{what}: {sorted(extra)} belong to kind {owners[0]!r} only"
-                if len(owners) == 1
-                else f"{what}: {sorted(extra)} do not belong to kind {kind!r}, which takes"
-                f" {sorted(INVARIANT_OPERANDS[kind]) or 'no other keys'}"
-            )
-        remote = _remote_modes(what, body.get("remote", list(REMOTE_MODES)), fail)
-        if kind == "eventually":
-            decl = _obligation(what, name, body, states, events, fenceable, fail)
-        elif kind == "taken":
-            decl = InvariantDecl(
-                name, kind, body["meaning"], fair=_fair(what, body, events, fenceable, fail)
-            )
-        elif kind == "exclusive_work":
-            if not starts_work:
-                raise fail(
-                    f"{what}: no event starts work; mark the one that does with"
-                    ' work = "starts" under [events.NAME]'
-                )
-            decl = InvariantDecl(name, kind, body["meaning"])
-        elif kind == "effect_once":
-            decl = InvariantDecl(name, kind, body["meaning"])
-        elif kind == "left_only_by":
-            decl = InvariantDecl(
-                name,
-                kind,
-                body["meaning"],
-                states=_names(what, body, "states", states, "states", fail, needed=True),
-                events=_names(what, body, "events", events, "events", fail, needed=True),
-            )
-        elif kind == "reachable":
-            decl = _example(what, name, body, states, events, fail)
-        else:
-            column, op, value = body.get("column"), body.get("op"), body.get("value")
-            check_column_compare(what, column, op, value, columns, fail)
-            listed = _names(what, body, "states", states, "states", fail)
-            decl = InvariantDecl(name, kind, body["meaning"], column, op, value, listed)
-        found[name] = replace(decl, remote=remote)
-    return found
-
-
-def _remote_modes(what: str, listed: Any, fail: Fail) -> tuple[str, ...]:
-    """``remote``: the remote modes an invariant is checked against (all, when not given)."""
-    if (
-        not isinstance(listed, list)
-        or not listed
-        or not all(isinstance(m, str) and m in REMOTE_MODES for m in listed)
-    ):
-        raise fail(f"{what}: remote must be a list of remote modes from {list(REMOTE_MODES)}")
-    return () if set(listed) == set(REMOTE_MODES) else tuple(dict.fromkeys(listed))
-
-
-def _names(
-    what: str,
-    body: dict[str, Any],
-    key: str,
-    declared: Mapping[str, Any] | frozenset[str],
-    noun: str,
-    fail: Fail,
-    needed: bool = False,
-) -> tuple[str, ...]:
-    """``key``: a list of declared names (``noun``: states or events); not empty if
-    ``needed``."""
-    listed = body.get(key, [])
-    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-        raise fail(f"{what}: {key} must be a list of {noun[:-1]} names")
-    if needed and not listed:
-        raise fail(f"{what}: kind {body['kind']!r} needs {key} = [{noun[:-1]} names]")
-    unknown = [x for x in listed if x not in declared]
-    if unknown:
-        raise fail(f"{what}: {key} {unknown} are not declared {noun}")
-    return tuple(dict.fromkeys(listed))
-
-
-def _example(
-    what: str,
-    name: str,
-    body: dict[str, Any],
-    states: Mapping[str, Any],
-    events: frozenset[str],
-    fail: Fail,
-) -> InvariantDecl:
-    """A ``reachable`` example: some entity in ``states`` (with readback ``outcome``), a
-    step that took ``event``, or ``live_drafts`` live drafts of one target."""
-    listed = _names(what, body, "states", states, "states", fail)
-    outcome, event, live = body.get("outcome"), body.get("event"), body.get("live_drafts")
-    if outcome is not None and outcome not in ("present", "absent"):
-        raise fail(f'{what}: outcome must be "present" or "absent", not {outcome!r}')
-    if event is not None and (not isinstance(event, str) or event not in events):
-        raise fail(f"{what}: event {event!r} is not a declared event")
-    if live is not None and (isinstance(live, bool) or not isinstance(live, int) or live < 1):
-        raise fail(f"{what}: live_drafts must be a whole number from 1, not {live!r}")
-    said = [k for k in ("states", "event", "live_drafts") if k in body]
-    if len(said) != 1 or (outcome is not None and not listed):
-        raise fail(
-            f"{what}: an example names one of states (with an outcome, if any), event or"
-            f" live_drafts; this one names {said or 'none'}"
-        )
-    return InvariantDecl(
-        name,
-        "reachable",
-        body["meaning"],
-        states=listed,
-        outcome=outcome,
-        event=event,
-        live_drafts=live,
-    )
-
-
-def _obligation(
-    what: str,
-    name: str,
-    body: dict[str, Any],
-    states: Mapping[str, Any],
-    events: frozenset[str],
-    fenceable: bool,
-    fail: Fail,
-) -> InvariantDecl:
-    """An ``eventually`` invariant: ``from`` and ``to`` name declared states (neither empty,
-    none in both); ``fair`` names declared events or :data:`FAIR_STEPS`."""
-    lists: dict[str, tuple[str, ...]] = {}
-    for key in ("from", "to"):
-        listed = body.get(key, [])
-        if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-            raise fail(f"{what}: {key} must be a list of names")
-        lists[key] = tuple(dict.fromkeys(listed))
-    fair = _fair(what, body, events, fenceable, fail)
-    for key in ("from", "to"):
-        if not lists[key]:
-            raise fail(f"{what}: kind 'eventually' needs {key} = [state names]")
-        unknown = [s for s in lists[key] if s not in states]
-        if unknown:
-            raise fail(f"{what}: {key} names states {unknown} that are not declared")
-    both = [s for s in lists["from"] if s in lists["to"]]
-    if both:
-        raise fail(f"{what}: {both} are in both from and to, so the obligation says nothing")
-    return InvariantDecl(
-        name,
-        "eventually",
-        body["meaning"],
-        sources=lists["from"],
-        goals=lists["to"],
-        fair=fair,
-    )
-
-
-def _fair(
-    what: str, body: dict[str, Any], events: frozenset[str], fenceable: bool, fail: Fail
-) -> tuple[str, ...]:
-    """``fair``: declared events or :data:`FAIR_STEPS` (``fence`` only where a guard reads
-    ``fenced_through``)."""
-    listed = body.get("fair", [])
-    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-        raise fail(f"{what}: fair must be a list of names")
-    allowed = set(events) | set(FAIR_STEPS)
-    if not fenceable:
-        allowed.discard("fence")
-    unknown = [x for x in listed if x not in allowed]
-    if unknown:
-        extra = "" if fenceable else " ('fence' only where a guard reads fenced_through)"
-        raise fail(
-            f"{what}: fair names {unknown}, which are neither events nor world steps; use"
-            f" events or {sorted(FAIR_STEPS)}{extra}"
-        )
-    return tuple(dict.fromkeys(listed))
 
 
 def check_column_compare(
@@ -426,77 +160,6 @@ def lifecycle_problem(spec: Any) -> str | None:
     if spec.drafts is not None:
         return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
     return None
-
-
-def invariant_words(i: InvariantDecl) -> str:
-    """An invariant's kind and operands in words (``claimfsm spec``, the report)."""
-    what = i.kind
-    if i.kind == "row":
-        what = f"{i.column} {i.op} {i.value}" + (f" in {', '.join(i.states)}" if i.states else "")
-    elif i.kind == "eventually":
-        what = (
-            f"eventually: from {', '.join(i.sources)} to {', '.join(i.goals)};"
-            f" fair: {', '.join(i.fair) or 'none'}"
-        )
-    elif i.kind == "taken":
-        what = f"taken; fair: {', '.join(i.fair) or 'none'}"
-    elif i.kind == "left_only_by":
-        what = f"{', '.join(i.states)} left only by {', '.join(i.events)}"
-    elif i.kind == "reachable":
-        if i.event is not None:
-            what = f"example: a step takes {i.event}"
-        elif i.live_drafts is not None:
-            what = f"example: {i.live_drafts} live drafts of one target"
-        else:
-            what = f"example: in {', '.join(i.states)}" + (
-                f" with outcome {i.outcome}" if i.outcome else ""
-            )
-    if i.remote:
-        what += f"; against a {' or '.join(i.remote)} remote"
-    return str(what)
-
-
-def lifecycle_world_problem(spec: Any) -> str | None:
-    """What in ``spec`` the checker's world of a lifecycle of your own cannot answer (None:
-    nothing): anything :func:`lifecycle_problem` names, and what only the claim world reads
-    (an invariant of a claim-world kind, or over a remote's modes; the fair ``steps``; a
-    ``[world]`` option of the claim world's)."""
-    problem = lifecycle_problem(spec)
-    if problem is not None:
-        return problem
-    for name, inv in spec.invariants.items():
-        if inv.kind in CLAIM_INVARIANTS:
-            return (
-                f"invariant {name!r} is of kind {inv.kind!r}, which the claim world reads"
-                f" (its drafts and remote); a lifecycle of your own declares"
-                f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}"
-            )
-        if inv.kind == "reachable" and (inv.outcome or inv.event or inv.live_drafts):
-            return (
-                f"invariant {name!r}: an example of a lifecycle of your own names states"
-                " alone (outcome, event and live_drafts are the claim world's)"
-            )
-        if inv.remote:
-            return (
-                f"invariant {name!r} names remote modes {list(inv.remote)}, which only the"
-                " claim world has; leave out remote"
-            )
-        if "steps" in inv.fair:
-            return (
-                f"invariant {name!r} lists the fair step 'steps', which the claim world's"
-                " workers take; list events, clock or fence"
-            )
-    claims = sorted(set(spec.world_declared) - LIFECYCLE_WORLD)
-    if claims:
-        return (
-            f"[world] declares {claims}, which only the claim world reads (its drafts and"
-            f" remote); a lifecycle of your own declares {sorted(LIFECYCLE_WORLD)}"
-        )
-    return None
-
-
-#: Invariant kinds only the claim world reads (its drafts, its remote).
-CLAIM_INVARIANTS = frozenset({"effect_once", "taken"})
 
 
 def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
