@@ -83,7 +83,19 @@ def test_an_effect_present_guard_compiled_from_its_constant(tmp_path: Path) -> N
     machine = ClaimMachine(load_spec(path))
     facts = Facts(now=0.0, target_id="t", epoch=1, outcome="present")
     assert not machine.guards["effect_present"](row(1), facts)
-    assert "'presentx'" in compile_writes(load_spec(path), lambda n: f":{n}").events["reconcile"]
+    compiled = compile_writes(load_spec(path), lambda n: f":{n}")
+    assert ":outcome = :const_effect_present" in compiled.events["reconcile"]  # bound
+    assert compiled.constants["const_effect_present"] == "presentx"
+    assert "presentx" not in compiled.events["reconcile"]  # never written into the SQL
+    store = SQLiteStore(tmp_path / "s.sqlite", clock=FakeClock(), machine=machine)
+    draft = store.create_draft("t", "x")
+    store.approve_draft(draft.draft_id)
+    store.acquire("t", draft.draft_id, "w", 30).begin_send().mark_uncertain("timeout")
+    with pytest.raises(InsufficientEvidence):
+        store.reconcile("t", 1, Evidence.present())
+    info = store.get_claim("t")
+    assert info is not None and info.state == "uncertain"
+    store.close()
 
 
 @pytest.mark.parametrize(
@@ -117,3 +129,35 @@ def test_no_guard_name_of_the_claim_protocol_is_written_in_the_code() -> None:
             if name in names - facts:
                 found.append(f"{path.relative_to(SRC)}: {name}")
     assert found == []
+
+
+def test_every_store_embeds_the_one_sql_compiler_of_guard_kinds() -> None:
+    """The claim store's writes and a lifecycle's (the job's) embed each guard's predicate
+    as ``store._predicates`` compiles it from the kind: no store has a compiler of its own.
+    And the Python meaning is one compiler too: the job's machine and the claim's run
+    ``machine._guards.compile_guard``'s predicates."""
+    from claimfsm.machine import LifecycleMachine
+    from claimfsm.machine._guards import compile_guard
+    from claimfsm.store._entity import compile_event
+    from claimfsm.store._predicates import guard_predicate
+    from claimfsm.store._sql import claim_param
+
+    claim = claim_spec()
+    writes = compile_writes(claim, lambda n: f":{n}")
+    statements = " ".join([writes.acquire, *writes.events.values()])
+    for name in claim.guards:
+        q = claim_param(lambda n: f":{n}")
+        predicate = guard_predicate(claim, name, q, lambda c: f"claims.{c}", lease_nullable=False)
+        assert predicate in statements, name
+
+    job = load_spec(declarations_dir() / "job.toml")
+    compiled = " ".join(compile_event(job, e, "t").sql for e in job.events)
+    for name in job.guards:
+        assert guard_predicate(job, name, lambda n: "?", str) in compiled, name
+
+    lifecycle = LifecycleMachine(job)
+    for name, g in job.guards.items():
+        assert lifecycle.guards[name].__code__ is compile_guard(job, g).__code__, name
+    machine = ClaimMachine(claim)
+    for name, g in claim.guards.items():
+        assert machine.guards[name].__code__ is compile_guard(claim, g).__code__, name

@@ -4,20 +4,21 @@ store uses to explain a refusal (which guard failed, and whether the caller is a
 owner) and to check that its compiled SQL agrees.
 
 A guard is a predicate over the entity's row, the caller and the store's clock, as its
-declared kind says (``spec.GUARD_KINDS``). The claim protocol's kinds over drafts
+declared kind says (``spec.GUARD_KINDS``), compiled by the one compiler the claim
+protocol's machine uses too (``_guards``). The claim protocol's kinds over drafts
 (``draft_ready``, ``draft_pinned``) have no meaning here and are refused by the store.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from transitions import Machine
 
-from claimfsm.spec import Spec, TransitionDecl, compare
+from claimfsm.machine._guards import Guard, build_guards
+from claimfsm.spec import Spec, TransitionDecl
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class RowView:
     lease_deadline: float | None = None
     columns: Mapping[str, int] = field(default_factory=dict)
 
+    def column(self, name: str) -> Any:
+        """A column a declared guard compares: ``epoch`` or one of the declared columns."""
+        return self.epoch if name == "epoch" else self.columns.get(name)
+
 
 @dataclass(frozen=True)
 class CallerView:
@@ -41,34 +46,9 @@ class CallerView:
     facts: Mapping[str, Any]
     now: float
 
-
-def guard_holds(spec: Spec, name: str, row: RowView, caller: CallerView) -> bool:
-    g = spec.guards[name]
-    if g.kind == "owner":
-        return (
-            caller.epoch == row.epoch
-            and caller.token_hash is not None
-            and row.token_hash is not None
-            and hmac.compare_digest(caller.token_hash, row.token_hash)
-        )
-    if g.kind == "epoch":
-        return caller.epoch == row.epoch
-    if g.kind == "live":
-        return row.lease_deadline is not None and caller.now < row.lease_deadline
-    if g.kind == "lapsed":
-        return row.lease_deadline is None or caller.now >= row.lease_deadline
-    if g.kind == "free":
-        return row.state == spec.initial or spec.states[row.state].frees_target
-    if g.kind == "compare":
-        right = g.value if g.column is None else _column(row, g.column)
-        if g.fact is None:
-            return compare(g.op or "=", _column(row, g.column or ""), g.value)
-        return compare(g.op or "=", caller.facts.get(g.fact), right)
-    raise ValueError(f"guard kind {g.kind!r} has no meaning for a lifecycle of your own")
-
-
-def _column(row: RowView, column: str) -> Any:
-    return row.epoch if column == "epoch" else row.columns.get(column)
+    def fact(self, name: str) -> Any:
+        """A fact a declared guard compares; None (as SQL's NULL) when not given."""
+        return self.facts.get(name)
 
 
 class _Subject:
@@ -87,6 +67,8 @@ class LifecycleMachine:
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
+        #: Each guard's predicate, compiled from its kind (the claim machine's compiler).
+        self.guards: dict[str, Guard] = build_guards(spec)
         self.machine = Machine(
             model=None,
             states=list(spec.states),
@@ -104,9 +86,11 @@ class LifecycleMachine:
             )
 
     def _condition(self, guard: str) -> Any:
+        holds = self.guards[guard]
+
         def check(event_data: Any) -> bool:
             row, caller = event_data.kwargs["row"], event_data.kwargs["caller"]
-            return guard_holds(self.spec, guard, row, caller)
+            return holds(row, caller)
 
         check.__name__ = guard
         return check
@@ -139,6 +123,6 @@ class LifecycleMachine:
             return taken, []
         failing: list[str] = []
         for t in self.spec.transitions_for(event, row.state):
-            bad = [g for g in t.guards if not guard_holds(self.spec, g, row, caller)]
+            bad = [g for g in t.guards if not self.guards[g](row, caller)]
             failing += [g for g in bad if g not in failing]
         return None, failing

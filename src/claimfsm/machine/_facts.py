@@ -32,6 +32,10 @@ class ClaimRow:
     outcome: str | None  # reconciled outcome: present | absent
     updated_at: float
 
+    def column(self, name: str) -> object:
+        """A column a declared guard compares (the loader checked the name)."""
+        return getattr(self, name)
+
 
 @dataclass(frozen=True, slots=True)
 class Facts:
@@ -54,6 +58,10 @@ class Facts:
     remote_dedups: bool = False
     draft: DraftRow | None = None  # the draft as stored now (acquired or pinned)
 
+    def fact(self, name: str) -> object:
+        """A fact a declared guard compares (the loader checked the name)."""
+        return getattr(self, name)
+
     def with_draft(self, draft: DraftRow | None) -> Facts:
         return replace(self, draft=draft)
 
@@ -70,5 +78,5 @@ class Facts:
             "new_idempotency_key": self.new_idempotency_key,
             "outcome": self.outcome,
             "fenced_through": self.fenced_through,
-            "remote_dedups": int(self.remote_dedups),
+            "remote_dedups": self.remote_dedups,
         }

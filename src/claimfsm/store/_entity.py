@@ -42,8 +42,9 @@ from claimfsm.errors import (
     StaleClaim,
     StoreError,
 )
-from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView, guard_holds
-from claimfsm.spec import LIFECYCLE_FACTS, OPERATORS, Spec, TransitionDecl, lifecycle_problem
+from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
+from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
+from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
 Clock = Callable[[], float]
@@ -137,7 +138,8 @@ def compile_event(spec: Spec, event: str, table: str, marker: str = "?") -> Comp
     transitions = [t for t in spec.transitions if t.event == event]
 
     def cond(t: TransitionDecl) -> str:
-        return " AND ".join([f"state = '{t.source}'"] + [_guard_sql(spec, g, p) for g in t.guards])
+        guards = [guard_predicate(spec, g, p, str) for g in t.guards]
+        return " AND ".join([f"state = {literal(t.source)}", *guards])
 
     def deadline(t: TransitionDecl) -> str:
         if t.dest not in lease_states:
@@ -167,28 +169,6 @@ def compile_event(spec: Spec, event: str, table: str, marker: str = "?") -> Comp
         " RETURNING state, epoch"
     )
     return CompiledEvent(sql, tuple(params))
-
-
-def _guard_sql(spec: Spec, name: str, p: Callable[[str], str]) -> str:
-    """One guard as SQL over the row and the caller's bound values."""
-    g = spec.guards[name]
-    if g.kind == "owner":
-        return f"(epoch = {p('epoch')} AND token_hash = {p('token_hash')})"
-    if g.kind == "epoch":
-        return f"epoch = {p('epoch')}"
-    if g.kind == "live":
-        return f"(lease_deadline IS NOT NULL AND lease_deadline > {p('now')})"
-    if g.kind == "lapsed":
-        return f"(lease_deadline IS NULL OR lease_deadline <= {p('now')})"
-    if g.kind == "free":
-        free = [spec.initial, *spec.states_where("frees_target")]
-        return "state IN (" + ", ".join(f"'{s}'" for s in dict.fromkeys(free)) + ")"
-    assert g.kind == "compare" and g.op is not None
-    op = OPERATORS[g.op][1]
-    if g.fact is None:
-        return f"{g.column} {op} {p('const:' + name)}"
-    right = g.column if g.column is not None else p("const:" + name)
-    return f"{p('fact:' + g.fact)} {op} {right}"
 
 
 class EntityStore:
@@ -227,9 +207,7 @@ class EntityStore:
             "reset_history": f"DELETE FROM {h}",  # noqa: S608
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
-        self._constants = {
-            f"const:{n}": g.value for n, g in spec.guards.items() if g.kind == "compare"
-        }
+        self._constants = guard_constants(spec)
         driver.create(self._schema())
 
     # -- the three ways to act -------------------------------------------------------------
@@ -455,7 +433,7 @@ class EntityStore:
                     for t in self.spec.transitions
                     if t.event == event
                     for g in t.guards
-                    if self.spec.guards[g].stale and not guard_holds(self.spec, g, view, caller)
+                    if self.spec.guards[g].stale and not self.machine.guards[g](view, caller)
                 ][:1]
             if not failing:
                 raise IllegalTransition(

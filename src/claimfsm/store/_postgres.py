@@ -320,7 +320,7 @@ class _PostgresTx:
             )
 
     def acquire_write(self, facts: Facts) -> ClaimRow | None:
-        params = facts.sql_params()
+        params = self.sql.params(facts)
         found = self.conn.execute(self.sql.acquire, params).fetchone()
         if found is None:
             assert facts.target_id is not None
@@ -329,7 +329,7 @@ class _PostgresTx:
         return None if found is None else ClaimRow(*found)
 
     def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]:
-        params = facts.sql_params()
+        params = self.sql.params(facts)
         if facts.target_id is None:
             rows = self.conn.execute(self.sql.everywhere[event], params).fetchall()
             return [ClaimRow(*r) for r in rows]
@@ -538,7 +538,7 @@ class PostgresStore(Store):
         if statement is None:
             return None
         facts = make_facts(0.0)  # times relative to the statement's clock
-        params = facts.sql_params()
+        params = self._sql.params(facts)
         params["detail"] = detail
         if self.explicit_clock is not None:  # tests only
             params["clock_now"] = self.explicit_clock()

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimfsm.errors import SpecError
-from claimfsm.spec import OPERATORS, Event, GuardDecl, Spec, State, claim_steps
+from claimfsm.machine import Facts
+from claimfsm.spec import Event, Spec, State, claim_steps
 from claimfsm.store._core import IDEMPOTENCY_KEY_SQL
+from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 
 Param = Callable[[str], str]
 
@@ -37,52 +39,35 @@ CLAIM_COLUMNS = (
 )
 
 
+def claim_param(p: Param) -> Param:
+    """``p`` for the predicates' parameter names: a fact is the ``Facts`` field of its name
+    (``outcome``), a constant ``const_GUARD`` (:attr:`Compiled.constants` holds its value)."""
+
+    def render(name: str) -> str:
+        if name.startswith("fact:"):
+            return p(name[len("fact:") :])
+        if name.startswith("const:"):
+            return p("const_" + name[len("const:") :])
+        return p(name)
+
+    return render
+
+
 def guard_sql(spec: Spec, p: Param, table: Callable[[str], str] = str) -> dict[str, str]:
     """Each guard's predicate over the ``claims`` row (and the draft ``d`` for acquire),
-    compiled from its declared kind. ``table`` names a table in the statement (PostgreSQL
-    qualifies it with the schema)."""
-    frees = ", ".join(_literal(s) for s in spec.states_where("frees_target"))
-    by_kind = {
-        "free": f"claims.state IN ({frees})",
-        "draft_ready": f"d.status = 'approved' AND d.target_id = {p('target_id')}",
-        "owner": f"claims.epoch = {p('epoch')} AND claims.token_hash = {p('token_hash')}",
-        "epoch": f"claims.epoch = {p('epoch')}",
-        "live": f"claims.lease_deadline > {p('now')}",
-        "lapsed": f"claims.lease_deadline <= {p('now')}",
-        "draft_pinned": (
-            f"EXISTS (SELECT 1 FROM {table('drafts')} AS pinned"  # noqa: S608
-            " WHERE pinned.draft_id = claims.draft_id"
-            " AND pinned.status = 'approved' AND pinned.version = claims.draft_version"
-            " AND pinned.digest = claims.draft_digest)"
-        ),
+    compiled from its declared kind by the one compiler every store uses
+    (``_predicates``). ``table`` names a table in the statement (PostgreSQL qualifies it
+    with the schema)."""
+    q = claim_param(p)
+    return {
+        name: guard_predicate(spec, name, q, lambda c: f"claims.{c}", table, lease_nullable=False)
+        for name in spec.guards
     }
-    compiled = {}
-    for name, g in spec.guards.items():
-        if g.kind == "compare":
-            compiled[name] = _compare_sql(g, p)
-        elif g.kind in by_kind:
-            compiled[name] = by_kind[g.kind]
-        else:
-            raise SpecError(f"{spec.name}: guard {name!r} has kind {g.kind!r}, which has no SQL")
-    return compiled
 
 
-def _compare_sql(g: GuardDecl, p: Param) -> str:
-    """``fact OP column`` or ``fact OP constant``. The fact is a bound parameter; a
-    constant is one the loader checked (a word, a number or a bool), so it is written in."""
-    assert g.fact is not None and g.op is not None
-    op = OPERATORS[g.op][1]
-    left = p(g.fact)
-    if g.column is not None:
-        return f"{left} {op} claims.{g.column}"
-    value = g.value
-    if isinstance(value, bool):
-        right = "1" if value else "0"  # Facts.sql_params sends bools as 0 or 1
-    elif isinstance(value, (int, float)):
-        right = repr(value)
-    else:
-        right = _literal(str(value))
-    return f"{left} {op} {right}"
+def claim_constants(spec: Spec) -> dict[str, Any]:
+    """The values of the ``const_GUARD`` parameters (bound, as every value is)."""
+    return {"const_" + k[len("const:") :]: v for k, v in guard_constants(spec).items()}
 
 
 @dataclass(frozen=True)
@@ -92,6 +77,11 @@ class Compiled:
     events: dict[str, str]  # event -> statement for one target (``target_id`` parameter)
     everywhere: dict[str, str]  # event -> statement over every target (sweep)
     acquire: str
+    constants: dict[str, Any]  # the declared constants the guards compare with
+
+    def params(self, facts: Facts) -> dict[str, Any]:
+        """The parameters of a statement: the event's facts and the declared constants."""
+        return {**facts.sql_params(), **self.constants}
 
 
 def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> Compiled:
@@ -123,7 +113,7 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
             continue  # acquire inserts (below); internal-only events write history alone
         terms = []
         for t in decls:
-            conds = [f"claims.state = {_literal(t.source)}"] + [f"({guards[g]})" for g in t.guards]
+            conds = [f"claims.state = {literal(t.source)}"] + [f"({guards[g]})" for g in t.guards]
             terms.append((" AND ".join(conds), t.dest))
         # Self-loops only (renew): the state stays, so it is not written at all.
         sets = (
@@ -152,7 +142,7 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
 
     acquire = (
         f"INSERT INTO {table('claims')} (" + ", ".join(CLAIM_COLUMNS) + ") "  # noqa: S608
-        f"SELECT {p('target_id')}, 1, {_literal(acq.dest)}, {p('owner')}, {p('token_hash')},"
+        f"SELECT {p('target_id')}, 1, {literal(acq.dest)}, {p('owner')}, {p('token_hash')},"
         f" d.draft_id, d.version, d.digest, {IDEMPOTENCY_KEY_SQL}, {p('lease_deadline')},"
         f" NULL, {p('now')} FROM {table('drafts')} AS d WHERE d.draft_id = {p('draft_id')}"
         f" AND {of_kind('draft_ready')} "
@@ -162,7 +152,9 @@ def compile_writes(spec: Spec, p: Param, table: Callable[[str], str] = str) -> C
         )
         + f" WHERE {of_kind('free')} {returning}"
     )
-    return Compiled(events=events, everywhere=everywhere, acquire=acquire)
+    return Compiled(
+        events=events, everywhere=everywhere, acquire=acquire, constants=claim_constants(spec)
+    )
 
 
 #: The history columns, in the order ``HistoryRecord.params`` gives them.
@@ -212,17 +204,17 @@ def compile_single_statements(
         # written, and the fact guards that tell such a transition from another.
         dispatched = " OR ".join(
             "("
-            + " AND ".join([f"w.state = {_literal(dest)}", *(f"({guards[g]})" for g in way)])
+            + " AND ".join([f"w.state = {literal(dest)}", *(f"({guards[g]})" for g in way)])
             + ")"
             for (e, dest), ways in dispatching.items()
             if e == event
             for way in ways
         )
         whens = " ".join(
-            f"WHEN {_literal(dest)} THEN {_literal(src)}" for dest, src in sources.items()
+            f"WHEN {literal(dest)} THEN {literal(src)}" for dest, src in sources.items()
         )
         values = (
-            f"w.target_id, w.epoch, {_literal(event)}, CASE w.state {whens} END, w.state,"
+            f"w.target_id, w.epoch, {literal(event)}, CASE w.state {whens} END, w.state,"
             f" w.updated_at, w.owner, substr(w.token_hash, 1, {int(fingerprint_length)}),"
             " w.draft_id, w.draft_version, w.draft_digest, w.idempotency_key,"
             " w.lease_deadline, w.outcome, %(detail)s"
@@ -249,16 +241,9 @@ def _destination(decls: list[Any], terms: list[tuple[str, str]]) -> str:
     already checked the guards); else a CASE over every term, as the machine tries them."""
     dests = {t.dest for t in decls}
     if len(dests) == 1:
-        return _literal(next(iter(dests)))
+        return literal(next(iter(dests)))
     if len({t.source for t in decls}) == len(decls):
-        whens = " ".join(f"WHEN {_literal(t.source)} THEN {_literal(t.dest)}" for t in decls)
+        whens = " ".join(f"WHEN {literal(t.source)} THEN {literal(t.dest)}" for t in decls)
         return f"CASE claims.state {whens} END"
-    whens = " ".join(f"WHEN {cond} THEN {_literal(dest)}" for cond, dest in terms)
+    whens = " ".join(f"WHEN {cond} THEN {literal(dest)}" for cond, dest in terms)
     return f"CASE {whens} END"
-
-
-def _literal(name: str) -> str:
-    # State names are validated identifiers (see claimfsm.spec), so quoting is enough.
-    if not name.isidentifier():
-        raise SpecError(f"state name {name!r} is not an identifier")
-    return f"'{name}'"

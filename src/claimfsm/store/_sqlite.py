@@ -216,12 +216,12 @@ class _SQLiteTx:
         )
 
     def acquire_write(self, facts: Facts) -> ClaimRow | None:
-        found = self.conn.execute(self.sql.acquire, facts.sql_params()).fetchone()
+        found = self.conn.execute(self.sql.acquire, self.sql.params(facts)).fetchone()
         return None if found is None else ClaimRow(*found)
 
     def guarded_write(self, event: str, facts: Facts) -> list[ClaimRow]:
         statements = self.sql.events if facts.target_id is not None else self.sql.everywhere
-        rows = self.conn.execute(statements[event], facts.sql_params()).fetchall()
+        rows = self.conn.execute(statements[event], self.sql.params(facts)).fetchall()
         return [ClaimRow(*r) for r in rows]
 
     def history_cut(self, before: float) -> int | None:
