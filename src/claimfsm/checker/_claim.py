@@ -39,7 +39,16 @@ from claimfsm.checker._engine import Model
 from claimfsm.checker._packed import Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import GUARD_KINDS, REMOTE_MODES, RemoteMode, RemoteRules, Spec, compare
+from claimfsm.spec import (
+    ABSENT,
+    GUARD_KINDS,
+    PRESENT,
+    REMOTE_MODES,
+    RemoteMode,
+    RemoteRules,
+    Spec,
+    compare,
+)
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_world
 
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
@@ -84,7 +93,7 @@ class Target(NamedTuple):
     nonce: int = (
         0  # idempotency key = (draft, version, nonce); nonce changes only on fresh-key retry
     )
-    outcome: str = ""  # reconciled: "present" | "absent"
+    outcome: str = ""  # reconciled: PRESENT | ABSENT
     retries: int = 0  # retries of this epoch so far (bounded by the config)
 
 
@@ -120,7 +129,7 @@ class Ghosts(NamedTuple):
 
     overlap: bool = False  # a send arrived while another epoch's send was in flight
     stale_changed: bool = False  # a stale owner's operation changed a claim
-    uncertain_escaped: bool = False  # uncertain left without evidence
+    escaped: bool = False  # a left_only_by state was left by an event it does not allow
     discarded: bool = False  # a stale owner's operation was refused (recorded)
 
 
@@ -604,12 +613,12 @@ def claim_model(
                     )
                 )
                 found = present(w, t)
-            evidence = compared("present" if found else "absent", w.remote[t].fence, False, tg)
+            evidence = compared(PRESENT if found else ABSENT, w.remote[t].fence, False, tg)
             true = kinds["epoch"] | evidence
             dest = fire(table, e_reconcile, tg.state, true)
             if dest is None:
                 return None
-            w = move(w, t, e_reconcile, dest, outcome="present" if found else "absent")
+            w = move(w, t, e_reconcile, dest, outcome=PRESENT if found else ABSENT)
             return mark_dispatched(w, t) if dispatches(e_reconcile, tg.state, true) else w
         if kind == Event.RETRY:
             _, i, t = a

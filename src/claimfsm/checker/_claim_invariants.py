@@ -153,7 +153,7 @@ def _predicate(inv: InvariantDecl) -> Callable[[Any], bool]:
     if inv.kind == "exclusive_work":
         return lambda w: not w.ghosts.overlap
     if inv.kind == "left_only_by":
-        return lambda w: not w.ghosts.uncertain_escaped
+        return lambda w: not w.ghosts.escaped
     if inv.kind == "effect_once":
         return _effect_once
     assert inv.kind == "reachable", inv.kind

@@ -44,12 +44,12 @@ from claimfsm.checker._claim_invariants import STALE, claim_invariants, escape_r
 from claimfsm.checker._engine import Property
 from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
-from claimfsm.spec import RemoteRules, Spec, compare
+from claimfsm.spec import ABSENT, PRESENT, RemoteRules, Spec, compare
 from claimfsm.spec._vocabulary import Event, State, claim_steps
 
 PHASE = {"": 0, "R": 1, "S": 2, "W": 3, "A": 4, "P": 5, "Q": 6}
 DRAFT = {"-": 0, "a": 1, "p": 2, "d": 3}
-OUTCOME = {"": 0, "present": 1, "absent": 2}
+OUTCOME = {"": 0, PRESENT: 1, ABSENT: 2}
 NONE = 255  # no transition fires
 
 #: Every variable of the state vector (prefixed ``now.`` in the C fragments).

@@ -30,7 +30,7 @@ from claimfsm.checker import (
     replay,
 )
 from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
-from claimfsm.spec import ClaimSteps, Event, Spec, State, claim_steps
+from claimfsm.spec import PRESENT, ClaimSteps, Event, Spec, State, claim_steps
 from claimfsm.store import Claim, Evidence, Store
 
 LEASE = 10.0
@@ -269,9 +269,7 @@ def _apply(action: tuple[Any, ...], after: World, p: Player, coverage: Coverage)
         env.sweep()
     elif kind == Event.RECONCILE:
         tg = after.targets[0]
-        evidence = (
-            Evidence.present() if tg.outcome == "present" else Evidence.absent_fenced(tg.epoch)
-        )
+        evidence = Evidence.present() if tg.outcome == PRESENT else Evidence.absent_fenced(tg.epoch)
         env.reconcile(target, tg.epoch, evidence)
     elif kind == Event.RETRY:
         _, i, _ = action

@@ -15,7 +15,16 @@ from claimfsm.spec._declaration import (
 )
 from claimfsm.spec._differences import Differences, TransitionKey, differences, transition_keys
 from claimfsm.spec._effects import EFFECTS
-from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS, compare
+from claimfsm.spec._guards import (
+    ABSENT,
+    COLUMNS,
+    FACTS,
+    GUARD_KINDS,
+    OPERATORS,
+    PRESENT,
+    READBACK_OUTCOMES,
+    compare,
+)
 from claimfsm.spec._invariants import (
     INVARIANT_KINDS,
     InvariantDecl,
@@ -50,6 +59,7 @@ from claimfsm.spec._roles import (
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
 
 __all__ = [
+    "ABSENT",
     "CLAIM_WORLD",
     "COLUMNS",
     "EFFECTS",
@@ -59,6 +69,8 @@ __all__ = [
     "LIFECYCLE_FACTS",
     "LIFECYCLE_WORLD",
     "OPERATORS",
+    "PRESENT",
+    "READBACK_OUTCOMES",
     "REMOTE_MODES",
     "RETIRED_MODEL_OPTIONS",
     "ROLES",

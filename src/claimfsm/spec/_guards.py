@@ -48,6 +48,11 @@ FACTS: dict[str, tuple[type, ...]] = {
     "running": (bool,),
 }
 
+#: What readback says of an epoch's effect (the fact ``outcome``, and the outcome the claim
+#: row records): present, or absent.
+PRESENT, ABSENT = "present", "absent"
+READBACK_OUTCOMES = (PRESENT, ABSENT)
+
 #: Row columns a ``compare`` guard may read.
 COLUMNS: dict[str, tuple[type, ...]] = {
     "epoch": (int,),

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from claimfsm.spec._guards import READBACK_OUTCOMES
 from claimfsm.spec._remote import REMOTE_MODES
 from claimfsm.spec._roles import (
     _WORD,
@@ -211,8 +212,9 @@ def _example(
     step that took ``event``, or ``live_drafts`` live drafts of one target."""
     listed = _names(what, body, "states", states, "states", fail)
     outcome, event, live = body.get("outcome"), body.get("event"), body.get("live_drafts")
-    if outcome is not None and outcome not in ("present", "absent"):
-        raise fail(f'{what}: outcome must be "present" or "absent", not {outcome!r}')
+    if outcome is not None and outcome not in READBACK_OUTCOMES:
+        words = " or ".join(f'"{o}"' for o in READBACK_OUTCOMES)
+        raise fail(f"{what}: outcome must be {words}, not {outcome!r}")
     if event is not None and (not isinstance(event, str) or event not in events):
         raise fail(f"{what}: event {event!r} is not a declared event")
     if live is not None and (isinstance(live, bool) or not isinstance(live, int) or live < 1):

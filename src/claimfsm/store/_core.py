@@ -30,7 +30,7 @@ from claimfsm.errors import (
     UsageError,
 )
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
-from claimfsm.spec import Event, Spec, State, claim_spec, claim_steps
+from claimfsm.spec import READBACK_OUTCOMES, Event, Spec, State, claim_spec, claim_steps
 from claimfsm.store import _validate as check
 from claimfsm.store._observe import LOG as STORE_LOG
 from claimfsm.store._observe import Observed, Observer
@@ -476,7 +476,7 @@ class Store(ABC):
         """
         check.text_id(target_id, "target_id")
         check.positive_int(epoch, "epoch")
-        if not isinstance(evidence, Evidence) or evidence.outcome not in ("present", "absent"):
+        if not isinstance(evidence, Evidence) or evidence.outcome not in READBACK_OUTCOMES:
             raise InvalidArgument(
                 "evidence must be Evidence.present() or Evidence.absent_fenced(epoch)"
             )
