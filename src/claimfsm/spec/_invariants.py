@@ -20,13 +20,13 @@ from typing import Any
 from claimfsm.spec._guards import READBACK_OUTCOMES
 from claimfsm.spec._remote import REMOTE_MODES
 from claimfsm.spec._roles import (
-    _WORD,
     LIFECYCLE_WORLD,
+    WORD,
     ColumnDecl,
     Fail,
-    _only,
     check_column_compare,
     lifecycle_problem,
+    only_keys,
 )
 
 #: Invariant kinds, with the sentence the docs use.
@@ -115,8 +115,8 @@ def parse_invariants(
     found = {}
     for name, body in declared.items():
         what = f"invariant {name!r}"
-        _only(body, INVARIANT_KEYS, what, fail)
-        if not _WORD.fullmatch(name):
+        only_keys(body, INVARIANT_KEYS, what, fail)
+        if not WORD.fullmatch(name):
             raise fail(f"{what}: an invariant's name is a word (letters, digits, _)")
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
             raise fail(f"{what} needs a one-line 'meaning'")

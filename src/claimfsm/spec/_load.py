@@ -24,8 +24,10 @@ from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
 from claimfsm.spec._invariants import parse_invariants
 from claimfsm.spec._roles import (
     ROLES,
+    WORD,
     WORK,
     check_column_compare,
+    only_keys,
     parse_columns,
     parse_world,
 )
@@ -212,7 +214,7 @@ def _overlay(raw: dict[str, Any], path: Path) -> Spec:
             + (": " + "; ".join(said) if said else "")
             + "; see the variants section of docs/declarations.md"
         )
-    _only(raw, _OVERLAY_KEYS, "a variant", fail)
+    only_keys(raw, _OVERLAY_KEYS, "a variant", fail)
     if not isinstance(raw.get("description"), str) or not raw["description"]:
         raise fail("a variant needs a one-line 'description' of how it differs")
     if not isinstance(raw["base"], str) or not raw["base"]:
@@ -294,7 +296,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     def fail(msg: str) -> SpecError:
         return SpecError(f"{where}: {msg}")
 
-    _only(raw, _TOP_KEYS, "the top level", fail)
+    only_keys(raw, _TOP_KEYS, "the top level", fail)
     for key in ("name", "initial", "states", "transitions"):
         if key not in raw:
             raise fail(f"missing {key!r}")
@@ -315,7 +317,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     for state, body in raw["states"].items():
         if not state.isidentifier():
             raise fail(f"state name {state!r} must be an identifier (letters, digits, _)")
-        _only(body, _STATE_KEYS, f"state {state!r}", fail)
+        only_keys(body, _STATE_KEYS, f"state {state!r}", fail)
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
             raise fail(f"state {state!r} needs a one-line 'meaning'")
         _flags(body, _STATE_KEYS - {"meaning"}, f"state {state!r}", fail)
@@ -327,7 +329,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     if not isinstance(declared_guards, dict):
         raise fail("guards must be tables: [guards.NAME] with a 'meaning'")
     for guard, body in declared_guards.items():
-        _only(body, _GUARD_KEYS, f"guard {guard!r}", fail)
+        only_keys(body, _GUARD_KEYS, f"guard {guard!r}", fail)
         if not isinstance(body.get("meaning"), str) or not body["meaning"]:
             raise fail(f"guard {guard!r} needs a one-line 'meaning'")
         _flags(body, {"stale"}, f"guard {guard!r}", fail)
@@ -350,7 +352,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     for i, body in enumerate(raw["transitions"], start=1):
         event = body.get("event", "?") if isinstance(body, dict) else "?"
         label = f"transition #{i} ({event})"
-        _only(body, _TRANSITION_KEYS, label, fail)
+        only_keys(body, _TRANSITION_KEYS, label, fail)
         event, source = body.get("event"), body.get("source")
         _flags(body, {"internal", "dispatches"}, label, fail)
         internal = body.get("internal", False)
@@ -430,13 +432,12 @@ def _terminal_left_by_no_owner(spec: Spec, numbers: list[int], fail: Any) -> Non
 
 def _drafts(body: Any, fail: Any) -> DraftsDecl:
     """``[drafts]``: the claim protocol's drafts; one flag, ``one_live_per_target``."""
-    _only(body, _DRAFTS_KEYS, "[drafts]", fail)
+    only_keys(body, _DRAFTS_KEYS, "[drafts]", fail)
     _flags(body, _DRAFTS_KEYS, "[drafts]", fail)
     return DraftsDecl(**body)
 
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def _guard_kind(guard: str, body: dict[str, Any], columns: dict[str, Any], fail: Any) -> None:
@@ -481,7 +482,7 @@ def _guard_kind(guard: str, body: dict[str, Any], columns: dict[str, Any], fail:
             f"{what}: value {value!r} cannot be compared with {fact}, which is "
             + " or ".join(t.__name__ for t in types)
         )
-    if isinstance(value, str) and not _WORD.fullmatch(value):
+    if isinstance(value, str) and not WORD.fullmatch(value):
         raise fail(f"{what}: a text value must be a word (letters, digits, _), not {value!r}")
 
 
@@ -495,7 +496,7 @@ def _events(
     found = {}
     for event, body in declared.items():
         what = f"event {event!r}"
-        _only(body, _EVENT_KEYS, what, fail)
+        only_keys(body, _EVENT_KEYS, what, fail)
         if event not in events:
             raise fail(f"{what} has no transition; declare [events.NAME] for an event that fires")
         _flags(body, {"durable"}, what, fail)
@@ -548,11 +549,3 @@ def _reachable(
             f"states {unreachable} cannot be reached from the initial state {initial!r}:"
             " add a transition into them, or remove them"
         )
-
-
-def _only(body: Any, allowed: set[str], what: str, fail: Any) -> None:
-    if not isinstance(body, dict):
-        raise fail(f"{what} must be a table")
-    unknown = set(body) - allowed
-    if unknown:
-        raise fail(f"{what}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")

@@ -83,7 +83,8 @@ class ColumnDecl:
     default: int = 0
 
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+#: A name a declaration may give a column, a fact or a constant word.
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 Fail = Callable[[str], Exception]
 
 
@@ -93,8 +94,8 @@ def parse_columns(declared: Any, fail: Fail) -> dict[str, ColumnDecl]:
     found = {}
     for name, body in declared.items():
         what = f"column {name!r}"
-        _only(body, COLUMN_KEYS, what, fail)
-        if not _WORD.fullmatch(name):
+        only_keys(body, COLUMN_KEYS, what, fail)
+        if not WORD.fullmatch(name):
             raise fail(f"{what}: a column name is a word (letters, digits, _)")
         if name in ROW_COLUMNS or name in COLUMNS:
             raise fail(f"{what}: the row already has a column of that name; choose another")
@@ -165,7 +166,7 @@ def lifecycle_problem(spec: Any) -> str | None:
 def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
     if not isinstance(declared, dict):
         raise fail("world must be a table: [world] with " + ", ".join(WORLD_OPTIONS))
-    _only(declared, set(WORLD_OPTIONS), "[world]", fail)
+    only_keys(declared, set(WORLD_OPTIONS), "[world]", fail)
     world: dict[str, int | bool | str] = {}
     for name, (default, low, high, _meaning) in WORLD_OPTIONS.items():
         value = declared.get(name, default)
@@ -183,7 +184,8 @@ def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
     return world
 
 
-def _only(body: Any, allowed: set[str], what: str, fail: Fail) -> None:
+def only_keys(body: Any, allowed: set[str], what: str, fail: Fail) -> None:
+    """``body`` is a table with no key outside ``allowed``, or ``fail`` says which."""
     if not isinstance(body, dict):
         raise fail(f"{what} must be a table")
     unknown = set(body) - allowed
