@@ -432,3 +432,27 @@ FactoryJob = lifecycle_state_machine(
 )
 FactoryJob.TestCase.settings = settings(max_examples=10, stateful_step_count=15, deadline=None)
 TestTheFactoryRunsInAPytestSuite = FactoryJob.TestCase
+
+
+def test_a_refusal_says_what_its_guard_kind_says_in_the_declarations_words(
+    job_url: str,
+) -> None:
+    """A lifecycle's refusals are written by the claim machine's sentence compiler
+    (machine._guards.why), in the job's own words: the event that takes a job (lease), the
+    one that renews, the current epoch against the one the caller named."""
+    clock = ManualClock()
+    store = open_job(job_url, clock)
+    first = store.take("j1", "lease", lease_seconds=30)
+    clock.advance(31)
+    with pytest.raises(LeaseExpired) as lapsed:
+        store.act(first, "start")
+    assert "the lease lapsed at" in str(lapsed.value)
+    assert "renew before the deadline, or lease again" in str(lapsed.value)
+    assert store.operate("j1", "lapse") == "queued"  # lapsed before it started
+    store.take("j1", "lease")
+    with pytest.raises(StaleClaim) as stale:
+        store.act(first, "renew")
+    message = str(stale.value)
+    assert "epoch 1 is not current (current epoch 2)" in message
+    assert "this handle no longer holds the job: drop it and lease again" in message
+    assert first.token not in message

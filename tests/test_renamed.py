@@ -226,3 +226,23 @@ def test_spin_searches_a_renamed_wrong_design_to_the_same_counterexample(
     found = theirs.discoveries[prop]
     assert len(found.path) == len(ours.discoveries[prop].path)
     assert any(names["reserved"] in state for _text, state in explained(theirs.model, found.path))
+
+
+def test_a_renamed_claims_refusals_use_its_own_event_names(renamed: Path) -> None:
+    """A refusal's advice names the declaration's events (the taker's and the renewer's,
+    found by role), so the renamed claim advises its own names and never the claim's."""
+    from claimfsm.errors import LeaseExpired, StaleClaim
+    from claimfsm.machine import ClaimMachine, ClaimRow, Facts
+
+    spec = load_spec(renamed / "claim.toml")
+    table = renaming()
+    machine = ClaimMachine(spec)
+    row = ClaimRow("t", 2, table["sending"], "w", "h", 1, 1, "d", "k", 10.0, None, 0.0)
+    stale = machine.explain(table["confirm"], row.state, row, Facts(20.0, "t", 1, "h"))
+    assert isinstance(stale, StaleClaim)
+    assert f"drop it and {table['acquire']} again" in str(stale)
+    lapsed = machine.explain(table["renew"], row.state, row, Facts(20.0, "t", 2, "h"))
+    assert isinstance(lapsed, LeaseExpired)
+    assert f"{table['renew']} before the deadline, or {table['acquire']} again" in str(lapsed)
+    for word in ("acquire", "renew"):
+        assert word not in str(stale) + str(lapsed)

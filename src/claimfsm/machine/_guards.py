@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from claimfsm.errors import SpecError
-from claimfsm.machine._facts import ClaimRow, Facts
 from claimfsm.spec import GuardDecl, Spec, compare
 
 Guard = Callable[[Any, Any], bool]  # (Row | None, Caller) -> bool
@@ -83,43 +83,85 @@ def compile_guard(spec: Spec, g: GuardDecl) -> Guard:
     raise SpecError(f"{spec.name}: guard {g.name!r} has kind {kind!r}, which claimfsm cannot run")
 
 
-def why(g: GuardDecl, row: ClaimRow | None, facts: Facts) -> str:
+def why(spec: Spec, g: GuardDecl, row: Any, caller: Any) -> str:
     """A sentence for a failed guard that says what is wrong and what to do: the guard's
-    declared ``hint`` if it has one, else one written for its kind."""
+    declared ``hint`` if it has one, else one written for its kind, in the declaration's
+    own words (its name, the event that takes an entity, the one that renews a lease).
+    ``row`` and ``caller`` are as for the predicates (the claim's or any lifecycle's)."""
+    return explained(spec, g, row, caller) or f"{g.name} does not hold: {g.meaning}"
+
+
+def explained(spec: Spec, g: GuardDecl, row: Any, caller: Any) -> str | None:
+    """:func:`why`'s sentence, or None when neither a hint nor the kind says more than
+    the guard's declared meaning."""
     if g.hint:
         return g.hint
     kind = g.kind
+    words = Words.of(spec)
     if kind in ("owner", "epoch"):
         if row is None:
-            return "the target has no claim"
-        if facts.epoch != row.epoch:
+            return f"the target has no {spec.name}"
+        if caller.epoch != row.epoch:
             return (
-                f"epoch {facts.epoch} is not current (current epoch {row.epoch}); "
-                "this worker no longer holds the claim: drop the handle and acquire again"
+                f"epoch {caller.epoch} is not current (current epoch {row.epoch}); "
+                f"{words.stale_handle}"
             )
-        return "the owner token does not match the current claim"
+        return f"the owner token does not match the current {spec.name}"
     if kind == "live" and row is not None:
-        return (
-            f"the lease lapsed at {row.lease_deadline:.3f} (now {facts.now:.3f}); "
-            "renew before the deadline, or release and acquire again"
-        )
+        lapsed = "has none" if row.lease_deadline is None else f"lapsed at {row.lease_deadline:.3f}"
+        renew = f"{words.renew} before the deadline, or " if words.renew else ""
+        return f"the lease {lapsed} (now {caller.now:.3f}); {renew}{words.take} again"
     if kind == "free" and row is not None:
-        return f"epoch {row.epoch} is {row.state}; wait for it to end (or sweep and reconcile)"
+        return f"epoch {row.epoch} is {row.state}; wait for it to end"
     if kind == "draft_ready":
-        d = facts.draft
+        d = caller.draft
         if d is None:
-            return f"draft {facts.draft_id} does not exist"
-        if d.target_id != facts.target_id:
+            return f"draft {caller.draft_id} does not exist"
+        if d.target_id != caller.target_id:
             return f"draft {d.draft_id} belongs to target {d.target_id!r}"
         return f"draft {d.draft_id} is {d.status}; approve it first"
     if kind == "draft_pinned" and row is not None:
-        d = facts.draft
+        d = caller.draft
         now = f"version {d.version}, {d.status}" if d else "missing"
         return (
             f"draft {row.draft_id} changed since it was claimed (pinned version "
-            f"{row.draft_version}, now {now}); release and acquire it again"
+            f"{row.draft_version}, now {now}); {words.take} it again"
         )
     if kind == "compare":
-        other = repr(g.value) if g.column is None else f"the claim's {g.column}"
+        other = repr(g.value) if g.column is None else f"the {spec.name}'s {g.column}"
+        if g.fact is None:
+            return f"{g.name} requires its {g.column} {g.op} {g.value!r}: {g.meaning}"
         return f"{g.name} requires {g.fact} {g.op} {other}: {g.meaning}"
-    return f"{g.name} does not hold: {g.meaning}"
+    return None
+
+
+@dataclass(frozen=True)
+class Words:
+    """What a refusal calls things, read from the declaration: the event that takes an
+    entity (a taker's) and the one that renews its lease (an owner's that sets the lease
+    and changes no state), if any."""
+
+    take: str
+    renew: str | None
+    noun: str
+
+    @property
+    def stale_handle(self) -> str:
+        return f"this handle no longer holds the {self.noun}: drop it and {self.take} again"
+
+    @staticmethod
+    def of(spec: Spec) -> Words:
+        takers = [e for e in spec.events if spec.role(e) == "taker"]
+        renewing = [
+            e
+            for e in spec.events
+            if spec.role(e) == "owner"
+            and e in spec.effects
+            and "lease" in spec.effects[e].sets
+            and all(t.source == t.dest for t in spec.transitions if t.event == e)
+        ]
+        return Words(
+            take=takers[0] if takers else "take it",
+            renew=renewing[0] if renewing else None,
+            noun=spec.name,
+        )

@@ -25,7 +25,7 @@ from claimfsm.errors import (
     StaleClaim,
 )
 from claimfsm.machine._facts import ClaimRow, Facts
-from claimfsm.machine._guards import Guard, build_guards, why
+from claimfsm.machine._guards import Guard, Words, build_guards, why
 from claimfsm.spec import ClaimSteps, Spec, claim_spec, require_claim_protocol
 
 
@@ -113,7 +113,7 @@ class ClaimMachine:
         if self._stale_guards.get(event) and self.spec.states[state].stale:
             err = StaleClaim(
                 f"{event} refused for {where}: the epoch is {state} (its lease lapsed); "
-                "this worker no longer holds the claim: drop the handle and acquire again"
+                + Words.of(self.spec).stale_handle
             )
             err.guard = None
             return err
@@ -154,7 +154,7 @@ def _where(row: ClaimRow | None, facts: Facts) -> str:
 
 
 def _why(spec: Spec, guard: str, row: ClaimRow | None, facts: Facts) -> str:
-    return why(spec.guards[guard], row, facts)
+    return why(spec, spec.guards[guard], row, facts)
 
 
 def _refusal(spec: Spec, guard: str, message: str) -> Refused:

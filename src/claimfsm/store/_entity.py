@@ -43,6 +43,7 @@ from claimfsm.errors import (
     StoreError,
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
+from claimfsm.machine._guards import explained
 from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
@@ -426,8 +427,8 @@ class EntityStore:
                     + ("took it" if done is not None else "refused it")
                     + f" and the declaration's guards do not agree {said}"
                 )
+            caller = CallerView(epoch, presented, facts, now)
             if not failing:  # no transition from here: a stale caller is told it is stale
-                caller = CallerView(epoch, presented, facts, now)
                 failing = [
                     g
                     for t in self.spec.transitions
@@ -443,7 +444,7 @@ class EntityStore:
                 )
             stale_guards = [g for g in failing if self.spec.guards[g].stale]
             first = (stale_guards or failing)[0]
-            refusal = self._refusal(key, event, first, stale=bool(stale_guards))
+            refusal = self._refusal(key, event, first, view, caller, stale=bool(stale_guards))
             if not stale_guards:
                 raise refusal  # nothing written: the transaction rolls back
             named = epoch if epoch is not None else view.epoch
@@ -461,12 +462,24 @@ class EntityStore:
             stale = refusal
         raise stale  # the refusal is recorded (committed) first
 
-    def _refusal(self, key: str, event: str, guard: str, *, stale: bool) -> Refused:
+    def _refusal(
+        self,
+        key: str,
+        event: str,
+        guard: str,
+        row: RowView,
+        caller: CallerView,
+        *,
+        stale: bool,
+    ) -> Refused:
+        """The refusal: the guard, its meaning, and what its kind (or its hint) says of this
+        row and caller, in the words the claim machine's refusals use (``machine._guards``)."""
         g = self.spec.guards[guard]
         kind = REFUSALS.get(g.refusal or "", StaleClaim if stale else Refused)
+        detail = explained(self.spec, g, row, caller)
         error = kind(
             f"{self.spec.name} {key!r}: {event} refused: {guard} does not hold ({g.meaning})"
-            + (f"; {g.hint}" if g.hint else "")
+            + (f"; {detail}" if detail else "")
             + ("; recorded in history" if stale else "")
         )
         error.guard = guard
