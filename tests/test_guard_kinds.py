@@ -161,3 +161,30 @@ def test_every_store_embeds_the_one_sql_compiler_of_guard_kinds() -> None:
     machine = ClaimMachine(claim)
     for name, g in claim.guards.items():
         assert machine.guards[name].__code__ is compile_guard(claim, g).__code__, name
+
+
+def test_a_kinds_meaning_is_written_once_per_language() -> None:
+    """Only the compilers branch on what a guard kind means: one for Python
+    (spec/_predicates.py, which the machines, both checker models and the audit evaluate),
+    one for SQL (store/_predicates.py), the Promela twins (checker/_spin*.py) and the
+    refusal's sentence (machine/_guards.py). Reading a declaration's shape (which event
+    lapses a lease: spec/_vocabulary.py) or which world reads a kind (spec/_roles.py) is
+    not a meaning."""
+    meaning = re.compile(
+        r"""kind\s*(?:==|in)\s*\(?\s*"(?:owner|epoch|live|lapsed|free|draft_ready|draft_pinned)"""
+        r"""|"(?:owner|epoch|live|lapsed)":\s*lambda"""
+    )
+    found = {
+        str(path.relative_to(SRC)) for path in SRC.rglob("*.py") if meaning.search(path.read_text())
+    }
+    allowed = {
+        "spec/_predicates.py",
+        "store/_predicates.py",
+        "machine/_guards.py",
+        "checker/_spin.py",
+        "checker/_spin_claim.py",
+        "spec/_vocabulary.py",
+        "spec/_roles.py",
+    }
+    assert found <= allowed, sorted(found - allowed)
+    assert {"spec/_predicates.py", "store/_predicates.py"} <= found

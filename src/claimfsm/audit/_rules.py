@@ -9,9 +9,9 @@ last state of each of its epochs. For every entry it asks:
   initial state starts a new epoch, which must be the previous epoch + 1 (``epoch_order``).
 - Every other transition must be of the current epoch (``stale_epoch_changed``).
 - Do the guards that history can show hold for it? Each declared guard that a history row
-  can witness is evaluated, by its declared kind, on the row before the entry and the
-  entry itself (``KINDS`` below); a guard history cannot show (the draft, the remote's
-  fencing) is assumed. An entry is legal if some declared transition with its event, source
+  can witness (``WITNESSED`` below) is evaluated by the predicate the machines run, on the
+  row before the entry and the entry itself; a guard history cannot show (the draft, the
+  remote's fencing) is assumed. An entry is legal if some declared transition with its event, source
   and destination has all of its visible guards holding; otherwise the first failing guard
   names the violation.
 - A ``checkpoint`` (written by pruning) may only open a target's history.
@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.spec import Event, GuardDecl, Spec, claim_steps, compare
+from claimfsm.spec import Event, Spec, claim_steps
+from claimfsm.spec._predicates import Guard, build_guards
 from claimfsm.store._core import CHECKPOINT
 from claimfsm.store._sql import HISTORY_COLUMNS
 
@@ -52,17 +53,47 @@ class Track:
     pruned: bool = False  # opened by a checkpoint: older epochs are not in history
 
 
-#: Guard kinds a history row can witness: (the target's row before the entry, the entry, the
-#: guard) -> holds. A ``compare`` is witnessed when its fact is one history records (the
-#: row's ``outcome`` after the entry); the draft and the remote's fencing are not recorded.
-KINDS: dict[str, Callable[[Track, tuple[Any, ...], GuardDecl], bool]] = {
-    "owner": lambda t, e, g: e[EPOCH] == t.epoch and e[TOKEN] == t.holder,
-    "epoch": lambda t, e, g: e[EPOCH] == t.epoch,
-    "live": lambda t, e, g: t.lease is not None and e[AT] < t.lease,
-    "lapsed": lambda t, e, g: t.lease is not None and e[AT] >= t.lease,
-}
+#: Guard kinds a history row can witness, by the guards' compiled predicates
+#: (``spec._predicates``, the machines' own) read on the target's row before the entry
+#: (:class:`_RowSeen`) and the entry as the caller (:class:`_EntrySeen`). A ``compare`` is
+#: witnessed when its fact is one history records (the row's ``outcome`` after the entry);
+#: the draft and the remote's fencing are not recorded.
+WITNESSED = frozenset({"owner", "epoch", "live", "lapsed"})
 #: Facts of a ``compare`` guard that history records, and the entry column holding each.
 RECORDED_FACTS = {"outcome": OUTCOME}
+
+
+class _RowSeen:
+    """The target's row as its history so far leaves it, as a guard reads a row: the
+    holder's token fingerprint stands for its hash (the entry shows the same)."""
+
+    __slots__ = ("epoch", "lease_deadline", "state", "token_hash")
+
+    def __init__(self, t: Track) -> None:
+        self.state, self.epoch, self.token_hash, self.lease_deadline = (
+            t.state,
+            t.epoch,
+            t.holder,
+            t.lease,
+        )
+
+    def column(self, name: str) -> Any:
+        return None  # history witnesses no comparison with a column
+
+
+class _EntrySeen:
+    """An entry as a guard reads its caller: the epoch it names, the fingerprint of the
+    token it presented, its time, and the facts history records."""
+
+    __slots__ = ("entry", "epoch", "now", "token_hash")
+
+    def __init__(self, e: tuple[Any, ...]) -> None:
+        self.entry, self.epoch, self.token_hash, self.now = e, e[EPOCH], e[TOKEN], e[AT]
+
+    def fact(self, name: str) -> Any:
+        return self.entry[RECORDED_FACTS[name]] if name in RECORDED_FACTS else None
+
+
 #: What a failing guard of each kind means, as a violation kind and a sentence.
 BROKEN = {
     "owner": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
@@ -99,6 +130,17 @@ class Rules:
         # A stale owner's refusal, recorded: the claim's discard, as this declaration names it.
         self.discard = claim_steps(spec).event(Event.DISCARD)
         self.frees = frozenset(spec.states_where("frees_target"))
+        # The guards history can witness, each with its compiled predicate, and the free
+        # guards, which the auditor judges from the target's last entry; the rest are
+        # assumed.
+        compiled = build_guards(spec)
+        self.free = frozenset(spec.guards_of_kind("free"))
+        self.witnessed: dict[str, Guard] = {
+            name: compiled[name]
+            for name, g in spec.guards.items()
+            if g.kind in WITNESSED
+            or (g.kind == "compare" and g.column is None and g.fact in RECORDED_FACTS)
+        }
         self.declared: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
         for t in spec.transitions:
             self.declared.setdefault((t.event, t.source, t.dest), []).append(t.guards)
@@ -165,27 +207,30 @@ class Rules:
 
     def _visible_guards(self, track: Track, e: tuple[Any, ...], *, target_free: bool) -> str | None:
         """None if some declared transition's visible guards all hold; else the first
-        failing guard of the transition that fails fewest."""
+        failing guard of the transition that fails fewest. A guard history cannot show is
+        assumed to hold."""
         best: list[str] | None = None
+        seen: tuple[_RowSeen, _EntrySeen] | None = None
         for guards in self.declared[(e[EVENT], e[FROM], e[TO])]:
-            failing = [g for g in guards if not self._witnessed(g, track, e, target_free)]
+            failing = []
+            for g in guards:
+                if g in self.free:  # history knows more than the row: the last entry
+                    holds = target_free
+                else:
+                    predicate = self.witnessed.get(g)
+                    if predicate is None:
+                        continue  # assumed: history does not record what it reads
+                    if seen is None:
+                        seen = _RowSeen(track), _EntrySeen(e)
+                    holds = predicate(*seen)
+                if not holds:
+                    failing.append(g)
             if not failing:
                 return None
             if best is None or len(failing) < len(best):
                 best = failing
         assert best
         return best[0]
-
-    def _witnessed(self, name: str, track: Track, e: tuple[Any, ...], target_free: bool) -> bool:
-        """False only if history shows the guard failed (unrecorded ones are assumed)."""
-        g = self.spec.guards[name]
-        if g.kind == "free":
-            return target_free
-        if g.kind in KINDS:
-            return KINDS[g.kind](track, e, g)
-        if g.kind == "compare" and g.column is None and g.fact in RECORDED_FACTS:
-            return compare(g.op or "=", e[RECORDED_FACTS[g.fact]], g.value)
-        return True
 
     def _discard(self, track: Track, e: tuple[Any, ...], report: Callable[..., None]) -> None:
         """A refused stale operation changes no row. The store records it against the epoch

@@ -47,8 +47,8 @@ from claimfsm.spec import (
     RemoteMode,
     RemoteRules,
     Spec,
-    compare,
 )
+from claimfsm.spec._predicates import build_guards
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_world
 
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
@@ -81,6 +81,28 @@ def fire(table: Table, event: str, state: str, true_guards: frozenset[str]) -> s
         if guards <= true_guards:
             return dest
     return None
+
+
+class _Seen:
+    """A situation of the world as the guards' compiled predicates read a row, a caller or
+    a draft (``spec._predicates``): the attributes given, ``column`` and ``fact`` from the
+    mappings given. Built once per situation, never in the inner loop."""
+
+    def __init__(
+        self,
+        *,
+        columns: dict[str, Any] | None = None,
+        facts: dict[str, Any] | None = None,
+        **seen: Any,
+    ) -> None:
+        self.__dict__.update(seen)
+        self._columns, self._facts = columns or {}, facts or {}
+
+    def column(self, name: str) -> Any:
+        return self._columns.get(name)
+
+    def fact(self, name: str) -> Any:
+        return self._facts.get(name)
 
 
 class Target(NamedTuple):
@@ -263,10 +285,16 @@ def claim_model(
     # test compares every design's verdict both ways), and the pinned counts and the SPIN
     # anchor's state-for-state agreement stay the fencing model's.
     own_keys = cfg.keys_in_workers
-    # The guards true in a situation, by the kind each is declared with (the checker's
-    # truth values are compiled from the declaration, as the machine's and the SQL are).
+    # The guards true in a situation: each guard's predicate, compiled from its kind by the
+    # compiler the machines run (``spec._predicates``), read on a view of the situation
+    # (:class:`_Seen`). Which kinds a situation can answer is the world's: an owner's
+    # operation reads the row and the handle, a taker's the row and the draft, evidence
+    # the comparisons.
+    guards = build_guards(spec)
     kinds = {kind: frozenset(spec.guards_of_kind(kind)) for kind in GUARD_KINDS}
-    comparisons = [spec.guards[name] for name in kinds["compare"]]
+
+    def holding(names: frozenset[str], row: _Seen | None, caller: _Seen) -> frozenset[str]:
+        return frozenset(n for n in names if guards[n](row, caller))
 
     # Which transition fired, where it matters: the ones declared to dispatch the draft.
     dispatch_flags = {
@@ -298,14 +326,8 @@ def claim_model(
         if found is None:
             facts = {"outcome": outcome, "fenced_through": fenced_through, "remote_dedups": dedups}
             row = {"epoch": tg.epoch, "draft_version": tg.version, "outcome": tg.outcome or None}
-            found = seen_comparisons[key] = frozenset(
-                g.name
-                for g in comparisons
-                if compare(
-                    g.op or "=",
-                    facts[g.fact or ""],
-                    g.value if g.column is None else row[g.column],
-                )
+            found = seen_comparisons[key] = holding(
+                kinds["compare"], _Seen(columns=row), _Seen(facts=facts)
             )
         return found
 
@@ -327,25 +349,54 @@ def claim_model(
     # -- guard semantics ----------------------------------------------------------------------
     # The guards true for an owner's operation, for each combination of what can hold
     # (owner, epoch, lease live, draft pinned): looked up, not rebuilt, in the inner loop.
-    truths = {
-        (owner, epoch, live, pinned): frozenset(
-            (kinds["owner"] if owner else frozenset())
-            | (kinds["epoch"] if epoch else frozenset())
-            | (kinds["live"] if live else kinds["lapsed"])
-            | (kinds["draft_pinned"] if pinned else frozenset())
+    # The row holds epoch 1 with token 1 and draft 0 pinned at version 1; the caller names
+    # epoch 1 or 2, presents token 1 or 2, and the draft is approved at that version or not.
+    of_the_handle = kinds["owner"] | kinds["epoch"] | kinds["live"] | kinds["lapsed"]
+    of_the_handle |= kinds["draft_pinned"]
+
+    def situation(owner: bool, epoch: bool, live: bool, pinned: bool) -> frozenset[str]:
+        status = "approved" if pinned else "edited"
+        draft = _Seen(draft_id=0, status=status, version=1, digest="d")
+        row = _Seen(
+            epoch=1,
+            token_hash="1",
+            lease_deadline=1.0 if live else None,
+            draft_id=0,
+            draft_version=1,
+            draft_digest="d",
         )
+        named = 1 if epoch else 2
+        caller = _Seen(epoch=named, token_hash="1" if owner else "2", now=0.0, draft=draft)
+        return holding(of_the_handle, row, caller)
+
+    truths = {
+        (owner, epoch, live, pinned): situation(owner, epoch, live, pinned)
         for owner in (False, True)
         for epoch in (False, True)
         for live in (False, True)
         for pinned in (False, True)
     }
-
+    # A taker's: the target free (no row) or not (a row in a state that does not free it),
+    # the draft it names approved for this target or not.
+    busy = next(s for s in spec.states if s != s_initial and not spec.states[s].frees_target)
     acquirable = {
-        (free, ready): (kinds["free"] if free else frozenset())
-        | (kinds["draft_ready"] if ready else frozenset())
+        (free, ready): holding(
+            kinds["free"] | kinds["draft_ready"],
+            None if free else _Seen(state=busy),
+            _Seen(
+                target_id="t",
+                draft=_Seen(status="approved" if ready else "edited", target_id="t"),
+            ),
+        )
         for free in (False, True)
         for ready in (False, True)
     }
+    # The operator's (reconcile, retry): it names the current epoch and holds no token.
+    named_current = holding(
+        kinds["owner"] | kinds["epoch"],
+        _Seen(epoch=1, token_hash="1"),
+        _Seen(epoch=1, token_hash=None),
+    )
 
     def owner_truths(w: World, t: int, epoch: int, token: int) -> frozenset[str]:
         tg = w.targets[t]
@@ -614,7 +665,7 @@ def claim_model(
                 )
                 found = present(w, t)
             evidence = compared(PRESENT if found else ABSENT, w.remote[t].fence, False, tg)
-            true = kinds["epoch"] | evidence
+            true = named_current | evidence
             dest = fire(table, e_reconcile, tg.state, true)
             if dest is None:
                 return None
@@ -623,7 +674,7 @@ def claim_model(
         if kind == Event.RETRY:
             _, i, t = a
             tg = w.targets[t]
-            true = kinds["epoch"] | compared(None, None, dedup, tg)
+            true = named_current | compared(None, None, dedup, tg)
             dest = fire(table, e_retry, tg.state, true)
             if dest is None:
                 return None

@@ -16,10 +16,11 @@ which it has no event to take, with no work running, is done with the handle and
 again; a client that does nothing for a while is simply not scheduled, which is how a
 paused worker wakes up stale.
 
-Guards are true as their declared kinds say (``compare`` reads the row's columns and the
-world's evidence: ``running``, whether work at the row's epoch is running somewhere, and
-``fenced_through``); the declaration's transitions say where an event leads. The
-properties are the declaration's ``[invariants]`` (``exclusive_work``, ``row``,
+Guards are true as their declared kinds say, by the predicates the machines run
+(``spec._predicates``, read on a view of the world's row and caller; ``compare`` reads the
+row's columns and the world's evidence: ``running``, whether work at the row's epoch is
+running somewhere, and ``fenced_through``); the declaration's transitions say where an
+event leads. The properties are the declaration's ``[invariants]`` (``exclusive_work``, ``row``,
 ``left_only_by``, ``eventually``, and ``reachable`` examples) and the framework's own
 promise that a stale client's operation changes nothing. Nothing here names a state,
 event or guard.
@@ -38,6 +39,7 @@ from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec, compare, lifecycle_world_problem
 from claimfsm.spec._invariants import FAIR_STEPS
+from claimfsm.spec._predicates import build_guards
 
 
 class Row(NamedTuple):
@@ -107,7 +109,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     terminal = frozenset(spec.states_where("terminal"))
     roles = {e: spec.role(e) for e in spec.events}
     fenceable = any(g.fact == "fenced_through" for g in spec.guards.values())
-    truth = {name: _truth(spec, name, col_index) for name in spec.guards}
+    guards = build_guards(spec)  # the machines' predicates, read on the world's rows
     bumps = {e: tuple(col_index[c] for c in d.bumps) for e, d in spec.effects.items()}
     sets = {e: frozenset(d.sets) for e, d in spec.effects.items()}
     # The events a client holding a handle may take, by the state it last saw.
@@ -131,10 +133,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
             return None
-        facts = world_facts(world, key)
+        seen = _RowView(row, col_index)
+        who = _CallerView(row, caller, named, world_facts(world, key))
         failing: list[str] = []
         for t in candidates:
-            bad = [g for g in t.guards if not truth[g](row, caller, named, facts)]
+            bad = [g for g in t.guards if not guards[g](seen, who)]
             if not bad:
                 return t.dest, _after(row, event, t.dest, caller is None and not named)
             failing += [g for g in bad if g not in failing]
@@ -379,38 +382,46 @@ def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
         raise SpecError(f"{spec.path or spec.name}: {problem}")
 
 
-def _truth(
-    spec: Spec, name: str, col_index: dict[str, int]
-) -> Callable[[Row, tuple[int, int] | None, bool, dict[str, Any]], bool]:
-    """The guard ``name`` as a predicate over (row, the caller's handle, whether the
-    caller names the current epoch, the world's evidence)."""
-    g = spec.guards[name]
-    frees = frozenset(spec.states_where("frees_target")) | {spec.initial}
-    if g.kind == "owner":
-        return lambda row, caller, named, facts: caller == (row.epoch, row.token)
-    if g.kind == "epoch":
-        return lambda row, caller, named, facts: (
-            caller[0] == row.epoch if caller is not None else named
-        )
-    if g.kind == "live":
-        return lambda row, caller, named, facts: row.live
-    if g.kind == "lapsed":
-        return lambda row, caller, named, facts: not row.live
-    if g.kind == "free":
-        return lambda row, caller, named, facts: row.state in frees
-    assert g.kind == "compare" and g.op is not None
-    op, value, fact = g.op, g.value, g.fact
+class _RowView:
+    """A world's row as the guards' one Python compiler reads a row (``spec._predicates``):
+    the world's token number stands for its hash, and a live lease for a deadline after
+    the world's clock (0.0); a lapsed one, or none, has no deadline."""
 
-    def column(row: Row) -> int | None:
-        if g.column == "epoch":
-            return row.epoch
-        return row.columns[col_index[g.column]] if g.column in col_index else None
+    __slots__ = ("_columns", "_values", "epoch", "lease_deadline", "state", "token_hash")
 
-    if fact is None:
-        return lambda row, caller, named, facts: compare(op, column(row), value)
-    if g.column is not None:
-        return lambda row, caller, named, facts: compare(op, facts[fact], column(row))
-    return lambda row, caller, named, facts: compare(op, facts[fact], value)
+    def __init__(self, row: Row, columns: dict[str, int]) -> None:
+        self.state, self.epoch = row.state, row.epoch
+        self.token_hash = str(row.token)
+        self.lease_deadline = 1.0 if row.live else None
+        self._columns, self._values = columns, row.columns
+
+    def column(self, name: str) -> int | None:
+        if name == "epoch":
+            return self.epoch
+        i = self._columns.get(name)
+        return None if i is None else self._values[i]
+
+
+class _CallerView:
+    """Who acts, as the guards read a caller: a client's handle names its epoch and
+    presents its token; the operator and the sweep name the current epoch (``named``) and
+    hold no token. The world's evidence is its facts."""
+
+    __slots__ = ("epoch", "facts", "token_hash")
+    now = 0.0
+
+    def __init__(
+        self, row: Row, caller: tuple[int, int] | None, named: bool, facts: dict[str, Any]
+    ) -> None:
+        if caller is not None:
+            self.epoch: int | None = caller[0]
+            self.token_hash: str | None = str(caller[1])
+        else:
+            self.epoch, self.token_hash = (row.epoch if named else None), None
+        self.facts = facts
+
+    def fact(self, name: str) -> Any:
+        return self.facts.get(name)
 
 
 def _some_row_in(states: frozenset[str]) -> Callable[[EntityWorld], bool]:

@@ -5,7 +5,7 @@ owner) and to check that its compiled SQL agrees.
 
 A guard is a predicate over the entity's row, the caller and the store's clock, as its
 declared kind says (``spec.GUARD_KINDS``), compiled by the one compiler the claim
-protocol's machine uses too (``_guards``). The claim protocol's kinds over drafts
+protocol's machine uses too (``spec._predicates``). The claim protocol's kinds over drafts
 (``draft_ready``, ``draft_pinned``) have no meaning here and are refused by the store.
 """
 
@@ -67,7 +67,7 @@ class LifecycleMachine:
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
-        #: Each guard's predicate, compiled from its kind (the claim machine's compiler).
+        #: Each guard's predicate, compiled from its kind (the one compiler: spec._predicates).
         self.guards: dict[str, Guard] = build_guards(spec)
         self.machine = Machine(
             model=None,

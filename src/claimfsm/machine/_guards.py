@@ -1,86 +1,18 @@
-"""The guards' meaning in Python, compiled from each guard's declared kind, for every
-declaration: the claim protocol's machine and any lifecycle's run these same predicates,
-and the stores' SQL (``claimfsm.store._predicates``, compiled from the same kinds) must
-agree with them.
-
-Each guard takes the entity's current row (None when it has none yet: the claim protocol's
-``ClaimRow`` or any lifecycle's ``RowView``) and the caller (``Facts`` or ``CallerView``).
-Both rows give ``state``, ``epoch``, ``token_hash``, ``lease_deadline`` and ``column(name)``;
-both callers ``epoch``, ``token_hash``, ``now`` and ``fact(name)``; the claim's kinds over
-drafts read the claim's rows and facts alone (a lifecycle's store refuses them). The tests
-prove Python and SQL agree on every declared transition; ``why`` below gives the sentence a
-refusal carries, by kind too.
+"""The guards as the machines run them: each guard's predicate, compiled from its kind by
+the one compiler every Python consumer uses (``claimfsm.spec._predicates``: the machines
+and the checker), and the sentence a refusal carries, written for its kind (:func:`why`)
+in the declaration's own words.
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from claimfsm.errors import SpecError
-from claimfsm.spec import GuardDecl, Spec, compare
+from claimfsm.spec import GuardDecl, Spec
+from claimfsm.spec._predicates import Guard, build_guards, compile_guard
 
-Guard = Callable[[Any, Any], bool]  # (Row | None, Caller) -> bool
-
-
-def build_guards(spec: Spec) -> dict[str, Guard]:
-    """Every declared guard as a Python predicate, by its kind."""
-    return {name: compile_guard(spec, g) for name, g in spec.guards.items()}
-
-
-def compile_guard(spec: Spec, g: GuardDecl) -> Guard:
-    """One guard's Python meaning: a predicate over the row (None when the entity has no
-    row yet) and the caller. A row without a lease deadline is never live and always
-    lapsed, as in SQL (``_predicates``)."""
-    kind = g.kind
-    if kind == "free":
-        free = frozenset([spec.initial, *spec.states_where("frees_target")])
-        return lambda row, f: row is None or row.state in free
-    if kind == "draft_ready":  # the claim protocol's callers only (Facts)
-        return lambda row, f: (
-            f.draft is not None
-            and f.draft.status == "approved"
-            and f.draft.target_id == f.target_id
-        )
-    if kind == "owner":
-        return lambda row, f: (
-            row is not None
-            and f.epoch == row.epoch
-            and f.token_hash is not None
-            and row.token_hash is not None
-            and hmac.compare_digest(f.token_hash, row.token_hash)
-        )
-    if kind == "epoch":
-        return lambda row, f: row is not None and f.epoch == row.epoch
-    if kind == "live":
-        return lambda row, f: (
-            row is not None and row.lease_deadline is not None and f.now < row.lease_deadline
-        )
-    if kind == "lapsed":
-        return lambda row, f: (
-            row is not None and (row.lease_deadline is None or f.now >= row.lease_deadline)
-        )
-    if kind == "draft_pinned":  # the claim protocol's rows only (ClaimRow, Facts)
-        return lambda row, f: (
-            row is not None
-            and f.draft is not None
-            and f.draft.draft_id == row.draft_id
-            and f.draft.status == "approved"
-            and f.draft.version == row.draft_version
-            and f.draft.digest == row.draft_digest
-        )
-    if kind == "compare":
-        assert g.op is not None  # the loader checked
-        fact, op, column, value = g.fact, g.op, g.column, g.value
-        if fact is None:  # a column against a constant
-            assert column is not None
-            return lambda row, f: row is not None and compare(op, row.column(column), value)
-        if column is None:
-            return lambda row, f: compare(op, f.fact(fact), value)
-        return lambda row, f: row is not None and compare(op, f.fact(fact), row.column(column))
-    raise SpecError(f"{spec.name}: guard {g.name!r} has kind {kind!r}, which claimfsm cannot run")
+__all__ = ["Guard", "Words", "build_guards", "compile_guard", "explained", "why"]
 
 
 def why(spec: Spec, g: GuardDecl, row: Any, caller: Any) -> str:

@@ -1,6 +1,6 @@
 """Each declared guard as an SQL predicate, compiled from its kind: the one SQL meaning of
 a guard, which the claim store's writes (``_sql``) and any lifecycle's (``_entity``) both
-embed. The Python meaning is ``claimfsm.machine._guards``; the tests run both on every
+embed. The Python meaning is ``claimfsm.spec._predicates``; the tests run both on every
 declared transition and fail when they disagree.
 
 A store says how its statement reads the row and the caller: ``col(name)`` renders a
