@@ -25,8 +25,9 @@ class CampaignConfig:
     targets: int = 4
     seconds: float = 10.0  # how long the workers run; with ``dispatches``, the limit
     # Drive by counts instead of time: stop once the workers began this many sends AND
-    # every fault was hit at least once (each kill moment, a stall, a resumed handle; on
-    # PostgreSQL a terminated backend and the restart). ``seconds`` then only bounds the
+    # every fault was hit at least once (each kill moment, a stall, a resumed handle; with a
+    # fencing remote, a late send rejected by the fence; on PostgreSQL a terminated backend
+    # and the restart). ``seconds`` then only bounds the
     # run; reaching it first is reported as a violation (the campaign did too little).
     dispatches: int | None = None
     lease_seconds: float = 1.0

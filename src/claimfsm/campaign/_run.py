@@ -76,6 +76,8 @@ class _Campaign:
         self.faults: DatabaseFaults | None = None
         self.stopped_by = "time"
         self.started = time.monotonic()
+        self.fenced_seen = False  # the remote rejected a late send by its fence
+        self.fenced_read_at = 0.0
 
     # -- what the run must have done ----------------------------------------------------------
     def sends(self) -> int:
@@ -90,10 +92,27 @@ class _Campaign:
         met = met and sum(self.resumes.values()) > 0
         if c.pause_probability:
             met = met and sum(self.pauses.values()) > 0
+            # A stalled worker's late send must have met the fence at least once: whether it
+            # wakes before or after the reconciler fences is timing, so the run goes on.
+            if c.remote == "fencing":
+                met = met and self.late_send_fenced()
         if self.faults is not None:
             met = met and self.faults.terminated > 0
             met = met and (self.faults.restarts > 0 or not c.restart_command)
         return met
+
+    def late_send_fenced(self) -> bool:
+        """Whether the remote has rejected a send by its fence, read from its log (at most
+        twice a second: only asked once every other goal is met)."""
+        now = time.monotonic()
+        if not self.fenced_seen and now >= self.fenced_read_at + 0.5:
+            self.fenced_read_at = now
+            client = self.remote_client()
+            try:
+                self.fenced_seen = any(r.result == "fenced" for r in client.log())
+            finally:
+                client.close()
+        return self.fenced_seen
 
     def restart_due(self) -> bool:
         """Restart the server halfway: by sends when driven by counts, else by time."""
