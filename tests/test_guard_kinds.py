@@ -166,10 +166,10 @@ def test_every_store_embeds_the_one_sql_compiler_of_guard_kinds() -> None:
 def test_a_kinds_meaning_is_written_once_per_language() -> None:
     """Only the compilers branch on what a guard kind means: one for Python
     (spec/_predicates.py, which the machines, both checker models and the audit evaluate),
-    one for SQL (store/_predicates.py), the Promela twins (checker/_spin*.py) and the
-    refusal's sentence (machine/_guards.py). Reading a declaration's shape (which event
-    lapses a lease: spec/_vocabulary.py) or which world reads a kind (spec/_roles.py) is
-    not a meaning."""
+    one for SQL (store/_predicates.py), one for Promela (checker/_promela.py, which both
+    SPIN twins compile through) and one for the refusal's sentence (machine/_guards.py).
+    Reading a declaration's shape (which event lapses a lease: spec/_vocabulary.py) or
+    which world reads a kind (spec/_roles.py) is not a meaning."""
     meaning = re.compile(
         r"""kind\s*(?:==|in)\s*\(?\s*"(?:owner|epoch|live|lapsed|free|draft_ready|draft_pinned)"""
         r"""|"(?:owner|epoch|live|lapsed)":\s*lambda"""
@@ -181,10 +181,9 @@ def test_a_kinds_meaning_is_written_once_per_language() -> None:
         "spec/_predicates.py",
         "store/_predicates.py",
         "machine/_guards.py",
-        "checker/_spin.py",
-        "checker/_spin_claim.py",
+        "checker/_promela.py",
         "spec/_vocabulary.py",
         "spec/_roles.py",
     }
     assert found <= allowed, sorted(found - allowed)
-    assert {"spec/_predicates.py", "store/_predicates.py"} <= found
+    assert {"spec/_predicates.py", "store/_predicates.py", "checker/_promela.py"} <= found

@@ -45,15 +45,13 @@ from claimfsm.checker._entity import (
     entity_model,
     fairness_class,
 )
+from claimfsm.checker._promela import OPS, Operand, Reading, literal, promela_guard
 from claimfsm.errors import ClaimFSMError
 from claimfsm.spec import Spec, runs_on_the_claim_model
 
 
 class SpinUnavailable(ClaimFSMError):
     """SPIN or a C compiler is not installed, or it failed to build the verifier."""
-
-
-_PROMELA_OP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
 @dataclass(frozen=True)
@@ -127,29 +125,25 @@ def promela(
 
     def guard(name: str, k: str, caller: int | None, named: bool) -> str:
         """The guard over entity ``k``'s row, for client ``caller``'s handle or for no
-        handle (``named``: the caller names the current epoch), as ``_truth`` reads it."""
-        g = spec.guards[name]
+        handle (``named``: the caller names the current epoch), compiled by its kind
+        (``_promela``) from what this world's row and caller give to read."""
         r = f"r[{k}]"
-        if g.kind == "owner":
-            if caller is None:
-                return "false"
-            return f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {r}.tok)"
-        if g.kind == "epoch":
-            if caller is not None:
-                return f"(c[{caller}].ep == {r}.ep)"
-            return "true" if named else "false"
-        if g.kind == "live":
-            return f"({r}.live)"
-        if g.kind == "lapsed":
-            return f"(!{r}.live)"
-        if g.kind == "free":
-            return in_states(r, frees)
-        op = _PROMELA_OP[g.op or "="]
-        if g.fact is None:
-            return f"({column(r, g.column or '')} {op} {_literal(g.value)})"
-        left = running(k, r) if g.fact == "running" else f"{r}.fence"
-        right = column(r, g.column) if g.column is not None else _literal(g.value)
-        return f"({left} {op} {right})"
+
+        def fact(name: str) -> Operand | None:
+            if name == "running":
+                return (running(k, r), "1", "int")
+            return (f"{r}.fence", "1", "int") if name == "fenced_through" else None
+
+        mine = caller is not None
+        reading = Reading(
+            owner=f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {r}.tok)" if mine else None,
+            epoch=f"(c[{caller}].ep == {r}.ep)" if mine else ("true" if named else None),
+            live=f"({r}.live)",
+            free=in_states(r, frees),
+            fact=fact,
+            column=lambda name: (column(r, name), "1", "int"),
+        )
+        return promela_guard(spec, name, reading)
 
     def holds(t: Any, k: str, caller: int | None, named: bool) -> str:
         r = f"r[{k}]"
@@ -421,12 +415,6 @@ def _statement(line: str) -> str:
     return line if bare == "if" or bare.startswith("::") else line + ";"
 
 
-def _literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(int(value))
-
-
 def _invariant(
     spec: Spec,
     name: str,
@@ -453,7 +441,7 @@ def _invariant(
         ]
         return "(" + " && ".join(pairs) + ")" if pairs else "true"
     assert inv.kind == "row" and inv.op is not None
-    op = _PROMELA_OP[inv.op]
+    op = OPS[inv.op]
     terms = []
     for k in range(keys):
         r = f"r[{k}]"
@@ -462,7 +450,7 @@ def _invariant(
             if inv.column == "epoch"
             else f"({r}.col[{columns.index(inv.column or '')}] + {default[inv.column or '']})"
         )
-        test = f"({left} {op} {_literal(inv.value)})"
+        test = f"({left} {op} {literal(inv.value)})"
         if inv.states:
             within = " || ".join(f"{r}.st == {sid[s]}" for s in inv.states)
             test = f"(!({within}) || {test})"

@@ -42,9 +42,10 @@ from typing import Any
 from claimfsm.checker._claim import ClaimModelConfig, claim_model
 from claimfsm.checker._claim_invariants import STALE, claim_invariants, escape_rule
 from claimfsm.checker._engine import Property
+from claimfsm.checker._promela import Operand, Reading, conjunction, promela_guard
 from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
-from claimfsm.spec import ABSENT, PRESENT, RemoteRules, Spec, compare
+from claimfsm.spec import ABSENT, PRESENT, RemoteRules, Spec
 from claimfsm.spec._vocabulary import Event, State, claim_steps
 
 PHASE = {"": 0, "R": 1, "S": 2, "W": 3, "A": 4, "P": 5, "Q": 6}
@@ -170,7 +171,6 @@ class _Generator:
             else ()
         )
         self.one_live = spec.drafts is not None and spec.drafts.one_live_per_target
-        self.kind = {name: decl.kind for name, decl in spec.guards.items()}
         # the declared invariants this world checks, and the one left_only_by's rule
         self.invariants = {
             inv.name: inv for inv in claim_invariants(spec, named, cfg.remote, cfg.drafts)
@@ -231,60 +231,34 @@ class _Generator:
 
     def owner_truth(self, guard: str, t: str, e: str, k: str) -> str:
         """An owner's handle (epoch ``e``, token ``k``) on target ``t``: owner_truths."""
-        kind = self.kind[guard]
-        if kind == "owner":
-            return f"(t_epoch[{t}] == {e} && t_token[{t}] == {k} && {e} > 0)"
-        if kind == "epoch":
-            return f"(t_epoch[{t}] == {e})"
-        return self.clock_truth(kind, t)
-
-    def clock_truth(self, kind: str, t: str) -> str:
-        if kind == "live":
-            return f"(t_lease[{t}] == 1)"
-        if kind == "lapsed":
-            return f"(t_lease[{t}] == 0)"
-        if kind == "draft_pinned":
-            return self.pinned(t)
-        return "false"
+        reading = Reading(
+            owner=f"(t_epoch[{t}] == {e} && t_token[{t}] == {k} && {e} > 0)",
+            epoch=f"(t_epoch[{t}] == {e})",
+            live=f"(t_lease[{t}] == 1)",
+            pinned=self.pinned(t),
+        )
+        return promela_guard(self.spec, guard, reading)
 
     def lapse_truth(self, guard: str, t: str) -> str:
         """The sweep's lapse (a handle that is nobody's): owner_truths(w, t, -1, -1)."""
-        kind = self.kind[guard]
-        return "false" if kind in ("owner", "epoch") else self.clock_truth(kind, t)
+        reading = Reading(live=f"(t_lease[{t}] == 1)", pinned=self.pinned(t))
+        return promela_guard(self.spec, guard, reading)
 
-    def evidence_truth(
-        self, guard: str, t: str, facts: Mapping[str, tuple[str, str, str] | None]
-    ) -> str:
-        """Readback's or a retry's situation: epoch guards hold (the caller names the
-        current epoch), ``compare`` guards read ``facts``; nothing else holds."""
-        kind = self.kind[guard]
-        if kind == "epoch":
-            return "true"
-        if kind != "compare":
-            return "false"
-        decl = self.spec.guards[guard]
-        left = facts.get(decl.fact or "")
-        if decl.fact is None or decl.fact not in facts:
-            raise SpecError(
-                f"{self.spec.path or self.spec.name}: guard {guard!r} compares"
-                f" {decl.fact or 'a column'}, which the claim model's SPIN engine does not read"
-            )
-        right = (
-            self.row_operand(decl.column, t) if decl.column is not None else _constant(decl.value)
+    def taker_truth(self, guard: str, free: str) -> str:
+        """A taker's: the target free (``free``), the draft it names approved for the
+        target (an acquire is only offered for an approved draft); nothing else holds."""
+        return promela_guard(self.spec, guard, Reading(free=free, ready="true"))
+
+    def evidence_truth(self, guard: str, t: str, facts: Mapping[str, Operand | None]) -> str:
+        """Readback's or a retry's situation: the caller names the current epoch and
+        brings ``facts``; ``compare`` guards read them and the row; nothing else holds."""
+        reading = Reading(
+            epoch="true",
+            fact=lambda name: facts.get(name),
+            column=lambda name: self.row_operand(name, t),
+            text=lambda word: OUTCOME.get(word, 9),
         )
-        if left is None or right is None:
-            return "false"
-        op = decl.op or "="
-        (lexpr, ldef, ltype), (rexpr, rdef, rtype) = left, right
-        if ltype == "const" and rtype == "const":
-            return "true" if compare(op, _value(lexpr), _value(rexpr)) else "false"
-        if "str" in (ltype, rtype) and op not in ("=", "!="):
-            raise SpecError(
-                f"{self.spec.path or self.spec.name}: guard {guard!r} orders text with {op!r};"
-                " the claim model's SPIN engine compares text with = and != only"
-            )
-        promela_op = {"=": "==", "!=": "!="}.get(op, op)
-        return f"({ldef} && {rdef} && ({_code(lexpr)} {promela_op} {_code(rexpr)}))"
+        return promela_guard(self.spec, guard, reading)
 
     def row_operand(self, column: str, t: str) -> tuple[str, str, str]:
         if column == "epoch":
@@ -495,15 +469,11 @@ class _Generator:
         return free_after, body
 
     def acquire(self, i: int, t: int, d: int) -> tuple[Action, str, list[str]]:
-        kinds = {"free", "draft_ready"}
-        takes = [
-            tr
-            for tr in self.spec.transitions_for(self.event_of[Event.ACQUIRE], self.spec.initial)
-            if all(self.kind[g] in kinds for g in tr.guards)
-        ]
         free_after, lapse = self.lapse_after(str(t))
         ways = [
-            free_after if any(self.kind[g] == "free" for g in tr.guards) else "true" for tr in takes
+            way
+            for tr in self.spec.transitions_for(self.event_of[Event.ACQUIRE], self.spec.initial)
+            if (way := conjunction([self.taker_truth(g, free_after) for g in tr.guards])) != "false"
         ]
         if not ways:
             return ((Event.ACQUIRE, i, t, d), "false", [])
@@ -1005,27 +975,3 @@ def _chain(branches: list[tuple[str, list[str]]], otherwise: list[str]) -> list[
     lines.append(":: else ->")
     lines += ["   " + x for x in _chain(rest, otherwise)]
     return [*lines, "fi"]
-
-
-def _constant(value: Any) -> tuple[str, str, str] | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return ("1" if value else "0", "1", "const")
-    if isinstance(value, str):
-        return (repr(value), "1", "const")
-    return (str(int(value)), "1", "const")
-
-
-def _value(expr: str) -> Any:
-    """A constant operand back as its Python value."""
-    if expr.startswith("'") or expr.startswith('"'):
-        return expr[1:-1]
-    return int(expr)
-
-
-def _code(expr: str) -> str:
-    """A constant text operand as its code (outcome words); others unchanged."""
-    if expr.startswith("'") or expr.startswith('"'):
-        return str(OUTCOME.get(expr[1:-1], 9))
-    return expr
