@@ -1,6 +1,6 @@
 """What an event writes besides the state is declared once (``[events.NAME]``): one edit
 there changes the compiled SQL, the reference store and SQLite's stores together, and
-which commits are synced in full."""
+which commits are synced in full, and which event an acquire applies first."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from claimfsm.errors import SpecError
+from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+from claimfsm.errors import SpecError, TargetBusy
 from claimfsm.machine import ClaimMachine
-from claimfsm.spec import claim_spec, declarations_dir, load_spec
+from claimfsm.spec import Event, claim_spec, declarations_dir, load_spec
 from claimfsm.store import MemoryStore, SQLiteStore, Store
 from claimfsm.store._sql import compile_writes
 
@@ -158,3 +159,74 @@ def test_a_dispatch_a_store_cannot_tell_apart_is_refused(tmp_path: Path) -> None
     )
     with pytest.raises(SpecError, match="an internal transition cannot dispatch"):
         load_spec(path)
+
+
+NO_FIRST = ('[events.acquire]\nfirst = "lapse"', "[events.acquire]")
+
+
+def test_dropping_first_reaches_every_store_and_the_checker(tmp_path: Path) -> None:
+    """acquire without ``first = "lapse"``: a reserved claim whose lease lapsed keeps its
+    target until the sweep runs. Every store refuses the takeover (TargetBusy) where the
+    declared design lapses the old epoch and takes the target in one transaction, and the
+    checker's claim model explores a different world (the takeover waits for the sweep)."""
+    spec = load_spec(edited(tmp_path, *NO_FIRST))
+    assert claim_spec().first("acquire") == "lapse" and spec.first("acquire") is None
+    for s, lapses_first in ((claim_spec(), True), (spec, False)):
+        for backend in ("memory", "sqlite"):
+            clock = FakeClock(1000.0)
+            store: Store = (
+                MemoryStore(clock=clock, machine=ClaimMachine(s))
+                if backend == "memory"
+                else SQLiteStore(
+                    tmp_path / f"first-{lapses_first}.sqlite", clock=clock, machine=ClaimMachine(s)
+                )
+            )
+            draft = store.create_draft("t", "x")
+            store.approve_draft(draft.draft_id)
+            store.acquire("t", draft.draft_id, "a", 30)
+            clock.advance(31)  # the lease lapses; no sweep runs
+            if lapses_first:
+                taken = store.acquire("t", draft.draft_id, "b", 30)
+                assert taken.epoch == 2, backend
+                assert [(h.epoch, h.event, h.to_state) for h in store.history("t")] == [
+                    (1, "acquire", "reserved"),
+                    (1, "lapse", "expired"),
+                    (2, "acquire", "reserved"),
+                ], backend
+            else:
+                with pytest.raises(TargetBusy):
+                    store.acquire("t", draft.draft_id, "b", 30)
+                assert store.epochs("t") == {1: "reserved"}, backend
+                store.sweep()  # the sweep lapses it; then the target is free
+                assert store.acquire("t", draft.draft_id, "b", 30).epoch == 2, backend
+            store.close()
+    # The checker: worker 1's acquire right after worker 0's lease lapsed is a step of the
+    # declared design's model and not of the edited one's (whose reachable states are the
+    # same: the sweep's lapse reaches the expired epoch anyway, so only the steps differ).
+    config = ClaimModelConfig(workers=2, drafts=1, edits=False)
+    for s, lapses_first in ((claim_spec(), True), (spec, False)):
+        model = claim_model(s, config)
+        world = next(iter(model.init_states()))
+        for action in ((Event.ACQUIRE, 0, 0, 0), ("lease_lapses", 0)):
+            world = model.next_state(world, action)
+            assert world is not None
+        taken = model.next_state(world, (Event.ACQUIRE, 1, 0, 0))
+        assert (taken is not None) == lapses_first
+        if taken is not None:
+            assert taken.targets[0].epoch == 2
+        report = Checker(model).exhaustive().run()
+        assert report.complete and report.verdict == "ok"
+
+
+def test_first_must_name_the_sweeps_event_from_busy_states(tmp_path: Path) -> None:
+    for new, message in (
+        ('[events.acquire]\nfirst = "lapses"', "first 'lapses' must name an event"),
+        ('[events.acquire]\nfirst = "acquire"', "cannot be applied before itself"),
+        ('[events.acquire]\nfirst = "release"', "must be the sweep's"),
+    ):
+        with pytest.raises(SpecError, match=message):
+            load_spec(edited(tmp_path, '[events.acquire]\nfirst = "lapse"', new))
+    # a first on any other event than the claim's acquire: the claim world does not read it
+    other = edited(tmp_path, "[events.renew]\n", '[events.renew]\nfirst = "lapse"\n')
+    with pytest.raises(SpecError, match="applies an event first on the claim's 'acquire' only"):
+        ClaimMachine(load_spec(other))

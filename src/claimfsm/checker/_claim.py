@@ -242,6 +242,7 @@ def claim_model(
         ev[Event.RETRY],
     )
     s_initial, s_uncertain = st[State.UNCLAIMED], st[State.UNCERTAIN]
+    e_first = spec.first(e_acquire)  # the sweep's event an acquire applies first, if any
     cfg = config or ClaimModelConfig.declared(spec)
     invariants = claim_invariants(spec, steps, cfg.remote, cfg.drafts)
     # Leaving these states by another event is recorded (the left_only_by invariant).
@@ -448,10 +449,11 @@ def claim_model(
         """The key a worker taking a send from this claim carries: the claim's own."""
         return claim_key(tg) if own_keys else ()
 
-    def lapse(w: World, t: int) -> World:
+    def swept(w: World, t: int, event: str) -> World:
+        """The sweep's ``event`` on target ``t``'s current epoch, where it fires."""
         tg = w.targets[t]
-        dest = fire(table, e_lapse, tg.state, owner_truths(w, t, -1, -1))
-        return w if dest is None or dest == tg.state else move(w, t, e_lapse, dest)
+        dest = fire(table, event, tg.state, owner_truths(w, t, -1, -1))
+        return w if dest is None or dest == tg.state else move(w, t, event, dest)
 
     def mark_dispatched(w: World, t: int) -> World:
         tg = w.targets[t]
@@ -557,7 +559,8 @@ def claim_model(
         kind = a[0]
         if kind == Event.ACQUIRE:
             _, i, t, d = a
-            w = lapse(w, t)  # a lapsed reserved epoch is recorded as expired first
+            if e_first is not None:  # declared: claim.toml's lapses a lapsed lease first
+                w = swept(w, t, e_first)
             tg = w.targets[t]
             true = acquirable[(tg.state in frees, w.drafts[t][d][0] == "a")]
             dest = fire(table, e_acquire, s_initial, true)
@@ -647,7 +650,7 @@ def claim_model(
             t = a[1]
             return w._replace(targets=put(w.targets, t, w.targets[t]._replace(lease_live=False)))
         if kind == "sweep":
-            nxt = lapse(w, a[1])
+            nxt = swept(w, a[1], e_lapse)
             return None if nxt == w else nxt
         if kind == Event.RECONCILE:
             t = a[1]
@@ -844,15 +847,24 @@ def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> l
     """A checker path as declaration-level steps: who did what, and which transition.
 
     Every state change is a step of its own, numbered in order: an acquire that first lapses
-    the current epoch (as the stores do) gives two steps, the lapse and then the acquire.
+    the current epoch (``first``, as the stores do) gives two steps, the lapse and then the
+    acquire.
     """
     table, free = compile_table(spec), _free_states(spec)
     lapsed = frozenset(spec.guards_of_kind("lapsed"))
     named = claim_steps(spec)
+    first = spec.first(named.events[Event.ACQUIRE])
     steps: list[PathStep] = []
     for before, after in itertools.pairwise(path):
         parts = _parts(
-            table, free, lapsed, named, model.show_action, before.state, after.action, after.state
+            table,
+            free,
+            (lapsed, first),
+            named,
+            model.show_action,
+            before.state,
+            after.action,
+            after.state,
         )
         for part in parts:
             steps.append(part._replace(number=len(steps) + 1))
@@ -874,7 +886,7 @@ def _remote_view(w: World, target: int) -> tuple[tuple[int, ...], tuple[tuple[in
 def _parts(
     table: Any,
     free: frozenset[str],
-    lapsed_guards: frozenset[str],
+    swept_first: tuple[frozenset[str], str | None],
     named: ClaimSteps,
     show_action: Callable[[tuple[Any, ...]], str],
     before: World,
@@ -900,11 +912,11 @@ def _parts(
     source = before.targets[target].state
     dest = after.targets[target].state
     event = _event_of(named, a)
-    lapse, initial = named.events[Event.LAPSE], named.states[State.UNCLAIMED]
+    (lapsed_guards, lapse), initial = swept_first, named.states[State.UNCLAIMED]
     busy = ""
     if kind == Event.ACQUIRE and source != initial:
-        lapsed = fire(table, lapse, source, lapsed_guards)
-        if lapsed is not None and not before.targets[target].lease_live:
+        lapsed = None if lapse is None else fire(table, lapse, source, lapsed_guards)
+        if lapse is not None and lapsed is not None and not before.targets[target].lease_live:
             flight, effects = _remote_view(before, target)
             parts.append(
                 PathStep(
@@ -959,9 +971,10 @@ def _explainer(
     table, free = compile_table(spec), _free_states(spec)
     lapsed = frozenset(spec.guards_of_kind("lapsed"))
     named = claim_steps(spec)
+    first = spec.first(named.events[Event.ACQUIRE])
 
     def explain(before: World, a: tuple[Any, ...], after: World) -> list[tuple[str, str | None]]:
-        parts = _parts(table, free, lapsed, named, show_action, before, a, after)
+        parts = _parts(table, free, (lapsed, first), named, show_action, before, a, after)
         shown: list[tuple[str, str | None]] = []
         for i, p in enumerate(parts):
             moved = p.event is not None and p.source != p.dest

@@ -438,12 +438,15 @@ class _Generator:
         return [o for o in out if o[1] != "false"]
 
     def lapse_after(self, t: str) -> tuple[str, list[str]]:
-        """Whether target ``t`` is free once a lapsed claim is recorded expired (acquire's
-        lapse first), and the lapse's body."""
+        """Whether target ``t`` is free once the sweep's event an acquire applies first
+        (``first``: the claim's lapse) is applied where it fires, and that event's body."""
+        first = self.spec.first(self.event_of[Event.ACQUIRE])
+        if first is None:
+            return self.in_states(t, self.frees), []
         truth: Callable[[str], str] = lambda guard: self.lapse_truth(guard, t)  # noqa: E731
         terms = []
         for source in self.states:
-            lapses = self.spec.transitions_for(self.event_of[Event.LAPSE], source)
+            lapses = self.spec.transitions_for(first, source)
             tried: list[str] = []
             for tr in lapses:
                 test = " && ".join(truth(g) for g in tr.guards) or "true"
@@ -460,9 +463,9 @@ class _Generator:
                 )
         free_after = "(" + " || ".join(terms) + ")" if terms else "false"
         body = [
-            *self.chain(self.event_of[Event.LAPSE], t, truth),
+            *self.chain(first, t, truth),
             f"if :: (dest != {NONE} && dest != t_state[{t}]) ->",
-            *("   " + x for x in self.move(t, self.event_of[Event.LAPSE])),
+            *("   " + x for x in self.move(t, first)),
             ":: else -> skip",
             "fi",
         ]

@@ -247,6 +247,7 @@ def spec(declaration: str | None, as_json: bool) -> None:
                     "sets": list(s.effects[e].sets) if e in s.effects else [],
                     "bumps": list(s.effects[e].bumps) if e in s.effects else [],
                     "durable": e in s.durable_events(),
+                    "first": s.first(e),
                 }
                 for e in s.events
             },
@@ -297,6 +298,8 @@ def spec(declaration: str | None, as_json: bool) -> None:
     for e in s.events:
         decl = s.effects.get(e)
         writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
+        if s.first(e):
+            writes.insert(0, f"{s.first(e)} first")
         if e in s.durable_events():
             writes.append("(durable)")
         events.add_row(e, s.role(e), s.work(e) or "-", ", ".join(writes) or "-")

@@ -182,6 +182,8 @@ def _declaration(spec: Spec) -> str:
     for event in spec.events:
         decl = spec.effects.get(event)
         writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
+        if spec.first(event):
+            writes.insert(0, f"{spec.first(event)} first")
         rows.append(
             f"<tr><td><code>{_e(event)}</code></td><td>{_e(spec.role(event))}</td>"
             f"<td>{_e(spec.work(event) or '-')}</td><td>{_e(', '.join(writes) or '-')}"

@@ -46,6 +46,9 @@ class EventDecl:
     by: str | None = None  # who takes it (spec.ROLES); None: as its guards say (Spec.role)
     bumps: tuple[str, ...] = ()  # declared columns it adds one to
     work: str | None = None  # "starts" or "ends" the owner's external work
+    #: a sweep's event the store applies to the key's current epoch first, in the same
+    #: transaction, where its guards hold (a taker's: the claim's acquire lapses first)
+    first: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,12 @@ class Spec:
         """``starts`` or ``ends`` if ``event`` starts or ends the owner's external work."""
         decl = self.effects.get(event)
         return None if decl is None else decl.work
+
+    def first(self, event: str) -> str | None:
+        """The sweep's event applied to the key's current epoch just before ``event``, in
+        the same transaction, where its guards hold (``first``); None: nothing first."""
+        decl = self.effects.get(event)
+        return None if decl is None else decl.first
 
     def durable_events(self) -> frozenset[str]:
         """Events whose commit must survive power loss."""

@@ -49,7 +49,7 @@ _TOP_KEYS = {
     "drafts",
 }
 _DRAFTS_KEYS = {"one_live_per_target"}
-_EVENT_KEYS = {"sets", "durable", "by", "bumps", "work"}
+_EVENT_KEYS = {"sets", "durable", "by", "bumps", "work", "first"}
 _OVERLAY_KEYS = {
     "base",
     "name",
@@ -412,7 +412,39 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         drafts=drafts,
     )
     _terminal_left_by_no_owner(spec, numbers, fail)
+    _first_is_the_sweeps(spec, fail)
     return spec
+
+
+def _first_is_the_sweeps(spec: Spec, fail: Any) -> None:
+    """``first`` on an event names another event, the sweep's, leaving only states that keep
+    the key busy: applied first, it changes nothing but what the event would otherwise be
+    refused (the claim's acquire lapses a lapsed lease, then takes the target)."""
+    for event, decl in spec.effects.items():
+        first = decl.first
+        if first is None:
+            continue
+        what = f"event {event!r}: first {first!r}"
+        if first == event:
+            raise fail(f"{what}: an event cannot be applied before itself")
+        if spec.role(first) != "sweep":
+            raise fail(
+                f'{what}: the event applied first must be the sweep\'s (by = "sweep", or a'
+                f" guard of kind lapsed), and {first!r} is the {spec.role(first)}'s"
+            )
+        freeing = sorted(
+            {
+                t.source
+                for t in spec.transitions
+                if t.event == first
+                and (t.source == spec.initial or spec.states[t.source].frees_target)
+            }
+        )
+        if freeing:
+            raise fail(
+                f"{what}: {first!r} leaves {freeing}, where the key is already free; the event"
+                " applied first may only leave states that keep the key busy"
+            )
 
 
 def _terminal_left_by_no_owner(spec: Spec, numbers: list[int], fail: Any) -> None:
@@ -520,8 +552,11 @@ def _events(
                 f"{what}: bumps {bumps!r} must name each column once, from the ones declared"
                 f" under [columns.NAME] ({sorted(columns) or 'none'})"
             )
+        first = body.get("first")
+        if first is not None and (not isinstance(first, str) or first not in events):
+            raise fail(f"{what}: first {first!r} must name an event some transition fires")
         found[event] = EventDecl(
-            event, tuple(sets), bool(body.get("durable", False)), by, tuple(bumps), work
+            event, tuple(sets), bool(body.get("durable", False)), by, tuple(bumps), work, first
         )
     return found
 

@@ -259,4 +259,12 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
             " model of a declared lifecycle, the entity store): rename the lifecycle's"
             " states and events, or leave them out"
         )
+    firsts = sorted(e for e, d in getattr(spec, "effects", {}).items() if d.first is not None)
+    if set(firsts) - {steps.event(Event.ACQUIRE)}:
+        where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+        raise SpecError(
+            f"{where}: {what} applies an event first on the claim's"
+            f" {steps.event(Event.ACQUIRE)!r} only; this declaration declares first on"
+            f" {firsts}: leave it out of the others"
+        )
     return steps

@@ -168,6 +168,9 @@ class Store(ABC):
         self.steps = self.machine.steps
         self._acquire = self.steps.event(Event.ACQUIRE)
         self._lapse = self.steps.event(Event.LAPSE)
+        # The sweep's event an acquire applies to the target's current epoch first, where
+        # declared (``first``: claim.toml's acquire lapses a lapsed lease first).
+        self._first = self.spec.first(self._acquire)
         self._discard = self.steps.event(Event.DISCARD)
         self._unclaimed = self.steps.state(State.UNCLAIMED)
         # The states in which the pinned draft may be on its way to the remote.
@@ -346,8 +349,9 @@ class Store(ABC):
     def acquire(self, target_id: str, draft_id: int, owner: str, lease_seconds: float) -> Claim:
         """Take the target for ``draft_id``: a new epoch in ``reserved``, pinning the draft.
 
-        A current epoch whose lease lapsed is lapsed first (reserved → expired, recorded
-        before the new epoch; sending → uncertain, which keeps the target busy). Raises
+        Where the declaration says so (``first = "lapse"``), a current epoch whose lease
+        lapsed is lapsed first (reserved → expired, recorded before the new epoch;
+        sending → uncertain, which keeps the target busy). Raises
         ``TargetBusy`` while the current epoch is live, sending or uncertain.
         """
         check.text_id(target_id, "target_id")
@@ -373,10 +377,14 @@ class Store(ABC):
             # One statement reads the draft, pins it and derives its key, so the pinned
             # version and the key always belong together (even under READ COMMITTED).
             row = tx.acquire_write(facts)
-            lapsed = [] if row is not None else self._apply_everywhere(tx, self._lapse, facts)
+            lapsed = (
+                []
+                if row is not None or self._first is None
+                else self._apply_everywhere(tx, self._first, facts)
+            )
             if lapsed:
-                # The current epoch was reserved with a lapsed lease: now recorded as
-                # expired (in this transaction, before the new epoch), so try once more.
+                # The declared first event applied (a reserved epoch whose lease lapsed is
+                # now expired, in this transaction, before the new epoch): try once more.
                 row = tx.acquire_write(facts)
             if row is None:
                 # Refused: diagnose from the rows as they are now (the transaction is rolled
