@@ -209,6 +209,33 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         ]
         return world.escaped.union(broken) if broken else world.escaped
 
+    firsts = {e: spec.first(e) for e in spec.events if spec.first(e) is not None}
+
+    def fire_first(
+        world: EntityWorld, key: int, event: str, caller: tuple[int, int] | None, named: bool
+    ) -> tuple[EntityWorld, tuple[str, Row] | tuple[None, str] | None]:
+        """``fire``, with the event declared ``first`` applied to the row beforehand where
+        it fires and the event is refused without it (as the stores do, in one
+        transaction): the world the event then acts on, and what it does there."""
+        result = fire(world, key, event, caller, named)
+        first = firsts.get(event)
+        if first is None or (result is not None and result[0] is not None):
+            return world, result
+        swept = fire(world, key, first, None, True)
+        if swept is None or swept[0] is None:
+            return world, result
+        dest, row = swept
+        moved = EntityWorld(
+            (*world.rows[:key], row, *world.rows[key + 1 :]),
+            world.clients,
+            world.stale_changed,
+            left(world, world.rows[key].state, first, dest),
+        )
+        again = fire(moved, key, event, caller, named)
+        if again is None or again[0] is None:
+            return world, result  # refused anyway: the first event is undone with it
+        return moved, again
+
     def next_state(world: EntityWorld, action: Action) -> EntityWorld | None:
         found = _next(world, action)
         return None if found is None or found[1] else found[0]
@@ -219,9 +246,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         rows, clients = list(world.rows), list(world.clients)
         if kind == "take":
             _, c, key, event = action
-            result = fire(world, key, event, None, False)
+            world, result = fire_first(world, key, event, None, False)
             if result is None or result[0] is None:
                 return None
+            rows = list(world.rows)
             dest, row = result
             rows[key] = row
             # a handle from which its holder can do nothing more is forgotten at once
@@ -232,8 +260,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             _, c, event = action
             h = world.clients[c]
             assert h is not None
+            world, result = fire_first(world, h.key, event, (h.epoch, h.token), True)
+            rows = list(world.rows)
             before = world.rows[h.key]
-            result = fire(world, h.key, event, (h.epoch, h.token), True)
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
                 clients[c] = None
                 return world._replace(clients=tuple(clients)), False
@@ -250,9 +279,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return EntityWorld(tuple(rows), tuple(clients), changed, escaped), cut(row)
         if kind == "env":
             _, key, event = action
-            result = fire(world, key, event, None, True)
+            world, result = fire_first(world, key, event, None, True)
             if result is None or result[0] is None:
                 return None
+            rows = list(world.rows)
             rows[key] = result[1]
             escaped = left(world, world.rows[key].state, event, result[0])
             world = EntityWorld(tuple(rows), tuple(clients), world.stale_changed, escaped)
@@ -329,8 +359,32 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return f"operator: fence the executor of {key_word} {action[1]} through its epoch"
         return f"worker {action[1]} crashes (its work stops, its handle is gone)"
 
-    def explain(before: EntityWorld, action: Action, after: EntityWorld) -> list[tuple[str, None]]:
+    def explain(
+        before: EntityWorld, action: Action, after: EntityWorld
+    ) -> list[tuple[str, str | None]]:
+        """Each state change of ``action`` as a step of its own: the event declared
+        ``first``, where the store applied it, then the action itself."""
         text = show_action(action)
+        parts: list[tuple[str, str | None]] = []
+        if action[0] in ("take", "env", "own") and action[-1] in firsts:
+            if action[0] == "own":
+                h = before.clients[action[1]]
+                assert h is not None
+                key, caller, named = h.key, (h.epoch, h.token), True
+            else:
+                key = action[2] if action[0] == "take" else action[1]
+                caller, named = None, action[0] == "env"
+            base, _ = fire_first(before, key, action[-1], caller, named)
+            if base is not before:
+                source, dest = before.rows[key].state, base.rows[key].state
+                parts.append(
+                    (
+                        f"store: {firsts[action[-1]]} {key_word} {key} first, inside"
+                        f" {action[-1]} ({source} -> {dest})",
+                        show_state(base),
+                    )
+                )
+                before = base
         if action[0] == "own":
             h = before.clients[action[1]]
             assert h is not None
@@ -341,7 +395,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 text += f" refused ({result[1]} false): drops its handle, stops its work"
             elif (h.epoch, h.token) != (before.rows[h.key].epoch, before.rows[h.key].token):
                 text += f" on a stale handle (e{h.epoch}), and it changes the row"
-        return [(text, None)]
+        return [*parts, (text, None)]
 
     return Model(
         init_states=init_states,
@@ -556,7 +610,35 @@ def entity_path_steps(
             kind, event or "refused"
         )
         running = tuple(sorted(h.epoch for h in after.state.clients if h is not None and h.working))
-        text = model.explain(before.state, action, after.state)[0][0] if model.explain else ""
+        parts = model.explain(before.state, action, after.state) if model.explain else [("", None)]
+        first = spec.first(event or "")
+        if len(parts) == 2 and first is not None and source is not None:
+            # the store applied the declared first event, then the event itself
+            between = [
+                t.dest
+                for t in spec.transitions
+                if t.event == first
+                and t.source == source
+                and any(u.event == event and u.source == t.dest for u in spec.transitions)
+            ]
+            middle = between[0] if between else source
+            steps.append(
+                PathStep(
+                    number=len(steps) + 1,
+                    actor="store",
+                    to="store",
+                    text=parts[0][0],
+                    event=first,
+                    source=source,
+                    dest=middle,
+                    label=first,
+                    in_flight=tuple(
+                        sorted(h.epoch for h in before.state.clients if h is not None and h.working)
+                    ),
+                )
+            )
+            source = middle
+        text = parts[-1][0]
         steps.append(
             PathStep(
                 number=len(steps) + 1,

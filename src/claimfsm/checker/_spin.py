@@ -45,8 +45,8 @@ from claimfsm.checker._entity import (
     entity_model,
     fairness_class,
 )
-from claimfsm.checker._promela import OPS, Operand, Reading, literal, promela_guard
-from claimfsm.errors import ClaimFSMError
+from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
+from claimfsm.errors import ClaimFSMError, SpecError
 from claimfsm.spec import Spec, runs_on_the_claim_model
 
 
@@ -77,6 +77,15 @@ def promela(
     class: if a class is possible from some point on, it is taken infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
+    for event in spec.events:
+        first = spec.first(event)
+        decl = spec.effects.get(first) if first is not None else None
+        if decl is not None and (decl.sets or decl.bumps):
+            raise SpecError(
+                f"{spec.path or spec.name}: event {event!r} applies {first!r} first, which"
+                " writes more than its state; the SPIN engine applies a first event that"
+                " writes its state alone (check it with the built-in engine)"
+            )
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
     # Every variable starts at 0, which is the initial world: the initial state is number 0
     # and a column is kept as its distance from its default.
@@ -123,11 +132,18 @@ def promela(
             ]
         )
 
-    def guard(name: str, k: str, caller: int | None, named: bool) -> str:
+    def guard(name: str, k: str, caller: int | None, named: bool, after: Any = None) -> str:
         """The guard over entity ``k``'s row, for client ``caller``'s handle or for no
         handle (``named``: the caller names the current epoch), compiled by its kind
-        (``_promela``) from what this world's row and caller give to read."""
+        (``_promela``) from what this world's row and caller give to read. ``after``: the
+        row once the transition ``after`` of a ``first`` event is applied to it (which
+        writes only its state, so the lease too is cleared outside lease states)."""
         r = f"r[{k}]"
+        live = f"({r}.live)"
+        free = in_states(r, frees)
+        if after is not None:
+            live = live if after.dest in lease_states else "false"
+            free = "true" if after.dest in frees else "false"
 
         def fact(name: str) -> Operand | None:
             if name == "running":
@@ -138,18 +154,47 @@ def promela(
         reading = Reading(
             owner=f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {r}.tok)" if mine else None,
             epoch=f"(c[{caller}].ep == {r}.ep)" if mine else ("true" if named else None),
-            live=f"({r}.live)",
-            free=in_states(r, frees),
+            live=live,
+            free=free,
             fact=fact,
             column=lambda name: (column(r, name), "1", "int"),
         )
         return promela_guard(spec, name, reading)
 
-    def holds(t: Any, k: str, caller: int | None, named: bool) -> str:
-        r = f"r[{k}]"
-        return " && ".join(
-            [f"{r}.st == {sid[t.source]}", *(guard(g, k, caller, named) for g in t.guards)]
-        )
+    def holds(t: Any, k: str, caller: int | None, named: bool, after: Any = None) -> str:
+        """Transition ``t`` fires on entity ``k``'s row (or on the row ``after`` a first
+        event's transition)."""
+        if after is None:
+            state = f"r[{k}].st == {sid[t.source]}"
+        else:
+            state = "true" if t.source == after.dest else "false"
+        return conjunction([state, *(guard(g, k, caller, named, after) for g in t.guards)])
+
+    def first_ways(
+        event: str, k: str, caller: int | None, named: bool, bodies: list[tuple[Any, list[str]]]
+    ) -> list[tuple[str, list[str]]]:
+        """Where ``event`` declares a ``first`` event: the branches, tried once no
+        transition of ``event`` fires on the row, in which a transition of the first event
+        fires (the sweep's: the current epoch named) and then one of ``event``'s
+        (``bodies``: each transition and its assignments) fires on the row it leaves."""
+        first = spec.first(event)
+        if first is None:
+            return []
+        out = []
+        earlier: dict[str, list[str]] = {}
+        for ft in by_event[first]:
+            test = holds(ft, k, None, True)
+            prior = earlier.setdefault(ft.source, [])
+            fires = conjunction([test, *(f"!({p})" for p in prior)])
+            prior.append(test)
+            then = any_of(
+                [f"({w})" for t, _ in bodies if (w := holds(t, k, caller, named, ft)) != "false"]
+            )
+            if fires == "false" or then == "false":
+                continue
+            again = [(holds(t, k, caller, named), body) for t, body in bodies]
+            out.append((f"{fires} && {then}", [*apply(first, k, ft, False), *chain(again, [])]))
+        return out
 
     def cut(event: str, k: str, taking: bool) -> str:
         """Whether the step goes beyond a bound (the built-in model's ``cut``)."""
@@ -201,7 +246,7 @@ def promela(
         for key in range(keys):
             k = str(key)
             for e in takers:
-                branches = []
+                branches, bodies = [], []
                 for t in by_event[e]:
                     body = apply(e, k, t, True)
                     if t.dest in owner_events:  # else the taker is done with it at once
@@ -213,9 +258,11 @@ def promela(
                             f"c[{c}].seen = {sid[t.dest]}",
                         ]
                     branches.append((holds(t, k, None, False), body))
-                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
+                    bodies.append((t, body))
+                later = first_ways(e, k, None, False, bodies)
+                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches + later])
                 options.append(
-                    (("take", c, key, e), possible, cut(e, k, True), chain(branches, []))
+                    (("take", c, key, e), possible, cut(e, k, True), chain(branches + later, []))
                 )
         for e in spec.events:
             seen_in = [s for s, evs in owner_events.items() if e in evs]
@@ -223,7 +270,7 @@ def promela(
                 continue
             k = f"c[{c}].key"
             work = spec.work(e)
-            branches = []
+            branches, bodies = [], []
             for t in by_event[e]:
                 body = [
                     f"stale = stale || c[{c}].ep != r[{k}].ep || c[{c}].tok != r[{k}].tok",
@@ -236,6 +283,8 @@ def promela(
                 if t.dest not in owner_events:  # done with the handle unless work runs
                     body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
                 branches.append((holds(t, k, c, True), body))
+                bodies.append((t, body))
+            branches += first_ways(e, k, c, True, bodies)
             possible = f"c[{c}].has && " + any_of([f"c[{c}].seen == {sid[s]}" for s in seen_in])
             fires = any_of([f"({b})" for b, _ in branches])
             # a refusal drops the handle and stops the work; only a step that fires is cut
@@ -253,7 +302,9 @@ def promela(
         k = str(key)
         r = f"r[{k}]"
         for e in environment:
-            branches = [(holds(t, k, None, True), apply(e, k, t, False)) for t in by_event[e]]
+            bodies = [(t, apply(e, k, t, False)) for t in by_event[e]]
+            branches = [(holds(t, k, None, True), body) for t, body in bodies]
+            branches += first_ways(e, k, None, True, bodies)
             possible = any_of([f"({b})" for b, _ in branches])
             options.append((("env", key, e), possible, cut(e, k, False), chain(branches, [])))
         lease = in_states(r, lease_states)

@@ -384,33 +384,55 @@ class EntityStore:
             defaults = tuple(self.spec.columns[c].default for c in self._columns)
             tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
             now = self._now(tx)
-            before = tx.one(self._sql["locked"], (key,))
-            view = RowView(
-                state=before[1],
-                epoch=before[2],
-                token_hash=before[3],
-                lease_deadline=before[4],
-                columns=dict(zip(self._columns, before[6:], strict=True)),
-            )
+            view = self._view(tx.one(self._sql["locked"], (key,)))
             if current:
                 epoch = view.epoch
             presented = None if token is None else token_hash(token)
-            write = self._writes[event]
-            done = tx.one(
-                write.sql,
-                write.bind(
-                    {
-                        **values,
-                        **self._constants,
-                        **{f"fact:{f}": facts.get(f) for f in LIFECYCLE_FACTS},
-                        "key": key,
-                        "epoch": epoch,
-                        "token_hash": presented,
-                        "now": now,
-                        "deadline": now + lease_seconds,
-                    }
-                ),
-            )
+
+            def guarded(
+                event: str,
+                epoch: int | None,
+                presented: str | None,
+                values: Mapping[str, Any] = values,
+                facts: Mapping[str, Any] = facts,
+            ) -> Any:
+                """The event's compiled guarded write: (state, epoch), or None: refused."""
+                write = self._writes[event]
+                return tx.one(
+                    write.sql,
+                    write.bind(
+                        {
+                            **values,
+                            **self._constants,
+                            **{f"fact:{f}": facts.get(f) for f in LIFECYCLE_FACTS},
+                            "key": key,
+                            "epoch": epoch,
+                            "token_hash": presented,
+                            "now": now,
+                            "deadline": now + lease_seconds,
+                        }
+                    ),
+                )
+
+            done = guarded(event, epoch, presented)
+            row_state = view.state  # where a refusal leaves the row
+            sweep = self.spec.first(event)
+            if done is None and sweep is not None:
+                # Refused as the row is: the declared first event (the sweep's), where it
+                # fires, then the event once more; both or neither are kept. A refusal is
+                # explained on the row the first event left, which is why it was refused.
+                tx.run("SAVEPOINT claimfsm_first", ())
+                # the sweep's: it names the current epoch and brings no token, value or fact
+                swept = guarded(sweep, view.epoch, None, {"new_token_hash": None, "owner": ""}, {})
+                if swept is not None:
+                    self._agrees(sweep, view, CallerView(view.epoch, None, {}, now), True)
+                    label = fingerprint(view.token_hash)
+                    swept_record = (key, swept[1], sweep, view.state, swept[0], now, None, label)
+                    tx.run(self._sql["append"], swept_record)
+                    view = self._view(tx.one(self._sql["locked"], (key,)))
+                    done = guarded(event, epoch, presented)
+                    if done is None:
+                        tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
             taken, failing = self.machine.explain(
                 event, view, CallerView(epoch, presented, facts, now)
             )
@@ -452,8 +474,8 @@ class EntityStore:
                 key,
                 named,
                 event,
-                view.state,
-                view.state,
+                row_state,
+                row_state,
                 now,
                 first,
                 fingerprint(presented),
@@ -461,6 +483,27 @@ class EntityStore:
             tx.run(self._sql["append"], refused)
             stale = refusal
         raise stale  # the refusal is recorded (committed) first
+
+    def _view(self, row: tuple[Any, ...]) -> RowView:
+        """A row as the declaration's guards read it."""
+        return RowView(
+            state=row[1],
+            epoch=row[2],
+            token_hash=row[3],
+            lease_deadline=row[4],
+            columns=dict(zip(self._columns, row[6:], strict=True)),
+        )
+
+    def _agrees(self, event: str, view: RowView, caller: CallerView, wrote: bool) -> None:
+        """``DeclarationMismatch`` unless the declaration's machine decides as the SQL did."""
+        taken, failing = self.machine.explain(event, view, caller)
+        if (taken is not None) != wrote:
+            said = f"({taken.source} -> {taken.dest})" if taken else f"(guards {failing} fail)"
+            raise DeclarationMismatch(
+                f"{self.spec.name}: {event} from {view.state}: the store's guarded write "
+                + ("took it" if wrote else "refused it")
+                + f" and the declaration's guards do not agree {said}"
+            )
 
     def _refusal(
         self,

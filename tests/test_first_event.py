@@ -1,0 +1,136 @@
+"""``first`` on an event, for a lifecycle of your own: the job's ``lease`` declared with
+``first = "lapse"`` takes over a job whose lease lapsed in one step (the sweep's lapse,
+then the lease, in one transaction), where ``job.toml`` leaves it to the sweep. The store
+(both backends), the checker's model, its SPIN twin and ``claimfsm verify`` read the one
+key; each test fails without what it names. (The claim protocol's acquire declares the
+same: tests/test_event_effects.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from claimfsm.checker import Checker, EntityModelConfig, entity_model, spin_check
+from claimfsm.errors import IllegalTransition, SpecError, TargetBusy
+from claimfsm.spec import Spec, declarations_dir, load_spec
+from claimfsm.store import open_entity_store
+from claimfsm.verify import ManualClock, verify
+
+from .conftest import drop_schema, needs_spin, pg_schema_url
+
+JOB = (declarations_dir() / "job.toml").read_text()
+LEASE = '[events.lease]\nby = "taker"'
+
+
+def job(tmp_path: Path, first: bool, extra: str = "") -> Spec:
+    assert JOB.count(LEASE) == 1
+    text = JOB.replace(LEASE, LEASE + ('\nfirst = "lapse"' if first else "") + extra)
+    path = tmp_path / f"job-first-{first}.toml"
+    path.write_text(text)
+    return load_spec(path)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+        return
+    database = request.getfixturevalue("pg_database")
+    schema, found = pg_schema_url(database)
+    try:
+        yield found
+    finally:
+        drop_schema(database, schema)
+
+
+def test_the_store_lapses_first_and_keeps_both_or_neither(tmp_path: Path, url: str) -> None:
+    for first in (True, False):
+        clock = ManualClock()
+        store = open_entity_store(job(tmp_path, first), url, clock=clock, prefix=f"f{int(first)}")
+        store.take("j", "lease", owner="a", lease_seconds=30)
+        clock.advance(31)  # the lease lapses; no sweep runs
+        if first:
+            taken = store.take("j", "lease", owner="b", lease_seconds=30)
+            assert (taken.epoch, taken.state) == (2, "leased")
+            assert [(h.epoch, h.event, h.source, h.dest) for h in store.history("j")] == [
+                (1, "lease", "queued", "leased"),
+                (1, "lapse", "leased", "queued"),
+                (2, "lease", "queued", "leased"),
+            ]
+            # the third attempt's lease lapses too: after the lapse, the lease is refused
+            # (attempts spent), so the lapse is undone with it: nothing is written
+            clock.advance(31)
+            assert store.take("j", "lease", owner="c", lease_seconds=30).epoch == 3
+            clock.advance(31)
+            seen = len(store.history("j"))
+            with pytest.raises(TargetBusy, match="attempts_left"):
+                store.take("j", "lease", owner="d", lease_seconds=30)
+            row = store.row("j")
+            assert row is not None and (row.state, row.epoch) == ("leased", 3)
+            assert len(store.history("j")) == seen
+        else:
+            with pytest.raises(IllegalTransition, match="is leased: lease is not declared"):
+                store.take("j", "lease", owner="b", lease_seconds=30)
+            assert store.operate("j", "lapse") == "queued"
+            assert store.take("j", "lease", owner="b", lease_seconds=30).epoch == 2
+        store.drop()
+        store.close()
+
+
+def test_the_model_takes_over_in_one_step_and_says_so(tmp_path: Path) -> None:
+    for first in (True, False):
+        model = entity_model(job(tmp_path, first), EntityModelConfig(workers=2))
+        world = next(iter(model.init_states()))
+        for action in (("take", 0, 0, "lease"), ("clock", 0)):
+            nxt = model.next_state(world, action)
+            assert nxt is not None
+            world = nxt
+        over = model.next_state(world, ("take", 1, 0, "lease"))
+        assert (over is not None) == first
+        if over is not None:
+            assert (over.rows[0].state, over.rows[0].epoch) == ("leased", 2)
+            assert model.explain is not None
+            parts = model.explain(world, ("take", 1, 0, "lease"), over)
+            assert [text for text, _ in parts] == [
+                "store: lapse job 0 first, inside lease (leased -> queued)",
+                "worker 1: lease job 0",
+            ]
+        report = Checker(model).exhaustive().run()
+        assert report.complete and report.verdict == "ok"
+
+
+def test_spin_takes_the_same_steps_as_the_builtin_engine(tmp_path: Path) -> None:
+    """SPIN's transitions (stored + matched) exceed the built-in engine's generated states
+    by the same few (its start and end) with and without ``first``: the twin takes
+    exactly the steps the built-in model takes, the takeovers included."""
+    needs_spin()
+    counts = {}
+    for first in (True, False):
+        spec = job(tmp_path, first)
+        builtin = Checker(entity_model(spec)).exhaustive().run()
+        spin, _ = spin_check(spec, EntityModelConfig())
+        assert spin.unique == builtin.unique and spin.verdict == builtin.verdict == "ok"
+        counts[first] = (builtin.states, spin.states)
+    assert counts[True][0] > counts[False][0]  # the takeovers are steps of their own
+    assert counts[True][1] - counts[True][0] == counts[False][1] - counts[False][0]
+
+
+def test_verify_finds_the_store_agreeing_with_the_model(tmp_path: Path) -> None:
+    spec = job(tmp_path, True)
+    url = f"sqlite:///{tmp_path / 'verify.sqlite'}"
+    result = verify(
+        spec,
+        lambda clock: open_entity_store(spec, url, clock=clock, prefix="verify"),
+        examples=20,
+        steps=20,
+    )
+    assert result.ok, result.failure + "\n" + "\n".join(result.program)
+
+
+def test_first_is_checked_where_it_is_declared(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="must be the sweep's"):
+        job(tmp_path, False, '\nfirst = "requeue"')
+    with pytest.raises(SpecError, match="leaves \\['queued'\\], where the key is already free"):
+        job(tmp_path, False, '\nfirst = "bury"')
