@@ -203,6 +203,21 @@ def pg_database() -> Iterator[str]:
             )
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store's URL on each backend: a SQLite file in ``tmp_path``, and a fresh schema of
+    the test database on PostgreSQL (dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite'}"
+        return
+    database = request.getfixturevalue("pg_database")
+    schema, found = pg_schema_url(database)
+    try:
+        yield found
+    finally:
+        drop_schema(database, schema)
+
+
 def pg_schema_url(database_url: str) -> tuple[str, str]:
     """A new schema name in the test database, and the store URL that uses it."""
     schema = f"t_{secrets.token_hex(6)}"

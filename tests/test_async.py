@@ -58,17 +58,6 @@ async def approved(store: AsyncStore, target: str, content: str = "hello") -> in
     return draft.draft_id
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'claims.sqlite'}"
-        return
-    database = request.getfixturevalue("pg_database")
-    schema, found = pg_schema_url(database)
-    yield found
-    drop_schema(database, schema)
-
-
 @pytest.fixture
 def pg_url(pg_database: str) -> Iterator[str]:
     schema, found = pg_schema_url(pg_database)

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ import pytest
 from claimfsm.audit import audit
 from claimfsm.store import open_store
 
-from .conftest import drop_schema, pg_schema_url
 from .test_http_remote import Service as Receiver
 
 httpx = pytest.importorskip("httpx")
@@ -58,17 +57,6 @@ class Running:
         return self.proc.returncode, json.loads(out.strip().splitlines()[-1]), err
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'claims.sqlite'}"
-        return
-    database = request.getfixturevalue("pg_database")
-    schema, url = pg_schema_url(database)
-    yield url
-    drop_schema(database, schema)
-
-
 def metric(text: str, name: str) -> float:
     for line in text.splitlines():
         if line.startswith(name + " "):
@@ -76,9 +64,9 @@ def metric(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in the metrics")
 
 
-def test_it_dispatches_every_draft_once_and_serves_its_metrics(db: str, tmp_path: Path) -> None:
-    service = Running("--demo-receiver", "fencing", "--seed", "12", "--db", db, cwd=tmp_path)
-    store = open_store(db)
+def test_it_dispatches_every_draft_once_and_serves_its_metrics(url: str, tmp_path: Path) -> None:
+    service = Running("--demo-receiver", "fencing", "--seed", "12", "--db", url, cwd=tmp_path)
+    store = open_store(url)
     try:
         drafts = [d for n in range(4) for d in store.drafts(f"demo-{n}")]
         assert len(drafts) == 12
@@ -93,7 +81,7 @@ def test_it_dispatches_every_draft_once_and_serves_its_metrics(db: str, tmp_path
         assert code == 0, err
         assert final["sending"] == [] and final["confirmed"] == 12
         assert "begin_send" in err and "token" not in err.lower().replace("token=", "")
-        found = audit(db)
+        found = audit(url)
         assert found.ok and found.entries > 0
     finally:
         if service.proc.poll() is None:

@@ -7,7 +7,6 @@ same: tests/test_event_effects.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from claimfsm.spec import Spec, declarations_dir, load_spec
 from claimfsm.store import open_entity_store
 from claimfsm.verify import ManualClock, verify
 
-from .conftest import drop_schema, needs_spin, pg_schema_url
+from .conftest import needs_spin
 
 JOB = (declarations_dir() / "job.toml").read_text()
 LEASE = '[events.lease]\nby = "taker"'
@@ -30,19 +29,6 @@ def job(tmp_path: Path, first: bool, extra: str = "") -> Spec:
     path = tmp_path / f"job-first-{first}.toml"
     path.write_text(text)
     return load_spec(path)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-        return
-    database = request.getfixturevalue("pg_database")
-    schema, found = pg_schema_url(database)
-    try:
-        yield found
-    finally:
-        drop_schema(database, schema)
 
 
 def test_the_store_lapses_first_and_keeps_both_or_neither(tmp_path: Path, url: str) -> None:

@@ -9,7 +9,6 @@ import json
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,19 +42,6 @@ JOB = JOB_PATH.read_text()
 WRONG = declarations_dir() / "wrong" / "job" / "requeue_without_evidence.toml"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def job_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-        return
-    database = request.getfixturevalue("pg_database")
-    schema, url = pg_schema_url(database)
-    try:
-        yield url
-    finally:
-        drop_schema(database, schema)
-
-
 def open_job(url: str, clock: ManualClock, text: str = JOB, tmp: Path | None = None) -> EntityStore:
     if text == JOB:
         spec = load_spec(JOB_PATH)
@@ -66,9 +52,9 @@ def open_job(url: str, clock: ManualClock, text: str = JOB, tmp: Path | None = N
     return open_entity_store(spec, url, clock=clock)
 
 
-def test_a_job_runs_its_lifecycle_and_history_tells_it(job_url: str) -> None:
+def test_a_job_runs_its_lifecycle_and_history_tells_it(url: str) -> None:
     clock = ManualClock()
-    store = open_job(job_url, clock)
+    store = open_job(url, clock)
     first = store.take("j1", "lease", owner="w1", lease_seconds=30)
     assert (first.epoch, first.state) == (1, "leased")
     first = store.act(first, "start")
@@ -101,9 +87,9 @@ def test_a_job_runs_its_lifecycle_and_history_tells_it(job_url: str) -> None:
     store.close()
 
 
-def test_refusals_change_nothing_and_name_what_to_do(job_url: str) -> None:
+def test_refusals_change_nothing_and_name_what_to_do(url: str) -> None:
     clock = ManualClock()
-    store = open_job(job_url, clock)
+    store = open_job(url, clock)
     for _ in range(3):
         h = store.take("j2", "lease")
         store.act(h, "release")
@@ -121,9 +107,9 @@ def test_refusals_change_nothing_and_name_what_to_do(job_url: str) -> None:
     store.close()
 
 
-def test_one_of_two_racing_workers_takes_the_job(job_url: str) -> None:
+def test_one_of_two_racing_workers_takes_the_job(url: str) -> None:
     clock = ManualClock()
-    stores = [open_job(job_url, clock) for _ in range(4)]
+    stores = [open_job(url, clock) for _ in range(4)]
     won: list[int] = []
     lost: list[int] = []
     barrier = threading.Barrier(len(stores))
@@ -307,17 +293,17 @@ def opener(spec_path: Path, url: str):  # type: ignore[no-untyped-def]
     return spec, lambda clock: open_entity_store(spec, url, clock=clock, prefix="verify")
 
 
-def test_verify_finds_the_store_agreeing_with_the_model(job_url: str) -> None:
-    spec, open_store = opener(JOB_PATH, job_url)
+def test_verify_finds_the_store_agreeing_with_the_model(url: str) -> None:
+    spec, open_store = opener(JOB_PATH, url)
     result = verify(spec, open_store, examples=20, steps=20)
     assert result.ok, result.failure + "\n" + "\n".join(result.program)
     assert result.guided == len(guided_paths(spec)) and result.steps_run > 100
 
 
 @pytest.mark.slow
-def test_verify_long_runs_agree_on_both_backends(job_url: str) -> None:
+def test_verify_long_runs_agree_on_both_backends(url: str) -> None:
     """More and longer random programs, three workers: the store never leaves the model."""
-    spec, open_store = opener(JOB_PATH, job_url)
+    spec, open_store = opener(JOB_PATH, url)
     result = verify(spec, open_store, examples=400, steps=50, workers=3, seed=20261130)
     assert result.ok, result.failure + "\n" + "\n".join(result.program)
     assert result.steps_run > 10_000
@@ -435,13 +421,13 @@ TestTheFactoryRunsInAPytestSuite = FactoryJob.TestCase
 
 
 def test_a_refusal_says_what_its_guard_kind_says_in_the_declarations_words(
-    job_url: str,
+    url: str,
 ) -> None:
     """A lifecycle's refusals are written by the claim machine's sentence compiler
     (machine._guards.why), in the job's own words: the event that takes a job (lease), the
     one that renews, the current epoch against the one the caller named."""
     clock = ManualClock()
-    store = open_job(job_url, clock)
+    store = open_job(url, clock)
     first = store.take("j1", "lease", lease_seconds=30)
     clock.advance(31)
     with pytest.raises(LeaseExpired) as lapsed:

@@ -433,23 +433,14 @@ class EntityStore:
                     done = guarded(event, epoch, presented)
                     if done is None:
                         tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
-            taken, failing = self.machine.explain(
-                event, view, CallerView(epoch, presented, facts, now)
-            )
+            caller = CallerView(epoch, presented, facts, now)
+            taken, failing = self._agrees(event, view, caller, done is not None)
             if done is not None and taken is not None:
                 state, new_epoch = done
                 shown = values.get("new_token_hash") or presented or view.token_hash
                 record = (key, new_epoch, event, view.state, state, now, None, fingerprint(shown))
                 tx.run(self._sql["append"], record)
                 return state, new_epoch
-            if done is not None or taken is not None:
-                said = f"({taken.source} -> {taken.dest})" if taken else f"(guards {failing} fail)"
-                raise DeclarationMismatch(
-                    f"{self.spec.name}: {event} from {view.state}: the store's guarded write "
-                    + ("took it" if done is not None else "refused it")
-                    + f" and the declaration's guards do not agree {said}"
-                )
-            caller = CallerView(epoch, presented, facts, now)
             if not failing:  # no transition from here: a stale caller is told it is stale
                 failing = [
                     g
@@ -494,8 +485,11 @@ class EntityStore:
             columns=dict(zip(self._columns, row[6:], strict=True)),
         )
 
-    def _agrees(self, event: str, view: RowView, caller: CallerView, wrote: bool) -> None:
-        """``DeclarationMismatch`` unless the declaration's machine decides as the SQL did."""
+    def _agrees(
+        self, event: str, view: RowView, caller: CallerView, wrote: bool
+    ) -> tuple[TransitionDecl | None, list[str]]:
+        """What the declaration's machine decides (the transition taken, or the guards
+        failing); ``DeclarationMismatch`` unless it decides as the SQL did."""
         taken, failing = self.machine.explain(event, view, caller)
         if (taken is not None) != wrote:
             said = f"({taken.source} -> {taken.dest})" if taken else f"(guards {failing} fail)"
@@ -504,6 +498,7 @@ class EntityStore:
                 + ("took it" if wrote else "refused it")
                 + f" and the declaration's guards do not agree {said}"
             )
+        return taken, failing
 
     def _refusal(
         self,
