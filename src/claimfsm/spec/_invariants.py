@@ -26,7 +26,7 @@ from claimfsm.spec._roles import (
     Fail,
     check_column_compare,
     lifecycle_problem,
-    only_keys,
+    named_tables,
 )
 
 #: Invariant kinds, with the sentence the docs use.
@@ -110,16 +110,17 @@ def parse_invariants(
     events: frozenset[str] = frozenset(),
     fenceable: bool = False,
 ) -> dict[str, InvariantDecl]:
-    if not isinstance(declared, dict):
-        raise fail("invariants must be tables: [invariants.NAME] with a 'kind' and a 'meaning'")
     found = {}
-    for name, body in declared.items():
-        what = f"invariant {name!r}"
-        only_keys(body, INVARIANT_KEYS, what, fail)
-        if not WORD.fullmatch(name):
-            raise fail(f"{what}: an invariant's name is a word (letters, digits, _)")
-        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"{what} needs a one-line 'meaning'")
+    tables = named_tables(
+        declared,
+        "invariants",
+        "invariant",
+        INVARIANT_KEYS,
+        fail,
+        says="a 'kind' and a 'meaning'",
+        word=WORD,
+    )
+    for name, body, what in tables:
         kind = body.get("kind")
         if not isinstance(kind, str) or kind not in INVARIANT_KINDS:
             raise fail(f"{what}: unknown kind {kind!r}; use one of {sorted(INVARIANT_KINDS)}")

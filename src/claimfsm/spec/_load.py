@@ -27,6 +27,7 @@ from claimfsm.spec._roles import (
     WORD,
     WORK,
     check_column_compare,
+    named_tables,
     only_keys,
     parse_columns,
     parse_world,
@@ -308,30 +309,22 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         )
     if not isinstance(raw.get("description", ""), str):
         raise fail("description must be a string (one line)")
-    if not isinstance(raw["states"], dict) or not raw["states"]:
+    if not raw["states"]:
         raise fail("states must be tables: [states.NAME] with a 'meaning'")
     if not isinstance(raw["transitions"], list):
         raise fail("transitions must be an array of tables: [[transitions]]")
 
     states: dict[str, StateDecl] = {}
-    for state, body in raw["states"].items():
+    for state, body, what in named_tables(raw["states"], "states", "state", _STATE_KEYS, fail):
         if not state.isidentifier():
             raise fail(f"state name {state!r} must be an identifier (letters, digits, _)")
-        only_keys(body, _STATE_KEYS, f"state {state!r}", fail)
-        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"state {state!r} needs a one-line 'meaning'")
-        _flags(body, _STATE_KEYS - {"meaning"}, f"state {state!r}", fail)
+        _flags(body, _STATE_KEYS - {"meaning"}, what, fail)
         states[state] = StateDecl(name=state, **body)
 
     columns = parse_columns(raw.get("columns", {}), fail)
     guards: dict[str, GuardDecl] = {}
     declared_guards = raw.get("guards", {})
-    if not isinstance(declared_guards, dict):
-        raise fail("guards must be tables: [guards.NAME] with a 'meaning'")
-    for guard, body in declared_guards.items():
-        only_keys(body, _GUARD_KEYS, f"guard {guard!r}", fail)
-        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"guard {guard!r} needs a one-line 'meaning'")
+    for guard, body, _ in named_tables(declared_guards, "guards", "guard", _GUARD_KEYS, fail):
         _flags(body, {"stale"}, f"guard {guard!r}", fail)
         refusal = body.get("refusal")
         if refusal is not None and (not isinstance(refusal, str) or refusal not in REFUSALS):
@@ -523,12 +516,17 @@ def _events(
 ) -> dict[str, EventDecl]:
     """``[events.NAME]``: what a declared event writes besides the state, who takes it,
     and what it does to the owner's work."""
-    if not isinstance(declared, dict):
-        raise fail("events must be tables: [events.NAME] with 'sets', 'durable', 'by', ...")
     found = {}
-    for event, body in declared.items():
-        what = f"event {event!r}"
-        only_keys(body, _EVENT_KEYS, what, fail)
+    tables = named_tables(
+        declared,
+        "events",
+        "event",
+        _EVENT_KEYS,
+        fail,
+        says="'sets', 'durable', 'by', ...",
+        meaning=False,
+    )
+    for event, body, what in tables:
         if event not in events:
             raise fail(f"{what} has no transition; declare [events.NAME] for an event that fires")
         _flags(body, {"durable"}, what, fail)

@@ -20,7 +20,7 @@ named invariants are ``_invariants``'). stdlib only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,18 +89,11 @@ Fail = Callable[[str], Exception]
 
 
 def parse_columns(declared: Any, fail: Fail) -> dict[str, ColumnDecl]:
-    if not isinstance(declared, dict):
-        raise fail("columns must be tables: [columns.NAME] with a 'meaning'")
     found = {}
-    for name, body in declared.items():
-        what = f"column {name!r}"
-        only_keys(body, COLUMN_KEYS, what, fail)
-        if not WORD.fullmatch(name):
-            raise fail(f"{what}: a column name is a word (letters, digits, _)")
+    tables = named_tables(declared, "columns", "column", COLUMN_KEYS, fail, word=WORD)
+    for name, body, what in tables:
         if name in ROW_COLUMNS or name in COLUMNS:
             raise fail(f"{what}: the row already has a column of that name; choose another")
-        if not isinstance(body.get("meaning"), str) or not body["meaning"]:
-            raise fail(f"{what} needs a one-line 'meaning'")
         if body.get("type", "int") != "int":
             raise fail(f'{what}: type must be "int" (counters are the columns supported)')
         default = body.get("default", 0)
@@ -182,6 +175,32 @@ def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
             )
         world[name] = value
     return world
+
+
+def named_tables(
+    declared: Any,
+    section: str,
+    noun: str,
+    keys: set[str],
+    fail: Fail,
+    *,
+    says: str = "a 'meaning'",
+    meaning: bool = True,
+    word: re.Pattern[str] | None = None,
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """The tables ``[section.NAME]`` of a declaration, each as (NAME, its table, how an
+    error names it), once checked: a table of tables, no key outside ``keys``, NAME a
+    ``word`` (where given) and a one-line ``meaning`` (where needed)."""
+    if not isinstance(declared, dict):
+        raise fail(f"{section} must be tables: [{section}.NAME] with {says}")
+    for name, body in declared.items():
+        what = f"{noun} {name!r}"
+        only_keys(body, keys, what, fail)
+        if word is not None and not word.fullmatch(name):
+            raise fail(f"{what}: a {noun}'s name is a word (letters, digits, _)")
+        if meaning and (not isinstance(body.get("meaning"), str) or not body["meaning"]):
+            raise fail(f"{what} needs a one-line 'meaning'")
+        yield name, body, what
 
 
 def only_keys(body: Any, allowed: set[str], what: str, fail: Fail) -> None:
