@@ -241,3 +241,24 @@ def test_check_engine_spin_on_the_claim_from_the_command_line(tmp_path: Path) ->
     assert replayed.exit_code == 1 and "the real store" in replayed.output, replayed.output
     refused = CliRunner().invoke(main, ["check", "--workers", "2", "--bitstate"])
     assert refused.exit_code == 2 and "go with --engine spin" in refused.output
+
+
+def test_spin_takes_the_claims_steps_with_and_without_first(tmp_path: Path) -> None:
+    """SPIN's transitions (stored + matched) exceed the built-in engine's generated states by
+    the same number with and without ``first = "lapse"`` on acquire: the twin takes
+    exactly the model's steps, the acquire that lapses the old epoch first included (the
+    unique states are the same either way: the sweep reaches them too)."""
+    text = (declarations_dir() / "claim.toml").read_text()
+    old = '[events.acquire]\nfirst = "lapse"'
+    assert text.count(old) == 1
+    path = tmp_path / "no-first.toml"
+    path.write_text(text.replace(old, "[events.acquire]"))
+    config = ClaimModelConfig(workers=2, drafts=1)
+    counts = {}
+    for spec in (claim_spec(), load_spec(path)):
+        builtin = Checker(claim_model(spec, config)).exhaustive().run()
+        spin, _ = spin_check(spec, config)
+        assert spin.unique == builtin.unique and spin.verdict == builtin.verdict == "ok"
+        counts[spec.first("acquire")] = (builtin.states, spin.states)
+    assert counts["lapse"][0] > counts[None][0]
+    assert counts["lapse"][1] - counts["lapse"][0] == counts[None][1] - counts[None][0]
