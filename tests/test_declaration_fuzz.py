@@ -20,6 +20,7 @@ CLAIM = (declarations_dir() / "claim.toml").read_text()
 JOB = (declarations_dir() / "job.toml").read_text()
 VARIANTS = [p.read_text() for p in sorted((declarations_dir() / "wrong").glob("*.toml"))]
 VALUES = ['"x"', "3", "true", "[]", '["a"]', "{}", '"*"', '""', "-1", '"reserved"', "1.5"]
+VALUES += ['"lapse"']  # an event name: first = "lapse" on the wrong event, or a guard
 
 
 @st.composite
@@ -37,7 +38,8 @@ def mutated(draw: st.DrawFn) -> str:
             lines[i] = f"{key}= {draw(st.sampled_from(VALUES))}"
         elif kind == "key" and "=" in lines[i]:
             value = lines[i].split("=", 1)[1]
-            key = draw(st.sampled_from(["event", "source", "dest", "guards", "terminal", "x"]))
+            keys = ["event", "source", "dest", "guards", "terminal", "first", "x"]
+            key = draw(st.sampled_from(keys))
             lines[i] = f"{key} ={value}"
         elif kind == "garbage":
             lines.insert(i, draw(st.sampled_from(["[[", "[states]", "= 1", "[states.a]", "é"])))
