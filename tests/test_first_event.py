@@ -87,20 +87,98 @@ def test_the_model_takes_over_in_one_step_and_says_so(tmp_path: Path) -> None:
         assert report.complete and report.verdict == "ok"
 
 
-def test_spin_takes_the_same_steps_as_the_builtin_engine(tmp_path: Path) -> None:
+LAPSE = '[events.lapse]\nby = "sweep"'
+
+
+@pytest.mark.parametrize(
+    "writes",
+    ["", '\nsets = ["fresh_token"]', '\nbumps = ["attempts"]'],
+    ids=["state", "token", "bump"],
+)
+def test_spin_takes_the_same_steps_as_the_builtin_engine(tmp_path: Path, writes: str) -> None:
     """SPIN's transitions (stored + matched) exceed the built-in engine's generated states
-    by the same few (its start and end) with and without ``first``: the twin takes
-    exactly the steps the built-in model takes, the takeovers included."""
+    by the same few (its start and end, and steps a bound cuts) with and without
+    ``first``: the twin takes exactly the steps the built-in model takes, the takeovers
+    included, also where the first event writes a fresh token or a counter."""
     needs_spin()
     counts = {}
+    config = EntityModelConfig(counts=3)
     for first in (True, False):
         spec = job(tmp_path, first)
-        builtin = Checker(entity_model(spec)).exhaustive().run()
-        spin, _ = spin_check(spec, EntityModelConfig())
+        path = tmp_path / f"writes-{first}.toml"
+        assert Path(spec.path or "").read_text().count(LAPSE) == 1
+        path.write_text(Path(spec.path or "").read_text().replace(LAPSE, LAPSE + writes))
+        spec = load_spec(path)
+        builtin = Checker(entity_model(spec, config)).exhaustive().run()
+        spin, _ = spin_check(spec, config)
         assert spin.unique == builtin.unique and spin.verdict == builtin.verdict == "ok"
         counts[first] = (builtin.states, spin.states)
     assert counts[True][0] > counts[False][0]  # the takeovers are steps of their own
     assert counts[True][1] - counts[True][0] == counts[False][1] - counts[False][0]
+
+
+FEW_LAPSES = """[columns.lapses]
+meaning = "leases that lapsed so far"
+default = 0
+
+[guards.few_lapses]
+kind = "compare"
+column = "lapses"
+op = "<"
+value = 2
+meaning = "fewer than two leases lapsed"
+refusal = "TargetBusy"
+
+"""
+
+
+def test_spin_reads_the_row_the_first_event_left(tmp_path: Path) -> None:
+    """The lease is refused once two leases lapsed (a column the lapse bumps): a takeover
+    reads the row after its first lapse, so a job whose second lease lapses is never
+    leased again, a deadlock both engines find. SPIN's trail there is replayed on the
+    built-in model (``spin_check`` raises when they disagree), so a twin that read the
+    row as it was before the lapse fails here."""
+    needs_spin()
+    text = (
+        Path(job(tmp_path, True).path or "")
+        .read_text()
+        .replace("[columns.attempts]", FEW_LAPSES + "[columns.attempts]")
+        .replace(LAPSE, LAPSE + '\nbumps = ["lapses"]')
+        .replace('"job_queued", "attempts_left"]', '"job_queued", "attempts_left", "few_lapses"]')
+    )
+    path = tmp_path / "few-lapses.toml"
+    path.write_text(text)
+    spec = load_spec(path)
+    config = EntityModelConfig(counts=3)
+    builtin = Checker(entity_model(spec, config)).exhaustive().run()
+    spin, _ = spin_check(spec, config)
+    assert builtin.deadlock is not None and spin.deadlock is not None
+    assert spin.verdict == builtin.verdict == "violated"
+
+
+def test_spin_cuts_a_takeover_where_the_first_events_counter_passes_the_bound(
+    tmp_path: Path,
+) -> None:
+    """Leases that do not count attempts, and a lapse that counts itself: the takeover
+    whose lapse passes the counter bound is cut by both engines (the built-in model checks
+    the row the whole step leaves), so both store the same states."""
+    needs_spin()
+    lease = '[events.lease]\nby = "taker"\nsets = ["lease"]\nbumps = ["attempts"]'
+    text = Path(job(tmp_path, False).path or "").read_text()
+    assert text.count(lease) == 1 and text.count(LAPSE) == 1
+    text = (
+        text.replace("[columns.attempts]", FEW_LAPSES.split("[guards")[0] + "[columns.attempts]")
+        .replace(LAPSE, LAPSE + '\nbumps = ["lapses"]')
+        .replace(lease, '[events.lease]\nby = "taker"\nsets = ["lease"]\nfirst = "lapse"')
+    )
+    path = tmp_path / "counted-lapses.toml"
+    path.write_text(text)
+    spec = load_spec(path)
+    config = EntityModelConfig(counts=2)
+    builtin = Checker(entity_model(spec, config)).exhaustive().run()
+    spin, _ = spin_check(spec, config)
+    assert builtin.complete and spin.complete
+    assert spin.unique == builtin.unique
 
 
 def test_verify_finds_the_store_agreeing_with_the_model(tmp_path: Path) -> None:

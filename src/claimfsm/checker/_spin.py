@@ -46,7 +46,7 @@ from claimfsm.checker._entity import (
     fairness_class,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
-from claimfsm.errors import ClaimFSMError, SpecError
+from claimfsm.errors import ClaimFSMError
 from claimfsm.spec import Spec, runs_on_the_claim_model
 
 
@@ -77,15 +77,6 @@ def promela(
     class: if a class is possible from some point on, it is taken infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
-    for event in spec.events:
-        first = spec.first(event)
-        decl = spec.effects.get(first) if first is not None else None
-        if decl is not None and (decl.sets or decl.bumps):
-            raise SpecError(
-                f"{spec.path or spec.name}: event {event!r} applies {first!r} first, which"
-                " writes more than its state; the SPIN engine applies a first event that"
-                " writes its state alone (check it with the built-in engine)"
-            )
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
     # Every variable starts at 0, which is the initial world: the initial state is number 0
     # and a column is kept as its distance from its default.
@@ -136,14 +127,26 @@ def promela(
         """The guard over entity ``k``'s row, for client ``caller``'s handle or for no
         handle (``named``: the caller names the current epoch), compiled by its kind
         (``_promela``) from what this world's row and caller give to read. ``after``: the
-        row once the transition ``after`` of a ``first`` event is applied to it (which
-        writes only its state, so the lease too is cleared outside lease states)."""
+        row once the transition ``after`` of a ``first`` event is applied to it (its state,
+        and what that event writes: a fresh token, the lease, bumped columns)."""
         r = f"r[{k}]"
-        live = f"({r}.live)"
+        live, tok = f"({r}.live)", f"{r}.tok"
         free = in_states(r, frees)
+        bumped: Sequence[str] = ()
         if after is not None:
-            live = live if after.dest in lease_states else "false"
+            written = sets.get(after.event, set())
+            if after.dest not in lease_states:
+                live = "false"
+            elif "lease" in written:
+                live = "true"
+            if "fresh_token" in written:
+                tok = f"({r}.tok + 1)"
             free = "true" if after.dest in frees else "false"
+            bumped = bumps.get(after.event, ())
+
+        def read_column(name: str) -> Operand:
+            found = column(r, name)
+            return (f"({found} + 1)" if name in bumped else found, "1", "int")
 
         def fact(name: str) -> Operand | None:
             if name == "running":
@@ -152,12 +155,12 @@ def promela(
 
         mine = caller is not None
         reading = Reading(
-            owner=f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {r}.tok)" if mine else None,
+            owner=f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {tok})" if mine else None,
             epoch=f"(c[{caller}].ep == {r}.ep)" if mine else ("true" if named else None),
             live=live,
             free=free,
             fact=fact,
-            column=lambda name: (column(r, name), "1", "int"),
+            column=read_column,
         )
         return promela_guard(spec, name, reading)
 
@@ -196,14 +199,43 @@ def promela(
             out.append((f"{fires} && {then}", [*apply(first, k, ft, False), *chain(again, [])]))
         return out
 
-    def cut(event: str, k: str, taking: bool) -> str:
-        """Whether the step goes beyond a bound (the built-in model's ``cut``)."""
+    def cut(event: str, k: str, taking: bool, first: str | None = None) -> str:
+        """Whether the step goes beyond a bound (the built-in model's ``cut``): ``event``
+        on entity ``k``'s row, after the ``first`` event where one was applied."""
         r = f"r[{k}]"
         parts = [f"{r}.ep + 1 > {epochs}"] if taking else []
-        if "fresh_token" in sets.get(event, ()):
-            parts.append(f"{'1' if taking else f'{r}.tok'} + 1 > {counts}")
-        parts += [f"{column(r, col)} + 1 > {counts}" for col in bumps.get(event, ())]
+        both = [event] if first is None else [first, event]
+        fresh = sum("fresh_token" in sets.get(e, ()) for e in both)
+        if taking and "fresh_token" in sets.get(event, ()):
+            parts.append(f"1 + 1 > {counts}")  # a new epoch's token is 1, before its own
+        elif not taking and fresh:
+            parts.append(f"{r}.tok + {fresh} > {counts}")
+        added: dict[str, int] = {}
+        for e in both:
+            for col in bumps.get(e, ()):
+                added[col] = added.get(col, 0) + 1
+        parts += [f"{column(r, col)} + {n} > {counts}" for col, n in added.items()]
         return any_of(parts)
+
+    def writes(event: str) -> bool:
+        """``event`` writes more than its state (a fresh token, the lease, a counter)."""
+        return bool(sets.get(event) or bumps.get(event))
+
+    def cut_of(event: str, k: str, taking: bool, branches: list[tuple[str, list[str]]]) -> str:
+        """The option's cut: ``cut``, or, where ``event``'s first event writes more than its
+        state, each way's own (the direct ``branches``, then those after the first)."""
+        first = spec.first(event)
+        if first is None or not writes(first):
+            return cut(event, k, taking)
+        n = len(by_event[event])
+        direct = any_of([f"({b})" for b, _ in branches[:n]])
+        later = any_of([f"({b})" for b, _ in branches[n:]])
+        return any_of(
+            [
+                f"({direct} && {cut(event, k, taking)})",
+                f"({later} && {cut(event, k, taking, first)})",
+            ]
+        )
 
     def apply(event: str, k: str, t: Any, taking: bool) -> list[str]:
         """The assignments of transition ``t`` of ``event`` on entity ``k``."""
@@ -259,10 +291,15 @@ def promela(
                         ]
                     branches.append((holds(t, k, None, False), body))
                     bodies.append((t, body))
-                later = first_ways(e, k, None, False, bodies)
-                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches + later])
+                branches += first_ways(e, k, None, False, bodies)
+                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
                 options.append(
-                    (("take", c, key, e), possible, cut(e, k, True), chain(branches + later, []))
+                    (
+                        ("take", c, key, e),
+                        possible,
+                        cut_of(e, k, True, branches),
+                        chain(branches, []),
+                    )
                 )
         for e in spec.events:
             seen_in = [s for s, evs in owner_events.items() if e in evs]
@@ -292,7 +329,7 @@ def promela(
                 (
                     ("own", c, e),
                     possible,
-                    f"({fires} && {cut(e, k, False)})",
+                    f"({fires} && {cut_of(e, k, False, branches)})",
                     chain(branches, drop(c)),
                 )
             )
@@ -306,7 +343,8 @@ def promela(
             branches = [(holds(t, k, None, True), body) for t, body in bodies]
             branches += first_ways(e, k, None, True, bodies)
             possible = any_of([f"({b})" for b, _ in branches])
-            options.append((("env", key, e), possible, cut(e, k, False), chain(branches, [])))
+            cuts = cut_of(e, k, False, branches)
+            options.append((("env", key, e), possible, cuts, chain(branches, [])))
         lease = in_states(r, lease_states)
         options.append((("clock", key), f"({r}.live && {lease})", "false", [f"{r}.live = 0"]))
         if fenceable:
