@@ -227,6 +227,9 @@ def test_first_must_name_the_sweeps_event_from_busy_states(tmp_path: Path) -> No
         with pytest.raises(SpecError, match=message):
             load_spec(edited(tmp_path, '[events.acquire]\nfirst = "lapse"', new))
     # a first on any other event than the claim's acquire: the claim world does not read it
-    other = edited(tmp_path, "[events.renew]\n", '[events.renew]\nfirst = "lapse"\n')
+    renewing = edited(tmp_path, "[events.renew]\n", '[events.renew]\nfirst = "lapse"\n')
+    with pytest.raises(SpecError, match="'renew' and 'lapse' both leave"):
+        load_spec(renewing)  # renew leaves the states lapse leaves: never refused for it
+    other = edited(tmp_path, "[events.reconcile]\n", '[events.reconcile]\nfirst = "lapse"\n')
     with pytest.raises(SpecError, match="applies an event first on the claim's 'acquire' only"):
         ClaimMachine(load_spec(other))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from claimfsm.checker import Checker, EntityModelConfig, entity_model, spin_check
+from claimfsm.checker import Checker, EntityModelConfig, Report, entity_model, spin_check
 from claimfsm.errors import IllegalTransition, SpecError, TargetBusy
 from claimfsm.spec import Spec, declarations_dir, load_spec
 from claimfsm.store import open_entity_store
@@ -90,6 +90,15 @@ def test_the_model_takes_over_in_one_step_and_says_so(tmp_path: Path) -> None:
 LAPSE = '[events.lapse]\nby = "sweep"'
 
 
+def both_engines(path: Path, text: str, counts: int) -> tuple[Report, Report]:  # type: ignore[type-arg]
+    """The built-in engine's report and SPIN's on the declaration ``text``, written to
+    ``path``, with counters bounded by ``counts``."""
+    path.write_text(text)
+    spec = load_spec(path)
+    config = EntityModelConfig(counts=counts)
+    return Checker(entity_model(spec, config)).exhaustive().run(), spin_check(spec, config)[0]
+
+
 @pytest.mark.parametrize(
     "writes",
     ["", '\nsets = ["fresh_token"]', '\nbumps = ["attempts"]'],
@@ -102,15 +111,11 @@ def test_spin_takes_the_same_steps_as_the_builtin_engine(tmp_path: Path, writes:
     included, also where the first event writes a fresh token or a counter."""
     needs_spin()
     counts = {}
-    config = EntityModelConfig(counts=3)
     for first in (True, False):
-        spec = job(tmp_path, first)
+        text = Path(job(tmp_path, first).path or "").read_text()
+        assert text.count(LAPSE) == 1
         path = tmp_path / f"writes-{first}.toml"
-        assert Path(spec.path or "").read_text().count(LAPSE) == 1
-        path.write_text(Path(spec.path or "").read_text().replace(LAPSE, LAPSE + writes))
-        spec = load_spec(path)
-        builtin = Checker(entity_model(spec, config)).exhaustive().run()
-        spin, _ = spin_check(spec, config)
+        builtin, spin = both_engines(path, text.replace(LAPSE, LAPSE + writes), 3)
         assert spin.unique == builtin.unique and spin.verdict == builtin.verdict == "ok"
         counts[first] = (builtin.states, spin.states)
     assert counts[True][0] > counts[False][0]  # the takeovers are steps of their own
@@ -146,12 +151,7 @@ def test_spin_reads_the_row_the_first_event_left(tmp_path: Path) -> None:
         .replace(LAPSE, LAPSE + '\nbumps = ["lapses"]')
         .replace('"job_queued", "attempts_left"]', '"job_queued", "attempts_left", "few_lapses"]')
     )
-    path = tmp_path / "few-lapses.toml"
-    path.write_text(text)
-    spec = load_spec(path)
-    config = EntityModelConfig(counts=3)
-    builtin = Checker(entity_model(spec, config)).exhaustive().run()
-    spin, _ = spin_check(spec, config)
+    builtin, spin = both_engines(tmp_path / "few-lapses.toml", text, 3)
     assert builtin.deadlock is not None and spin.deadlock is not None
     assert spin.verdict == builtin.verdict == "violated"
 
@@ -171,12 +171,7 @@ def test_spin_cuts_a_takeover_where_the_first_events_counter_passes_the_bound(
         .replace(LAPSE, LAPSE + '\nbumps = ["lapses"]')
         .replace(lease, '[events.lease]\nby = "taker"\nsets = ["lease"]\nfirst = "lapse"')
     )
-    path = tmp_path / "counted-lapses.toml"
-    path.write_text(text)
-    spec = load_spec(path)
-    config = EntityModelConfig(counts=2)
-    builtin = Checker(entity_model(spec, config)).exhaustive().run()
-    spin, _ = spin_check(spec, config)
+    builtin, spin = both_engines(tmp_path / "counted-lapses.toml", text, 2)
     assert builtin.complete and spin.complete
     assert spin.unique == builtin.unique
 
@@ -198,3 +193,9 @@ def test_first_is_checked_where_it_is_declared(tmp_path: Path) -> None:
         job(tmp_path, False, '\nfirst = "requeue"')
     with pytest.raises(SpecError, match="leaves \\['queued'\\], where the key is already free"):
         job(tmp_path, False, '\nfirst = "bury"')
+    release = '[events.release]\nby = "owner"'
+    assert JOB.count(release) == 1
+    path = tmp_path / "release-first.toml"
+    path.write_text(JOB.replace(release, release + '\nfirst = "lapse"'))
+    with pytest.raises(SpecError, match="both leave \\['leased'\\]; the event applied first"):
+        load_spec(path)

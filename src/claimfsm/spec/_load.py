@@ -411,8 +411,9 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
 
 def _first_is_the_sweeps(spec: Spec, fail: Any) -> None:
     """``first`` on an event names another event, the sweep's, leaving only states that keep
-    the key busy: applied first, it changes nothing but what the event would otherwise be
-    refused (the claim's acquire lapses a lapsed lease, then takes the target)."""
+    the key busy and that the event does not leave: applied first, it changes nothing but
+    what the event would otherwise be refused (the claim's acquire lapses a lapsed lease,
+    then takes the target)."""
     for event, decl in spec.effects.items():
         first = decl.first
         if first is None:
@@ -437,6 +438,18 @@ def _first_is_the_sweeps(spec: Spec, fail: Any) -> None:
             raise fail(
                 f"{what}: {first!r} leaves {freeing}, where the key is already free; the event"
                 " applied first may only leave states that keep the key busy"
+            )
+        # Where the event itself has a transition, it is never refused for want of the first
+        # event: "applied first where its guards hold" and "applied where the event is
+        # otherwise refused" (how the stores and the models run it) then mean the same.
+        shared = sorted(
+            {t.source for t in spec.transitions if t.event == first}
+            & {t.source for t in spec.transitions if t.event == event}
+        )
+        if shared:
+            raise fail(
+                f"{what}: {event!r} and {first!r} both leave {shared}; the event applied first"
+                f" may only leave states that {event!r} itself does not leave"
             )
 
 
