@@ -5,13 +5,14 @@ which commits are synced in full, and which event an acquire applies first."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+from claimfsm.checker import Checker, ClaimModelConfig, claim_model, path_steps
 from claimfsm.errors import SpecError, TargetBusy
 from claimfsm.machine import ClaimMachine
-from claimfsm.spec import Event, claim_spec, declarations_dir, load_spec
+from claimfsm.spec import Event, claim_spec, declarations_dir, load_spec, wrong_designs
 from claimfsm.store import MemoryStore, SQLiteStore, Store
 from claimfsm.store._sql import compile_writes
 
@@ -216,6 +217,43 @@ def test_dropping_first_reaches_every_store_and_the_checker(tmp_path: Path) -> N
             assert taken.targets[0].epoch == 2
         report = Checker(model).exhaustive().run()
         assert report.complete and report.verdict == "ok"
+
+
+@pytest.mark.parametrize("design", ["claim", "update_returning_claim"])
+def test_first_is_applied_where_the_acquire_is_refused_by_stores_and_model_alike(
+    tmp_path: Path, design: str
+) -> None:
+    """``first`` means: where the event is refused as the row is, the first event and then
+    the event again. claim.toml's acquire is refused on a busy target, so a lapsed reserved
+    epoch is lapsed first. update_returning_claim's acquire takes a busy target, so nothing
+    is lapsed: the stores write one acquire over the other, and the checker's steps (what
+    its counterexamples draw) are the stores' history, step for step."""
+    spec = claim_spec() if design == "claim" else wrong_designs()[design]
+    assert spec.first("acquire") == "lapse"
+    expected = ["acquire", "lapse", "acquire"] if design == "claim" else ["acquire", "acquire"]
+    for backend in ("memory", "sqlite"):
+        clock = FakeClock(1000.0)
+        store: Store = (
+            MemoryStore(clock=clock, machine=ClaimMachine(spec))
+            if backend == "memory"
+            else SQLiteStore(tmp_path / f"{design}.sqlite", clock=clock, machine=ClaimMachine(spec))
+        )
+        draft = store.create_draft("t", "x")
+        store.approve_draft(draft.draft_id)
+        store.acquire("t", draft.draft_id, "a", 30)
+        clock.advance(31)  # the lease lapses; no sweep runs
+        assert store.acquire("t", draft.draft_id, "b", 30).epoch == 2
+        assert [h.event for h in store.history("t")] == expected, backend
+        store.close()
+    model = claim_model(spec, ClaimModelConfig(workers=2, drafts=1, edits=False))
+    world = next(iter(model.init_states()))
+    path = [SimpleNamespace(state=world, action=None)]
+    for action in ((Event.ACQUIRE, 0, 0, 0), ("lease_lapses", 0), (Event.ACQUIRE, 1, 0, 0)):
+        world = model.next_state(world, action)
+        assert world is not None, action
+        path.append(SimpleNamespace(state=world, action=action))
+    steps = [s.event for s in path_steps(spec, model, path) if s.event is not None]
+    assert steps == expected
 
 
 def test_first_must_name_the_sweeps_event_from_busy_states(tmp_path: Path) -> None:

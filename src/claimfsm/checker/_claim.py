@@ -224,6 +224,30 @@ class ClaimModelConfig:
         return self.remote != "fencing" if self.own_keys is None else self.own_keys
 
 
+def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:
+    """A taker's situations: the target free (no row) or not (a row in a state that does
+    not free it), the draft it names approved for this target or not; the guards of the
+    kinds a taker reads (free, draft_ready) true in each."""
+    guards = build_guards(spec)
+    names = frozenset(spec.guards_of_kind("free")) | frozenset(spec.guards_of_kind("draft_ready"))
+    busy = next(s for s in spec.states if s != spec.initial and not spec.states[s].frees_target)
+    return {
+        (free, ready): frozenset(
+            n
+            for n in names
+            if guards[n](
+                None if free else _Seen(state=busy),
+                _Seen(
+                    target_id="t",
+                    draft=_Seen(status="approved" if ready else "edited", target_id="t"),
+                ),
+            )
+        )
+        for free in (False, True)
+        for ready in (False, True)
+    }
+
+
 def claim_model(
     spec: Spec, config: ClaimModelConfig | None = None
 ) -> Model[World, tuple[Any, ...]]:
@@ -377,21 +401,7 @@ def claim_model(
         for live in (False, True)
         for pinned in (False, True)
     }
-    # A taker's: the target free (no row) or not (a row in a state that does not free it),
-    # the draft it names approved for this target or not.
-    busy = next(s for s in spec.states if s != s_initial and not spec.states[s].frees_target)
-    acquirable = {
-        (free, ready): holding(
-            kinds["free"] | kinds["draft_ready"],
-            None if free else _Seen(state=busy),
-            _Seen(
-                target_id="t",
-                draft=_Seen(status="approved" if ready else "edited", target_id="t"),
-            ),
-        )
-        for free in (False, True)
-        for ready in (False, True)
-    }
+    acquirable = _acquirable(spec)
     # The operator's (reconcile, retry): it names the current epoch and holds no token.
     named_current = holding(
         kinds["owner"] | kinds["epoch"],
@@ -559,13 +569,21 @@ def claim_model(
         kind = a[0]
         if kind == Event.ACQUIRE:
             _, i, t, d = a
-            if e_first is not None:  # declared: claim.toml's lapses a lapsed lease first
+            ready = w.drafts[t][d][0] == "a"
+            dest = fire(
+                table, e_acquire, s_initial, acquirable[(w.targets[t].state in frees, ready)]
+            )
+            if dest is None and e_first is not None:
+                # Refused as the row is: the declared first event (claim.toml's lapse),
+                # where it fires, then the acquire once more, as the stores do. Both or
+                # neither are kept: a refusal returns None below.
                 w = swept(w, t, e_first)
-            tg = w.targets[t]
-            true = acquirable[(tg.state in frees, w.drafts[t][d][0] == "a")]
-            dest = fire(table, e_acquire, s_initial, true)
+                dest = fire(
+                    table, e_acquire, s_initial, acquirable[(w.targets[t].state in frees, ready)]
+                )
             if dest is None:
                 return None  # refused: nothing changes (the same world is not a new state)
+            tg = w.targets[t]
             version = w.drafts[t][d][1]
             epoch, token = tg.epoch + 1, tg.token + 1
             w = w._replace(
@@ -851,15 +869,14 @@ def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> l
     acquire.
     """
     table, free = compile_table(spec), _free_states(spec)
-    lapsed = frozenset(spec.guards_of_kind("lapsed"))
     named = claim_steps(spec)
-    first = spec.first(named.events[Event.ACQUIRE])
+    first = _first_of(spec, table, free, named)
     steps: list[PathStep] = []
     for before, after in itertools.pairwise(path):
         parts = _parts(
             table,
             free,
-            (lapsed, first),
+            first,
             named,
             model.show_action,
             before.state,
@@ -869,6 +886,25 @@ def path_steps(spec: Spec, model: Model[World, tuple[Any, ...]], path: Any) -> l
         for part in parts:
             steps.append(part._replace(number=len(steps) + 1))
     return steps
+
+
+class _First(NamedTuple):
+    """What an acquire's declared first event (``first``) needs to be drawn: the guards a
+    lapsed lease makes true, the event, and the states from which the acquire of an
+    approved draft is refused as the row is (where the stores apply the first event)."""
+
+    lapsed: frozenset[str]
+    event: str | None
+    refused_from: frozenset[str]
+
+
+def _first_of(spec: Spec, table: Table, free: frozenset[str], named: ClaimSteps) -> _First:
+    acquire, initial = named.events[Event.ACQUIRE], named.states[State.UNCLAIMED]
+    taker = _acquirable(spec)
+    refused = frozenset(
+        s for s in spec.states if fire(table, acquire, initial, taker[(s in free, True)]) is None
+    )
+    return _First(frozenset(spec.guards_of_kind("lapsed")), spec.first(acquire), refused)
 
 
 def _free_states(spec: Spec) -> frozenset[str]:
@@ -886,7 +922,7 @@ def _remote_view(w: World, target: int) -> tuple[tuple[int, ...], tuple[tuple[in
 def _parts(
     table: Any,
     free: frozenset[str],
-    swept_first: tuple[frozenset[str], str | None],
+    swept_first: _First,
     named: ClaimSteps,
     show_action: Callable[[tuple[Any, ...]], str],
     before: World,
@@ -912,10 +948,15 @@ def _parts(
     source = before.targets[target].state
     dest = after.targets[target].state
     event = _event_of(named, a)
-    (lapsed_guards, lapse), initial = swept_first, named.states[State.UNCLAIMED]
+    lapse, initial = swept_first.event, named.states[State.UNCLAIMED]
     busy = ""
     if kind == Event.ACQUIRE and source != initial:
-        lapsed = None if lapse is None else fire(table, lapse, source, lapsed_guards)
+        # the stores apply the first event only where the acquire is refused as the row is
+        lapsed = (
+            None
+            if lapse is None or source not in swept_first.refused_from
+            else fire(table, lapse, source, swept_first.lapsed)
+        )
         if lapse is not None and lapsed is not None and not before.targets[target].lease_live:
             flight, effects = _remote_view(before, target)
             parts.append(
@@ -969,12 +1010,11 @@ def _explainer(
     """For the engine: each state change of an action as a numbered step of its own, with
     the declared transition it takes."""
     table, free = compile_table(spec), _free_states(spec)
-    lapsed = frozenset(spec.guards_of_kind("lapsed"))
     named = claim_steps(spec)
-    first = spec.first(named.events[Event.ACQUIRE])
+    first = _first_of(spec, table, free, named)
 
     def explain(before: World, a: tuple[Any, ...], after: World) -> list[tuple[str, str | None]]:
-        parts = _parts(table, free, (lapsed, first), named, show_action, before, a, after)
+        parts = _parts(table, free, first, named, show_action, before, a, after)
         shown: list[tuple[str, str | None]] = []
         for i, p in enumerate(parts):
             moved = p.event is not None and p.source != p.dest

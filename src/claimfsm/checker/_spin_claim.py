@@ -473,19 +473,34 @@ class _Generator:
 
     def acquire(self, i: int, t: int, d: int) -> tuple[Action, str, list[str]]:
         free_after, lapse = self.lapse_after(str(t))
-        ways = [
-            way
-            for tr in self.spec.transitions_for(self.event_of[Event.ACQUIRE], self.spec.initial)
-            if (way := conjunction([self.taker_truth(g, free_after) for g in tr.guards])) != "false"
-        ]
-        if not ways:
+        acquires = self.spec.transitions_for(self.event_of[Event.ACQUIRE], self.spec.initial)
+
+        def ways(free: str) -> list[str]:
+            """The acquire's transitions that fire when the target's being free is ``free``."""
+            return [
+                way
+                for tr in acquires
+                if (way := conjunction([self.taker_truth(g, free) for g in tr.guards])) != "false"
+            ]
+
+        # As the stores do: the acquire as the row is; where that is refused, the declared
+        # first event (``lapse_after``, nothing when none is declared) and the acquire again.
+        now = ways(self.in_states(str(t), self.frees))
+        after = ways(free_after) if lapse else []
+        if not now and not after:
             return ((Event.ACQUIRE, i, t, d), "false", [])
+        taken_now = "(" + " || ".join(now or ["false"]) + ")"
         guard = (
             f"w_phase[{i}] == 0 && t_epoch[{t}] < {self.cfg.epochs}"
-            f" && {self.status(str(t), d)} == {DRAFT['a']} && (" + " || ".join(ways) + ")"
+            f" && {self.status(str(t), d)} == {DRAFT['a']} && (" + " || ".join([*now, *after]) + ")"
+        )
+        first = (
+            [f"if :: {taken_now} -> skip", ":: else ->", *("   " + x for x in lapse), "fi"]
+            if lapse
+            else []
         )
         body = [
-            *lapse,
+            *first,
             f"t_epoch[{t}] = t_epoch[{t}] + 1",
             f"t_state[{t}] = {self.sid[self.state_of[State.RESERVED]]}",
             f"t_token[{t}] = t_token[{t}] + 1",

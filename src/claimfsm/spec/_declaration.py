@@ -46,8 +46,8 @@ class EventDecl:
     by: str | None = None  # who takes it (spec.ROLES); None: as its guards say (Spec.role)
     bumps: tuple[str, ...] = ()  # declared columns it adds one to
     work: str | None = None  # "starts" or "ends" the owner's external work
-    #: a sweep's event the store applies to the key's current epoch first, in the same
-    #: transaction, where its guards hold (a taker's: the claim's acquire lapses first)
+    #: a sweep's event applied where this one is refused as the row is, before it is tried
+    #: again, in the same transaction (the claim's acquire lapses a lapsed lease first)
     first: str | None = None
 
 
@@ -186,8 +186,9 @@ class Spec:
         return None if decl is None else decl.work
 
     def first(self, event: str) -> str | None:
-        """The sweep's event applied to the key's current epoch just before ``event``, in
-        the same transaction, where its guards hold (``first``); None: nothing first."""
+        """The sweep's event applied to the key's current epoch where ``event`` is refused
+        as the row is, before ``event`` is tried once more, in the same transaction
+        (``first``); None: nothing first."""
         decl = self.effects.get(event)
         return None if decl is None else decl.first
 

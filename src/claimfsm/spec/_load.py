@@ -411,9 +411,9 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
 
 def _first_is_the_sweeps(spec: Spec, fail: Any) -> None:
     """``first`` on an event names another event, the sweep's, leaving only states that keep
-    the key busy and that the event does not leave: applied first, it changes nothing but
-    what the event would otherwise be refused (the claim's acquire lapses a lapsed lease,
-    then takes the target)."""
+    the key busy and that the event does not leave. It is applied where the event is refused
+    as the row is, and the event tried once more (the claim's acquire, refused on a busy
+    target, lapses a lapsed lease, then takes the target)."""
     for event, decl in spec.effects.items():
         first = decl.first
         if first is None:
@@ -439,9 +439,8 @@ def _first_is_the_sweeps(spec: Spec, fail: Any) -> None:
                 f"{what}: {first!r} leaves {freeing}, where the key is already free; the event"
                 " applied first may only leave states that keep the key busy"
             )
-        # Where the event itself has a transition, it is never refused for want of the first
-        # event: "applied first where its guards hold" and "applied where the event is
-        # otherwise refused" (how the stores and the models run it) then mean the same.
+        # From a state the event itself leaves, the first event could only take the key
+        # somewhere the event no longer fires from: a first event there is a mistake.
         shared = sorted(
             {t.source for t in spec.transitions if t.event == first}
             & {t.source for t in spec.transitions if t.event == event}
