@@ -18,6 +18,11 @@ dropped at the end.
    tables' size per 1,000,000 dispatch cycles (scaled from 5,000).
 5. ``claimfsm audit`` over a legal history of 10,200,000 entries (100,000 targets, 34
    dispatch cycles each, made by the server): seconds and entries per second.
+6. A lifecycle of your own (specs/job.toml) in the lifecycle store: events per second over
+   jobs that run three attempts each (lease, start, renew, fail, twice; then lease, start,
+   succeed: 11 events, the first on a new entity), with an existing entity's event as one
+   statement (the default) against every event on the transaction path, in rounds back to
+   back; the ratio is the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -441,6 +446,39 @@ def audit_scale(targets: int, cycles: int) -> None:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+def lifecycle(schema: str, jobs: int, rounds: int) -> None:
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+
+    print("== 6. a lifecycle of your own (specs/job.toml): events/s, one process ==")
+    spec = load_spec(declarations_dir() / "job.toml")
+    rates: dict[str, list[float]] = {"one statement": [], "transaction path": []}
+    for rnd in range(rounds):
+        for name in rates:
+            store = open_entity_store(spec, store_url(schema))
+            if name == "transaction path":
+                store._one_statement = {}  # every event as an entity's first one goes
+            events, start = 0, time.perf_counter()
+            for j in range(jobs):
+                key = f"{rnd}-{name[:3]}-{j}"
+                for _ in range(2):
+                    h = store.take(key, "lease", owner="bench")
+                    h = store.act(store.act(h, "start"), "renew")
+                    store.act(h, "fail")
+                store.act(store.act(store.take(key, "lease", owner="bench"), "start"), "succeed")
+                events += 11
+            rates[name].append(events / (time.perf_counter() - start))
+            store.close()
+    for name, values in rates.items():
+        shown = ", ".join(f"{r:,.0f}" for r in values)
+        print(f"  {name:<18} {statistics.median(values):>7,.0f} events/s median (rounds: {shown})")
+    pairs = [a / b for a, b in zip(rates["one statement"], rates["transaction path"], strict=True)]
+    print(
+        f"  ratio one statement / transaction path = {statistics.median(pairs):.2f} (median of"
+        f" the rounds' ratios; {min(pairs):.2f} to {max(pairs):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -448,6 +486,7 @@ def main() -> None:
     schema = f"bench_{secrets.token_hex(4)}"
     try:
         throughput(schema, 300 if args.quick else 1000, 3 if args.quick else 5)
+        lifecycle(schema, 30 if args.quick else 200, 3 if args.quick else 5)
         processes(schema, 1.0 if args.quick else 4.0)
         advisory_locks(1000 if args.quick else 5000)
         if args.quick:

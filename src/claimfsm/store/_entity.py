@@ -12,6 +12,15 @@ the declaration's ``transitions`` machine (``claimfsm.machine.LifecycleMachine``
 machine takes a transition the SQL refused, or the reverse, that is a
 :class:`DeclarationMismatch`, never silence.
 
+On PostgreSQL an existing entity's event is first tried as one statement
+(:func:`compile_one_statement`): the row locked, the guarded write, and the row it replaced
+returned, on which the machine must agree before the commit; BEGIN goes with it and the
+history record with COMMIT, so the common case is two round trips. Refused, or a new
+entity, and the same transaction goes on as above. A transaction the database rolls back
+(a deadlock, a serialization failure, a connection lost before COMMIT) is run again on a
+fresh connection, up to ``retries`` times; a COMMIT whose answer was lost is settled from
+history: its record there means it happened (the drivers: ``_entity_drivers``).
+
 Who may take an event is its declared role (``Spec.role``): :meth:`EntityStore.take` for a
 taker's (a new epoch; the caller gets a :class:`Handle` with a secret token),
 :meth:`EntityStore.act` for an owner's (on its handle), :meth:`EntityStore.operate` for the
@@ -25,10 +34,7 @@ parameter. Hence the ``noqa: S608``.
 from __future__ import annotations
 
 import re
-import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +51,16 @@ from claimfsm.errors import (
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
 from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
+from claimfsm.store._entity_drivers import (
+    SERVER_NOW,
+    Driver,
+    LostCommit,
+    Postgres,
+    Retry,
+    SQLite,
+    Tx,
+    backoff,
+)
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
@@ -120,14 +136,39 @@ def check_storable(spec: Spec) -> None:
     spec.require_sources_determined()
 
 
-def compile_event(spec: Spec, event: str, table: str, marker: str = "?") -> CompiledEvent:
+def compile_event(
+    spec: Spec,
+    event: str,
+    table: str,
+    marker: str = "?",
+    *,
+    clock: str | None = None,
+    prior: str = "",
+    returning: str = "state, epoch",
+) -> CompiledEvent:
     """The guarded ``UPDATE`` of ``event``: one statement, whose ``WHERE`` is the guards of
     every transition of the event (each with its source) and whose ``SET`` is the state
     each leads to and the event's declared effects. (SET expressions read the row as it
-    was, in SQLite and PostgreSQL alike.)"""
+    was, in SQLite and PostgreSQL alike.)
+
+    ``clock``: SQL for the store's time, read in the statement (else the parameters ``now``
+    and ``deadline``; then ``lease_seconds`` is bound). ``prior``: a ``FROM`` item holding
+    the row as it was, whose ``"prior epoch"`` stands for the current epoch where the
+    parameter ``current`` is true (:func:`compile_one_statement`)."""
     params: list[str] = []
 
     def p(name: str) -> str:
+        if clock is not None and name == "now":
+            return clock
+        if clock is not None and name == "deadline":
+            params.append("lease_seconds")
+            return f"({clock} + CAST({marker} AS DOUBLE PRECISION))"
+        if prior and name == "epoch":
+            params.extend(["current", "epoch"])
+            return (
+                f'CASE WHEN CAST({marker} AS BOOLEAN) THEN "prior epoch"'
+                f" ELSE CAST({marker} AS BIGINT) END"
+            )
         params.append(name)
         return marker
 
@@ -165,11 +206,54 @@ def compile_event(spec: Spec, event: str, table: str, marker: str = "?") -> Comp
     sets += [f"{column} = {column} + 1" for column in bumps]
     key = p("key")  # parameters are named in the order the statement reads them
     where = " OR ".join(f"({cond(t)})" for t in transitions)
+    source = f" FROM {prior}" if prior else ""
     sql = (
-        f"UPDATE {table} SET {', '.join(sets)} WHERE key = {key} AND ({where})"  # noqa: S608
-        " RETURNING state, epoch"
+        f"UPDATE {table} SET {', '.join(sets)}{source} WHERE key = {key} AND ({where})"  # noqa: S608
+        f" RETURNING {returning}"
     )
     return CompiledEvent(sql, tuple(params))
+
+
+#: What the one statement reads back of the row it replaced, besides the declared columns.
+PRIOR = ("state", "epoch", "token_hash", "lease_deadline")
+
+
+def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s") -> CompiledEvent:
+    """``event``'s guarded write of an existing entity as one PostgreSQL statement on the
+    server's clock (or the bound ``clock_now``), which also returns the row it replaced,
+    locked first (``FOR UPDATE``), so that the declaration's machine can judge the write on
+    it before the commit. Its columns are named ``"prior NAME"``, which no declared
+    column can be. Zero rows back: refused, or no such entity; nothing changed."""
+    clock = "(SELECT now FROM clock)"
+    names = [*PRIOR, *spec.columns]
+    priors = ", ".join(f'{c} AS "prior {c}"' for c in names)
+    write = compile_event(
+        spec,
+        event,
+        table,
+        marker,
+        clock=clock,
+        prior="prior",
+        returning=", ".join(["state", "epoch", clock, *(f'"prior {c}"' for c in names)]),
+    )
+    now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
+    locked = f"SELECT {priors} FROM {table} WHERE key = {marker} FOR UPDATE"  # noqa: S608
+    sql = f"WITH clock AS MATERIALIZED (SELECT {now} AS now), prior AS ({locked}) {write.sql}"
+    return CompiledEvent(sql, ("clock_now", "key", *write.params))
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One event as the caller asked for it (what a retry runs again)."""
+
+    key: str
+    event: str
+    epoch: int | None
+    token: str | None = field(repr=False)
+    values: dict[str, Any]
+    lease_seconds: float
+    facts: dict[str, Any]
+    current: bool
 
 
 class EntityStore:
@@ -180,7 +264,13 @@ class EntityStore:
     """
 
     def __init__(
-        self, spec: Spec, driver: _Driver, *, clock: Clock | None = None, prefix: str = "lc"
+        self,
+        spec: Spec,
+        driver: Driver,
+        *,
+        clock: Clock | None = None,
+        prefix: str = "lc",
+        retries: int = 5,
     ) -> None:
         check_storable(spec)
         self.spec = spec
@@ -192,6 +282,15 @@ class EntityStore:
         self._clock = clock
         self._columns = tuple(spec.columns)
         self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
+        #: each event's write of an existing entity as one statement, where the database
+        #: can also return the row it replaced (PostgreSQL)
+        self._one_statement = (
+            {e: compile_one_statement(spec, e, self.table, driver.marker) for e in spec.events}
+            if driver.one_statement
+            else {}
+        )
+        #: how many times a transaction the database rolled back is run again
+        self.retries = retries
         m, t, h = driver.marker, self.table, self.history_table
         select = ", ".join(
             ["key", "state", "epoch", "token_hash", "lease_deadline", "owner", *self._columns]
@@ -205,6 +304,10 @@ class EntityStore:
             "append": f"INSERT INTO {h} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
             f" token_fingerprint) VALUES ({', '.join([m] * 8)})",
             "missing": driver.insert_if_missing(t, self._columns),
+            # a record appended by a commit whose answer was lost: there, it happened
+            "recorded": f"SELECT 1 FROM {h} WHERE key = {m} AND epoch = {m} AND event = {m}"  # noqa: S608
+            f" AND source = {m} AND dest = {m} AND at = {m}"
+            f" AND COALESCE(refused, '') = COALESCE({m}, '') AND token_fingerprint = {m}",
             "reset_history": f"DELETE FROM {h}",  # noqa: S608
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
@@ -286,13 +389,11 @@ class EntityStore:
 
     # -- reading ------------------------------------------------------------------------
     def row(self, key: str) -> EntityRow | None:
-        with self._driver.transaction() as tx:
-            found = tx.one(self._sql["row"], (key,))
+        found = self._driver.rerun(lambda tx: tx.one(self._sql["row"], (key,)))
         return None if found is None else self._entity(found)
 
     def rows(self) -> list[EntityRow]:
-        with self._driver.transaction() as tx:
-            found = tx.all(self._sql["rows"], ())
+        found = self._driver.rerun(lambda tx: tx.all(self._sql["rows"], ()))
         return [self._entity(r) for r in found]
 
     def history(self, key: str | None = None) -> list[EntityHistory]:
@@ -300,26 +401,22 @@ class EntityStore:
         args: tuple[Any, ...] = ()
         if key is not None:
             query, args = query + f" WHERE key = {self._driver.marker}", (key,)
-        with self._driver.transaction() as tx:
-            found = tx.all(query + " ORDER BY seq", args)
+        found = self._driver.rerun(lambda tx: tx.all(query + " ORDER BY seq", args))
         return [EntityHistory(*r) for r in found]
 
     def now(self) -> float:
-        with self._driver.transaction() as tx:
-            return self._now(tx)
+        return self._driver.rerun(self._now)
 
     def reset(self) -> None:
         """Delete every entity and its history (tests and ``claimfsm verify``)."""
-        with self._driver.transaction() as tx:
-            tx.run(self._sql["reset_history"], ())
-            tx.run(self._sql["reset_rows"], ())
+        self._driver.create([self._sql["reset_history"], self._sql["reset_rows"]])
 
     def drop(self) -> None:
         """Drop this lifecycle's two tables (``claimfsm verify`` leaves a database as it
         found it)."""
-        with self._driver.transaction() as tx:
-            tx.run(f"DROP TABLE IF EXISTS {self.history_table}", ())
-            tx.run(f"DROP TABLE IF EXISTS {self.table}", ())
+        self._driver.create(
+            [f"DROP TABLE IF EXISTS {self.history_table}", f"DROP TABLE IF EXISTS {self.table}"]
+        )
 
     def close(self) -> None:
         self._driver.close()
@@ -356,7 +453,7 @@ class EntityStore:
                 f"event {event!r} is the {actual}'s, not taken with {call}: use {use}"
             )
 
-    def _now(self, tx: _Tx) -> float:
+    def _now(self, tx: Tx) -> float:
         return self._clock() if self._clock is not None else self._driver.server_now(tx)
 
     def _write(
@@ -372,108 +469,162 @@ class EntityStore:
         current: bool = False,
     ) -> tuple[str, int]:
         """One event in one transaction: the guarded write, and its history; or the
-        refusal, explained (a stale owner's is recorded, and nothing else changes)."""
+        refusal, explained (a stale owner's is recorded, and nothing else changes). Run
+        again where the database rolled it back (a deadlock, a serialization failure, a
+        connection lost before the commit), up to ``retries`` times."""
         if not isinstance(key, str) or not key:
             raise InvalidArgument(f"key must be a non-empty str, not {key!r}")
         facts = dict(facts or {})
         unknown = set(facts) - LIFECYCLE_FACTS
         if unknown:
             raise InvalidArgument(f"unknown facts {sorted(unknown)}: use {sorted(LIFECYCLE_FACTS)}")
-        stale: Refused | None = None
-        with self._driver.transaction(durable=event in self.spec.durable_events()) as tx:
-            defaults = tuple(self.spec.columns[c].default for c in self._columns)
-            tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
-            now = self._now(tx)
-            view = self._view(tx.one(self._sql["locked"], (key,)))
-            if current:
-                epoch = view.epoch
-            presented = None if token is None else token_hash(token)
+        call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)
+        for attempt in range(self.retries + 1):
+            try:
+                done = self._attempt(call)
+            except Retry as exc:
+                if attempt == self.retries:
+                    raise StoreError(
+                        f"{self.spec.name} {key!r}: {event} was rolled back {_times(attempt + 1)}"
+                        f" ({exc.__cause__}); nothing was written"
+                    ) from None
+                backoff(attempt)
+                continue
+            if isinstance(done, Refused):
+                raise done  # a stale owner's refusal, recorded (committed) first
+            return done
+        raise AssertionError("unreachable")
 
-            def guarded(
-                event: str,
-                epoch: int | None,
-                presented: str | None,
-                values: Mapping[str, Any] = values,
-                facts: Mapping[str, Any] = facts,
-            ) -> Any:
-                """The event's compiled guarded write: (state, epoch), or None: refused."""
-                write = self._writes[event]
-                return tx.one(
-                    write.sql,
-                    write.bind(
-                        {
-                            **values,
-                            **self._constants,
-                            **{f"fact:{f}": facts.get(f) for f in LIFECYCLE_FACTS},
-                            "key": key,
-                            "epoch": epoch,
-                            "token_hash": presented,
-                            "now": now,
-                            "deadline": now + lease_seconds,
-                        }
-                    ),
-                )
+    def _attempt(self, call: _Call) -> tuple[str, int] | Refused:
+        """One transaction of ``call``. A commit lost in flight is settled from history:
+        its record there means it happened; none means it did not (run it again)."""
+        decided: list[tuple[tuple[Any, ...], tuple[str, int] | Refused]] = []
+        try:
+            with self._driver.transaction(durable=call.event in self.spec.durable_events()) as tx:
+                decided.append(self._decide(tx, call))
+        except LostCommit as lost:
+            if not decided or not self._driver.recorded(self._sql["recorded"], decided[0][0]):
+                raise Retry() from lost.__cause__
+        return decided[0][1]
 
-            done = guarded(event, epoch, presented)
-            row_state = view.state  # where a refusal leaves the row
-            sweep = self.spec.first(event)
-            if done is None and sweep is not None:
-                # Refused as the row is: the declared first event (the sweep's), where it
-                # fires, then the event once more; both or neither are kept. A refusal is
-                # explained on the row the first event left, which is why it was refused.
-                tx.run("SAVEPOINT claimfsm_first", ())
-                # the sweep's: it names the current epoch and brings no token, value or fact
-                swept = guarded(sweep, view.epoch, None, {"new_token_hash": None, "owner": ""}, {})
-                if swept is not None:
-                    self._agrees(sweep, view, CallerView(view.epoch, None, {}, now), True)
-                    label = fingerprint(view.token_hash)
-                    swept_record = (key, swept[1], sweep, view.state, swept[0], now, None, label)
-                    tx.run(self._sql["append"], swept_record)
-                    view = self._view(tx.one(self._sql["locked"], (key,)))
-                    done = guarded(event, epoch, presented)
-                    if done is None:
-                        tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
-            caller = CallerView(epoch, presented, facts, now)
-            taken, failing = self._agrees(event, view, caller, done is not None)
-            if done is not None and taken is not None:
-                state, new_epoch = done
+    def _decide(self, tx: Tx, call: _Call) -> tuple[tuple[Any, ...], tuple[str, int] | Refused]:
+        """What the event does to the row, written in ``tx``: the history record appended
+        (deferred to the commit) and the outcome, the (state, epoch) the event led to or a
+        stale owner's refusal. Any other refusal is raised: nothing is written."""
+        key, event, epoch, values, facts = call.key, call.event, call.epoch, call.values, call.facts
+        presented = None if call.token is None else token_hash(call.token)
+        bound = self._params(key, values, facts, presented)
+        one = self._one_statement.get(event)
+        if one is not None:
+            # An existing entity's write, one statement: it returns the row it replaced,
+            # on which the declaration's machine must agree before the commit.
+            found = tx.one(
+                one.sql,
+                one.bind(
+                    {
+                        **bound,
+                        "clock_now": None if self._clock is None else self._clock(),
+                        "current": call.current,
+                        "epoch": epoch,
+                        "lease_seconds": call.lease_seconds,
+                    }
+                ),
+            )
+            if found is not None:
+                state, new_epoch, now = found[0], found[1], float(found[2])
+                view = self._view((key, *found[3:7], None, *found[7:]))
+                caller = CallerView(view.epoch if call.current else epoch, presented, facts, now)
+                self._agrees(event, view, caller, True)
                 shown = values.get("new_token_hash") or presented or view.token_hash
                 record = (key, new_epoch, event, view.state, state, now, None, fingerprint(shown))
-                tx.run(self._sql["append"], record)
-                return state, new_epoch
-            if not failing:  # no transition from here: a stale caller is told it is stale
-                failing = [
-                    g
-                    for t in self.spec.transitions
-                    if t.event == event
-                    for g in t.guards
-                    if self.spec.guards[g].stale and not self.machine.guards[g](view, caller)
-                ][:1]
-            if not failing:
-                raise IllegalTransition(
-                    f"{self.spec.name} {key!r} is {view.state}: {event} is not declared from there",
-                    state=view.state,
-                    event=event,
-                )
-            stale_guards = [g for g in failing if self.spec.guards[g].stale]
-            first = (stale_guards or failing)[0]
-            refusal = self._refusal(key, event, first, view, caller, stale=bool(stale_guards))
-            if not stale_guards:
-                raise refusal  # nothing written: the transaction rolls back
-            named = epoch if epoch is not None else view.epoch
-            refused = (
-                key,
-                named,
-                event,
-                row_state,
-                row_state,
-                now,
-                first,
-                fingerprint(presented),
+                tx.defer(self._sql["append"], record)
+                return record, (state, new_epoch)
+        defaults = tuple(self.spec.columns[c].default for c in self._columns)
+        tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
+        now = self._now(tx)
+        view = self._view(tx.one(self._sql["locked"], (key,)))
+        if call.current:
+            epoch = view.epoch
+
+        def guarded(
+            event: str,
+            epoch: int | None,
+            presented: str | None,
+            values: Mapping[str, Any] = values,
+            facts: Mapping[str, Any] = facts,
+        ) -> Any:
+            """The event's compiled guarded write: (state, epoch), or None: refused."""
+            write = self._writes[event]
+            params = self._params(key, values, facts, presented)
+            times = {"epoch": epoch, "now": now, "deadline": now + call.lease_seconds}
+            return tx.one(write.sql, write.bind({**params, **times}))
+
+        done = guarded(event, epoch, presented)
+        row_state = view.state  # where a refusal leaves the row
+        sweep = self.spec.first(event)
+        if done is None and sweep is not None:
+            # Refused as the row is: the declared first event (the sweep's), where it
+            # fires, then the event once more; both or neither are kept. A refusal is
+            # explained on the row the first event left, which is why it was refused.
+            tx.run("SAVEPOINT claimfsm_first", ())
+            # the sweep's: it names the current epoch and brings no token, value or fact
+            swept = guarded(sweep, view.epoch, None, {"new_token_hash": None, "owner": ""}, {})
+            if swept is not None:
+                self._agrees(sweep, view, CallerView(view.epoch, None, {}, now), True)
+                label = fingerprint(view.token_hash)
+                swept_record = (key, swept[1], sweep, view.state, swept[0], now, None, label)
+                tx.run(self._sql["append"], swept_record)
+                view = self._view(tx.one(self._sql["locked"], (key,)))
+                done = guarded(event, epoch, presented)
+                if done is None:
+                    tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
+        caller = CallerView(epoch, presented, facts, now)
+        taken, failing = self._agrees(event, view, caller, done is not None)
+        if done is not None and taken is not None:
+            state, new_epoch = done
+            shown = values.get("new_token_hash") or presented or view.token_hash
+            record = (key, new_epoch, event, view.state, state, now, None, fingerprint(shown))
+            tx.defer(self._sql["append"], record)
+            return record, (state, new_epoch)
+        if not failing:  # no transition from here: a stale caller is told it is stale
+            failing = [
+                g
+                for t in self.spec.transitions
+                if t.event == event
+                for g in t.guards
+                if self.spec.guards[g].stale and not self.machine.guards[g](view, caller)
+            ][:1]
+        if not failing:
+            raise IllegalTransition(
+                f"{self.spec.name} {key!r} is {view.state}: {event} is not declared from there",
+                state=view.state,
+                event=event,
             )
-            tx.run(self._sql["append"], refused)
-            stale = refusal
-        raise stale  # the refusal is recorded (committed) first
+        stale_guards = [g for g in failing if self.spec.guards[g].stale]
+        first = (stale_guards or failing)[0]
+        refusal = self._refusal(key, event, first, view, caller, stale=bool(stale_guards))
+        if not stale_guards:
+            raise refusal  # nothing written: the transaction rolls back
+        named = epoch if epoch is not None else view.epoch
+        refused = (key, named, event, row_state, row_state, now, first, fingerprint(presented))
+        tx.defer(self._sql["append"], refused)
+        return refused, refusal
+
+    def _params(
+        self,
+        key: str,
+        values: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        presented: str | None,
+    ) -> dict[str, Any]:
+        """What a compiled write binds besides the epoch and the times."""
+        return {
+            **values,
+            **self._constants,
+            **{f"fact:{f}": facts.get(f) for f in LIFECYCLE_FACTS},
+            "key": key,
+            "token_hash": presented,
+        }
 
     def _view(self, row: tuple[Any, ...]) -> RowView:
         """A row as the declaration's guards read it."""
@@ -536,127 +687,8 @@ class EntityStore:
         ]
 
 
-# -- drivers: the one place SQLite and PostgreSQL differ ---------------------------------
-class _Tx:
-    def __init__(self, cursor: Any) -> None:
-        self._c = cursor
-
-    def run(self, sql: str, args: tuple[Any, ...]) -> None:
-        self._c.execute(sql, args)
-
-    def one(self, sql: str, args: tuple[Any, ...]) -> Any:
-        self._c.execute(sql, args)
-        row = self._c.fetchone()
-        return None if row is None else tuple(row)
-
-    def all(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        self._c.execute(sql, args)
-        return [tuple(r) for r in self._c.fetchall()]
-
-
-class _Driver:
-    marker = "?"
-    serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
-    lock_clause = ""
-
-    def transaction(self, durable: bool = False) -> Any:
-        raise NotImplementedError
-
-    def create(self, statements: list[str]) -> None:
-        with self.transaction() as tx:
-            for s in statements:
-                tx.run(s, ())
-
-    def qualify(self, table: str) -> str:
-        return table
-
-    def insert_if_missing(self, table: str, columns: tuple[str, ...]) -> str:
-        names = ", ".join(["key", "state", "epoch", *columns])
-        marks = ", ".join([self.marker, self.marker, "0", *([self.marker] * len(columns))])
-        return f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT (key) DO NOTHING"  # noqa: S608
-
-    def server_now(self, tx: _Tx) -> float:
-        return time.time()
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-class _SQLite(_Driver):
-    def __init__(self, path: str, busy_seconds: float = 10.0) -> None:
-        try:
-            self._c = sqlite3.connect(
-                path, isolation_level=None, timeout=busy_seconds, check_same_thread=False
-            )
-            self._c.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the SQLite database {path!r}: {exc}") from None
-
-    @contextmanager
-    def transaction(self, durable: bool = False) -> Iterator[_Tx]:
-        c = self._c
-        try:
-            c.execute("PRAGMA synchronous = " + ("FULL" if durable else "NORMAL"))
-            c.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite: cannot begin a write: {exc}") from None
-        try:
-            yield _Tx(c.cursor())
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        try:
-            c.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite: the commit failed, nothing was written: {exc}") from None
-
-    def close(self) -> None:
-        self._c.close()
-
-
-class _Postgres(_Driver):
-    marker = "%s"
-    serial = "BIGSERIAL PRIMARY KEY"
-    lock_clause = " FOR UPDATE"
-
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        from claimfsm.store._postgres import _redacted, split_url
-
-        libpq, self.schema, _prepared = split_url(url)
-        try:
-            self._c = psycopg.connect(libpq, autocommit=False, connect_timeout=10)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to {_redacted(url)}: {str(exc).strip().splitlines()[0]}"
-            ) from None
-        with self._c.transaction(), self._c.cursor() as cur:
-            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-        self._c.commit()
-
-    def qualify(self, table: str) -> str:
-        return f'"{self.schema}".{table}'
-
-    @contextmanager
-    def transaction(self, durable: bool = False) -> Iterator[_Tx]:
-        import psycopg
-
-        try:
-            with self._c.transaction(), self._c.cursor() as cur:
-                yield _Tx(cur)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"PostgreSQL: {str(exc).strip().splitlines()[0]}; nothing was written"
-            ) from None
-        self._c.commit()
-
-    def server_now(self, tx: _Tx) -> float:
-        found = tx.one("SELECT extract(epoch FROM clock_timestamp())::float8", ())
-        return float(found[0])
-
-    def close(self) -> None:
-        self._c.close()
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 def open_entity_store(
@@ -670,13 +702,13 @@ def open_entity_store(
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if not _WORD.fullmatch(prefix):
         raise InvalidArgument(f"prefix must be a lower-case word, not {prefix!r}")
-    driver: _Driver
+    driver: Driver
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
-        driver = _SQLite(":memory:")
+        driver = SQLite(":memory:")
     elif url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        driver = _SQLite(url[len("sqlite:///") :])
+        driver = SQLite(url[len("sqlite:///") :])
     elif url.startswith(("postgresql://", "postgres://")):
-        driver = _Postgres(url)
+        driver = Postgres(url)
     else:
         raise InvalidArgument(
             f"unsupported store url {url[:100]!r}; use sqlite:///path.db or"

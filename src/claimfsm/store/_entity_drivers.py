@@ -1,0 +1,290 @@
+"""The lifecycle store's drivers: the one place SQLite and PostgreSQL differ for it.
+
+A driver opens a transaction and gives it a :class:`Tx`: ``run``, ``one`` and ``all`` send
+a statement and wait for it; ``defer`` queues a write whose result nothing reads (a
+history row), sent with the commit.
+
+- **SQLite**: ``BEGIN IMMEDIATE`` (the write lock from the first statement), each statement
+  in process; ``defer`` runs at once.
+- **PostgreSQL**: an autocommit connection that says ``BEGIN`` itself, pipelined with the
+  transaction's first statement, and the deferred writes pipelined with ``COMMIT``; a
+  transaction whose first statement decides it (the guarded write of an existing entity)
+  is two round trips. Deadlocks, serialization failures and a connection lost before
+  ``COMMIT`` raise :class:`Retry`: the server rolled the transaction back, and the store
+  runs it again on a fresh connection. A connection lost *during* ``COMMIT`` raises
+  :class:`LostCommit`: the store finds out from history whether it happened
+  (:meth:`Postgres.recorded`). With ``?prepared_statements=off`` in the URL nothing is
+  prepared on the server (behind PgBouncer in transaction pooling mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from claimfsm.errors import StoreError
+
+R = TypeVar("R")
+#: PostgreSQL's time, in seconds: every write reads the server's clock
+SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+
+class Retry(Exception):
+    """The database rolled the transaction back for a reason running it again can fix."""
+
+
+class LostCommit(Exception):
+    """The connection broke while ``COMMIT`` was in flight: it may or may not have happened."""
+
+
+def backoff(attempt: int) -> None:
+    """A short random wait before running a rolled-back transaction again."""
+    time.sleep(random.uniform(0, 0.002 * 2**attempt))
+
+
+class Tx:
+    """One SQLite transaction's statements (PostgreSQL's: :class:`_PgTx`)."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._c = cursor
+
+    def run(self, sql: str, args: tuple[Any, ...]) -> None:
+        self._c.execute(sql, args)
+
+    def one(self, sql: str, args: tuple[Any, ...]) -> Any:
+        self._c.execute(sql, args)
+        row = self._c.fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        self._c.execute(sql, args)
+        return [tuple(r) for r in self._c.fetchall()]
+
+    def defer(self, sql: str, args: tuple[Any, ...]) -> None:
+        """A write whose result nothing reads: sent with the commit where that saves a
+        round trip (here, at once)."""
+        self.run(sql, args)
+
+
+class Driver:
+    marker = "?"
+    serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    lock_clause = ""
+    #: whether the guarded write of an existing entity may be tried as one statement first
+    #: that also reads the row it replaced (PostgreSQL's writable CTEs)
+    one_statement = False
+
+    def transaction(self, durable: bool = False) -> Any:
+        raise NotImplementedError
+
+    def rerun(self, body: Callable[[Tx], R], retries: int = 5) -> R:
+        """``body`` in a transaction, run again where the database rolled it back or a
+        commit's answer was lost: for reads and writes that may repeat."""
+        for attempt in range(retries + 1):
+            try:
+                with self.transaction() as tx:
+                    result = body(tx)
+                return result
+            except (Retry, LostCommit) as exc:
+                if attempt == retries:
+                    raise StoreError(
+                        f"the database rolled the transaction back {attempt + 1} time(s)"
+                        f" ({exc.__cause__}); nothing was written"
+                    ) from None
+                backoff(attempt)
+        raise AssertionError("unreachable")
+
+    def create(self, statements: list[str]) -> None:
+        def create(tx: Tx) -> None:
+            for s in statements:
+                tx.run(s, ())
+
+        self.rerun(create)
+
+    def qualify(self, table: str) -> str:
+        return table
+
+    def insert_if_missing(self, table: str, columns: tuple[str, ...]) -> str:
+        names = ", ".join(["key", "state", "epoch", *columns])
+        marks = ", ".join([self.marker, self.marker, "0", *([self.marker] * len(columns))])
+        return f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT (key) DO NOTHING"  # noqa: S608
+
+    def server_now(self, tx: Tx) -> float:
+        return time.time()
+
+    def recorded(self, sql: str, args: tuple[Any, ...]) -> bool:
+        """Whether a row answers ``sql`` (read on a fresh connection where the last broke)."""
+        with self.transaction() as tx:
+            return tx.one(sql, args) is not None
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SQLite(Driver):
+    def __init__(self, path: str, busy_seconds: float = 10.0) -> None:
+        try:
+            self._c = sqlite3.connect(
+                path, isolation_level=None, timeout=busy_seconds, check_same_thread=False
+            )
+            self._c.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the SQLite database {path!r}: {exc}") from None
+
+    @contextmanager
+    def transaction(self, durable: bool = False) -> Iterator[Tx]:
+        c = self._c
+        try:
+            c.execute("PRAGMA synchronous = " + ("FULL" if durable else "NORMAL"))
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite: cannot begin a write: {exc}") from None
+        try:
+            yield Tx(c.cursor())
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        try:
+            c.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite: the commit failed, nothing was written: {exc}") from None
+
+    def close(self) -> None:
+        self._c.close()
+
+
+class _PgTx(Tx):
+    """A PostgreSQL transaction on an autocommit connection: ``BEGIN`` goes out with the
+    first statement, the deferred writes with ``COMMIT``, each batch in one pipeline."""
+
+    def __init__(self, conn: Any) -> None:
+        super().__init__(None)
+        self._conn = conn
+        self.begun = False
+        self.deferred: list[tuple[str, tuple[Any, ...]]] = []
+
+    def _send(self, sql: str, args: tuple[Any, ...]) -> Any:
+        cur = self._conn.cursor()
+        if self.begun:
+            cur.execute(sql, args)
+            return cur
+        with self._conn.pipeline():
+            cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            cur.execute(sql, args)
+        self.begun = True
+        return cur
+
+    def run(self, sql: str, args: tuple[Any, ...]) -> None:
+        self._send(sql, args)
+
+    def one(self, sql: str, args: tuple[Any, ...]) -> Any:
+        row = self._send(sql, args).fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self._send(sql, args).fetchall()]
+
+    def defer(self, sql: str, args: tuple[Any, ...]) -> None:
+        self.deferred.append((sql, args))
+
+    def commit(self) -> None:
+        if not self.begun and not self.deferred:
+            return
+        with self._conn.pipeline(), self._conn.cursor() as cur:
+            if not self.begun:
+                cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            for sql, args in self.deferred:
+                cur.execute(sql, args)
+            cur.execute("COMMIT")
+
+
+class Postgres(Driver):
+    marker = "%s"
+    serial = "BIGSERIAL PRIMARY KEY"
+    lock_clause = " FOR UPDATE"
+    one_statement = True
+
+    def __init__(self, url: str) -> None:
+        from claimfsm.store._postgres import _redacted, split_url
+
+        self._url = _redacted(url)
+        self._libpq, self.schema, self._prepared = split_url(url)
+        self._c: Any = None
+        self._connect()
+        self.create([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
+
+    def _connect(self) -> None:
+        import psycopg
+
+        try:
+            self._c = psycopg.connect(self._libpq, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to {self._url}: {str(exc).strip().splitlines()[0]}"
+            ) from None
+        if not self._prepared:  # a transaction pooler may run each on another connection
+            self._c.prepare_threshold = None
+
+    def qualify(self, table: str) -> str:
+        return f'"{self.schema}".{table}'
+
+    @contextmanager
+    def transaction(self, durable: bool = False) -> Iterator[Tx]:
+        import psycopg
+        from psycopg import errors as pg_errors
+
+        if self._c is None or self._c.closed:
+            self._connect()
+        tx = _PgTx(self._c)
+        committing = False
+        try:
+            yield tx
+            committing = True
+            tx.commit()
+        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+            self._rollback()
+            raise Retry() from exc
+        except psycopg.OperationalError as exc:
+            self._rollback()
+            self._c.close()  # broken or not, the next transaction opens a fresh one
+            if committing:
+                raise LostCommit() from exc
+            raise Retry() from exc  # rolled back by the server: safe to run again
+        except psycopg.Error as exc:
+            self._rollback()
+            raise StoreError(
+                f"PostgreSQL: {str(exc).strip().splitlines()[0]}; nothing was written"
+            ) from None
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        import psycopg
+        from psycopg.pq import TransactionStatus
+
+        status = self._c.info.transaction_status
+        if not self._c.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            with contextlib.suppress(psycopg.Error):  # broken: the next transaction reconnects
+                self._c.execute("ROLLBACK")
+
+    def server_now(self, tx: Tx) -> float:
+        found = tx.one(f"SELECT {SERVER_NOW}", ())
+        return float(found[0])
+
+    def recorded(self, sql: str, args: tuple[Any, ...]) -> bool:
+        try:
+            return super().recorded(sql, args)
+        except (Retry, LostCommit) as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._url}: cannot read history back ({exc.__cause__})"
+            ) from exc
+
+    def close(self) -> None:
+        if self._c is not None:
+            self._c.close()

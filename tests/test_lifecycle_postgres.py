@@ -1,0 +1,205 @@
+"""A lifecycle of your own on PostgreSQL: an existing entity's event is one statement on the
+server (two round trips with BEGIN and COMMIT), it writes what the transaction path writes,
+and a transaction the server rolls back, or a connection lost before or during the
+commit, is run again or settled from history: never lost, never applied twice."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+
+from claimfsm.errors import StaleClaim, StoreError
+from claimfsm.spec import declarations_dir, load_spec
+from claimfsm.store import EntityStore, open_entity_store
+from claimfsm.store import _entity_drivers as drivers
+from claimfsm.verify import ManualClock
+
+from .conftest import drop_schema, pg_schema_url
+
+JOB = load_spec(declarations_dir() / "job.toml")
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> Iterator[str]:
+    schema, found = pg_schema_url(pg_database)
+    try:
+        yield found
+    finally:
+        drop_schema(pg_database, schema)
+
+
+def _a_job_run(store: EntityStore, clock: ManualClock) -> list[tuple[Any, ...]]:
+    """Two attempts of one job, a stale owner's refusal and a takeover after a lapse; the
+    history they leave, without seq and token fingerprints (each run draws fresh tokens)."""
+    first = store.take("j", "lease", owner="w1", lease_seconds=30)
+    first = store.act(store.act(first, "renew", lease_seconds=60), "start")
+    first = store.act(first, "fail")
+    second = store.take("j", "lease", owner="w2", lease_seconds=30)
+    with pytest.raises(StaleClaim):
+        store.act(first, "start")
+    clock.advance(31)
+    assert store.operate("j", "lapse") == "queued"
+    third = store.act(store.take("j", "lease", owner="w3"), "start")
+    store.act(third, "succeed")
+    assert second.epoch == 2
+    return [dataclasses.astuple(h)[1:-1] for h in store.history("j")]
+
+
+def test_an_existing_entitys_event_is_one_statement_in_two_round_trips(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_entity_store(JOB, pg_url, clock=ManualClock())
+    handle = store.take("j", "lease", owner="w")  # a new entity: the transaction path
+    sent: list[tuple[str, bool]] = []
+    pipelines: list[int] = []
+    execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
+
+    def counted_execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        sent.append((str(query), self._conn._pipeline is not None))
+        return execute(self, query, params, **kw)
+
+    def counted_pipeline(self: Any) -> Any:
+        pipelines.append(1)
+        return pipeline(self)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+    handle = store.act(handle, "start")
+    monkeypatch.undo()
+    # BEGIN and the guarded write (which returns the row it replaced); the history record
+    # and COMMIT: two pipelines, two round trips.
+    starts = ("BEGIN", "WITH clock AS MATERIALIZED", f"INSERT INTO {store.history_table}", "COMMIT")
+    assert len(sent) == 4 and all(q.startswith(w) for (q, _), w in zip(sent, starts, strict=True))
+    assert all(in_pipeline for _, in_pipeline in sent) and len(pipelines) == 2
+    assert [(h.event, h.source, h.dest) for h in store.history("j")][-1] == (
+        "start",
+        "leased",
+        "running",
+    )
+    store.close()
+
+
+def test_the_one_statement_writes_what_the_transaction_path_writes(
+    pg_database: str,
+) -> None:
+    histories = []
+    for one in (True, False):
+        schema, found = pg_schema_url(pg_database)
+        clock = ManualClock()
+        store = open_entity_store(JOB, found, clock=clock)
+        if not one:
+            store._one_statement = {}  # every event on the transaction path
+        try:
+            histories.append(_a_job_run(store, clock))
+        finally:
+            store.close()
+            drop_schema(pg_database, schema)
+    assert histories[0] == histories[1]
+    assert [h[2] for h in histories[0]] == [
+        "lease",
+        "renew",
+        "start",
+        "fail",
+        "lease",
+        "start",  # refused, recorded: the stale first owner
+        "lapse",
+        "lease",
+        "start",
+        "succeed",
+    ]
+
+
+def test_a_rolled_back_transaction_is_run_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_entity_store(JOB, pg_url, clock=ManualClock())
+    handle = store.take("j", "lease", owner="w")
+    failures = [pg_errors.SerializationFailure("injected"), pg_errors.DeadlockDetected("again")]
+    one = drivers._PgTx.one
+
+    def failing_one(self: Any, sql: str, args: tuple[Any, ...]) -> Any:
+        found = one(self, sql, args)
+        if failures:
+            raise failures.pop(0)  # after the write: the rollback must undo it
+        return found
+
+    monkeypatch.setattr(drivers._PgTx, "one", failing_one)
+    handle = store.act(handle, "start")
+    monkeypatch.undo()
+    assert not failures and handle.state == "running"
+    assert [h.event for h in store.history("j")] == ["lease", "start"]  # once, not three times
+    # Rolled back every time: the store gives up after its retries and says nothing changed.
+    store.retries = 2
+    monkeypatch.setattr(
+        drivers._PgTx,
+        "one",
+        lambda self, sql, args: (_ for _ in ()).throw(pg_errors.SerializationFailure("again")),
+    )
+    with pytest.raises(StoreError, match=r"rolled back 3 times .*nothing was written"):
+        store.act(handle, "succeed")
+    monkeypatch.undo()
+    assert store.row("j").state == "running"  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_connection_the_server_dropped_is_opened_again(pg_url: str) -> None:
+    store = open_entity_store(JOB, pg_url, clock=ManualClock())
+    handle = store.take("j", "lease", owner="w")
+    pid = store._driver._c.info.backend_pid  # type: ignore[attr-defined]
+    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    handle = store.act(handle, "start")  # the first attempt meets the dead connection
+    assert handle.state == "running"
+    assert [h.event for h in store.history("j")] == ["lease", "start"]
+    store.close()
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_commit_whose_answer_was_lost_is_settled_from_history(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    """The connection breaks while COMMIT is in flight: applied, the history record says
+    so and the call succeeds; not applied, it is run again. Either way, once."""
+    store = open_entity_store(JOB, pg_url, clock=ManualClock())
+    handle = store.take("j", "lease", owner="w")
+    commit = drivers._PgTx.commit
+    lost: list[bool] = []
+
+    def losing_commit(self: Any) -> None:
+        if not lost:
+            lost.append(True)
+            if applied:
+                commit(self)
+            self._conn.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        commit(self)
+
+    monkeypatch.setattr(drivers._PgTx, "commit", losing_commit)
+    handle = store.act(handle, "start")
+    monkeypatch.undo()
+    assert lost and handle.state == "running"
+    assert [h.event for h in store.history("j")] == ["lease", "start"]
+    store.close()
+
+
+def test_a_lifecycle_runs_through_pgbouncer_without_prepared_statements(
+    pgbouncer: str,
+) -> None:
+    """Transaction pooling: each transaction may run on another server connection, so with
+    ``prepared_statements=off`` nothing is prepared (psycopg would on a fifth use)."""
+    schema, found = pg_schema_url(pgbouncer)
+    clock = ManualClock()
+    store = open_entity_store(JOB, found + "&prepared_statements=off", clock=clock)
+    try:
+        assert store._driver._c.prepare_threshold is None  # type: ignore[attr-defined]
+        for _ in range(3):  # three runs: every statement used more than five times
+            store.reset()
+            assert len(_a_job_run(store, clock)) == 10
+    finally:
+        store.close()
+        drop_schema(pgbouncer, schema)
