@@ -123,6 +123,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     environment = tuple(e for e in spec.events if roles[e] in ("operator", "sweep"))
     key_word = entity_word(spec)
 
+    # What an event does to a row depends on the row, the caller and the world's evidence
+    # alone, and few such situations recur across many worlds: each is computed once.
+    fired: dict[tuple[Any, ...], tuple[str, Row] | tuple[None, str] | None] = {}
+    # the events some of whose guards read the evidence ``running`` (the others do not ask)
+    reads_running = frozenset(
+        t.event for t in spec.transitions if any(spec.guards[g].fact == "running" for g in t.guards)
+    )
+
     def fire(
         world: EntityWorld, key: int, event: str, caller: tuple[int, int] | None, named: bool
     ) -> tuple[str, Row] | tuple[None, str] | None:
@@ -130,11 +138,22 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         when it is refused; None when the event has no transition from the row's state.
         ``caller``: the handle's (epoch, token); ``named``: the current epoch is named."""
         row = world.rows[key]
+        running = event in reads_running and _running(world, key)
+        situation = (row, event, caller, named, running)
+        found = fired.get(situation, fired)
+        if found is not fired:
+            return found  # type: ignore[return-value]
+        found = fired[situation] = _fire(row, event, caller, named, running)
+        return found
+
+    def _fire(
+        row: Row, event: str, caller: tuple[int, int] | None, named: bool, running: bool
+    ) -> tuple[str, Row] | tuple[None, str] | None:
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
             return None
         seen = _RowView(row, col_index)
-        who = _CallerView(row, caller, named, world_facts(world, key))
+        who = _CallerView(row, caller, named, {"running": running, "fenced_through": row.fence})
         failing: list[str] = []
         for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
@@ -265,7 +284,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             before = world.rows[h.key]
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
                 clients[c] = None
-                return world._replace(clients=tuple(clients)), False
+                return EntityWorld(
+                    world.rows, tuple(clients), world.stale_changed, world.escaped
+                ), False
             dest, row = result
             stale = (h.epoch, h.token) != (before.epoch, before.token)
             rows[h.key] = row
@@ -289,24 +310,52 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return world, cut(result[1])
         if kind == "clock":
             key = action[1]
-            rows[key] = rows[key]._replace(live=False)
+            r = rows[key]
+            rows[key] = Row(r.state, r.epoch, r.token, False, r.columns, r.fence)
         elif kind == "fence":
             key = action[1]
-            rows[key] = rows[key]._replace(fence=rows[key].epoch)
+            r = rows[key]
+            rows[key] = Row(r.state, r.epoch, r.token, r.live, r.columns, r.epoch)
         elif kind == "crash":
             clients[action[1]] = None
-        return world._replace(rows=tuple(rows), clients=tuple(clients)), False
+        return EntityWorld(tuple(rows), tuple(clients), world.stale_changed, world.escaped), False
+
+    def bounded(world: EntityWorld) -> bool:
+        """Whether a bound stops some next step (``_next`` says cut): only an event's step
+        can pass one, and every idle client's take is the same step."""
+        idle = False
+        for h in world.clients:
+            if h is None:
+                if idle:
+                    continue
+                idle = True
+                for key in range(keys):
+                    for e in takers:
+                        result = fire_first(world, key, e, None, False)[1]
+                        if result is not None and result[0] is not None and cut(result[1]):
+                            return True
+            else:
+                for e in owner_events.get(h.seen, ()):
+                    result = fire_first(world, h.key, e, (h.epoch, h.token), True)[1]
+                    if result is not None and result[0] is not None and cut(result[1]):
+                        return True
+        for key in range(keys):
+            for e in environment:
+                result = fire_first(world, key, e, None, True)[1]
+                if result is not None and result[0] is not None and cut(result[1]):
+                    return True
+        return False
 
     def may_stop(world: EntityWorld) -> bool:
-        if all(row.state in terminal for row in world.rows):
-            return True
-        return any(
-            (found := _next(world, a)) is not None and found[1] for a in actions(world)
-        )  # a bound stopped the next step
+        return all(row.state in terminal for row in world.rows) or bounded(world)
 
     def canonical(world: EntityWorld) -> Any:
-        clients = tuple(sorted(world.clients, key=_order))
-        return (world.rows, clients, world.stale_changed, world.escaped)
+        # The clients as a multiset: how many are idle, and the handles in order (compared
+        # as tuples, in C): the same classes as sorting them with the idle ones first.
+        handles = [h for h in world.clients if h is not None]
+        handles.sort()
+        idle = len(world.clients) - len(handles)
+        return (world.rows, idle, tuple(handles), world.stale_changed, world.escaped)
 
     properties: list[Property[EntityWorld]] = [
         Property(
@@ -318,7 +367,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     ]
     for inv in spec.invariants.values():
         if inv.kind == "eventually":
-            properties.append(_obligation(inv, _next, actions, roles))
+            properties.append(_obligation(inv, bounded, roles))
         elif inv.kind == "reachable":
             properties.append(
                 Property(inv.name, "sometimes", _some_row_in(frozenset(inv.states)), inv.meaning)
@@ -413,21 +462,21 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 def world_facts(world: EntityWorld, key: int) -> dict[str, Any]:
     """The world's truthful evidence about entity ``key`` (LIFECYCLE_FACTS): whether some
     client's work at the row's epoch is running, and how far the executor is fenced."""
-    row = world.rows[key]
-    running = any(
-        h is not None and h.key == key and h.epoch == row.epoch and h.working for h in world.clients
-    )
-    return {"running": running, "fenced_through": row.fence}
+    return {"running": _running(world, key), "fenced_through": world.rows[key].fence}
+
+
+def _running(world: EntityWorld, key: int) -> bool:
+    epoch = world.rows[key].epoch
+    for h in world.clients:
+        if h is not None and h.working and h.key == key and h.epoch == epoch:
+            return True
+    return False
 
 
 def entity_word(spec: Spec) -> str:
     """What an entity of ``spec`` is called in paths: the lifecycle's name (a variant's
     base's)."""
     return Path(spec.base).stem if spec.base else spec.name
-
-
-def _order(h: Handle | None) -> tuple[Any, ...]:
-    return () if h is None else (1, *h)
 
 
 def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
@@ -514,8 +563,7 @@ def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], b
 
 def _obligation(
     inv: Any,
-    step: Callable[[EntityWorld, Action], tuple[EntityWorld, bool] | None],
-    actions: Callable[[EntityWorld], Iterator[Action]],
+    bounded: Callable[[EntityWorld], bool],
     roles: dict[str, str],
 ) -> Property[EntityWorld]:
     """An ``eventually`` invariant as the engine's liveness property.
@@ -531,9 +579,6 @@ def _obligation(
     not called a violation.
     """
     sources, goals, fair = frozenset(inv.sources), frozenset(inv.goals), frozenset(inv.fair)
-
-    def bounded(world: EntityWorld) -> bool:
-        return any((found := step(world, a)) is not None and found[1] for a in actions(world))
 
     def holds(world: EntityWorld) -> bool:
         return world.rows[0].state in goals or bounded(world)
