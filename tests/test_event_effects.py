@@ -12,7 +12,7 @@ import pytest
 from claimfsm.checker import Checker, ClaimModelConfig, claim_model, path_steps
 from claimfsm.errors import SpecError, TargetBusy
 from claimfsm.machine import ClaimMachine
-from claimfsm.spec import Event, claim_spec, declarations_dir, load_spec, wrong_designs
+from claimfsm.spec import Event, Spec, claim_spec, declarations_dir, load_spec, wrong_designs
 from claimfsm.store import MemoryStore, SQLiteStore, Store
 from claimfsm.store._sql import compile_writes
 
@@ -26,6 +26,26 @@ def edited(tmp_path: Path, old: str, new: str) -> Path:
     path = tmp_path / "edited.toml"
     path.write_text(CLAIM.replace(old, new))
     return path
+
+
+def claim_store(backend: str, spec: Spec, path: Path, clock: FakeClock) -> Store:
+    """The claim store of ``spec`` on ``backend`` ("memory" or "sqlite", a file at ``path``)."""
+    machine = ClaimMachine(spec)
+    if backend == "memory":
+        return MemoryStore(clock=clock, machine=machine)
+    return SQLiteStore(path, clock=clock, machine=machine)
+
+
+def lapsed_claim(backend: str, spec: Spec, path: Path) -> tuple[Store, int]:
+    """A claim store whose target "t" worker "a" acquired for an approved draft, and whose
+    lease then lapsed with no sweep run; and the draft's id."""
+    clock = FakeClock(1000.0)
+    store = claim_store(backend, spec, path, clock)
+    draft = store.create_draft("t", "x")
+    store.approve_draft(draft.draft_id)
+    store.acquire("t", draft.draft_id, "a", 30)
+    clock.advance(31)
+    return store, draft.draft_id
 
 
 def renewed_deadline(store: Store, clock: FakeClock) -> float:
@@ -48,11 +68,7 @@ def test_dropping_an_effect_reaches_the_sql_and_every_store(tmp_path: Path) -> N
     for s, moved in ((claim_spec(), True), (spec, False)):
         for backend in ("memory", "sqlite"):
             clock = FakeClock(1000.0)
-            store: Store = (
-                MemoryStore(clock=clock, machine=ClaimMachine(s))
-                if backend == "memory"
-                else SQLiteStore(tmp_path / f"{moved}.sqlite", clock=clock, machine=ClaimMachine(s))
-            )
+            store = claim_store(backend, s, tmp_path / f"{moved}.sqlite", clock)
             assert renewed_deadline(store, clock) == (1040.0 if moved else 1030.0), backend
             store.close()
 
@@ -174,20 +190,9 @@ def test_dropping_first_reaches_every_store_and_the_checker(tmp_path: Path) -> N
     assert claim_spec().first("acquire") == "lapse" and spec.first("acquire") is None
     for s, lapses_first in ((claim_spec(), True), (spec, False)):
         for backend in ("memory", "sqlite"):
-            clock = FakeClock(1000.0)
-            store: Store = (
-                MemoryStore(clock=clock, machine=ClaimMachine(s))
-                if backend == "memory"
-                else SQLiteStore(
-                    tmp_path / f"first-{lapses_first}.sqlite", clock=clock, machine=ClaimMachine(s)
-                )
-            )
-            draft = store.create_draft("t", "x")
-            store.approve_draft(draft.draft_id)
-            store.acquire("t", draft.draft_id, "a", 30)
-            clock.advance(31)  # the lease lapses; no sweep runs
+            store, draft_id = lapsed_claim(backend, s, tmp_path / f"first-{lapses_first}.sqlite")
             if lapses_first:
-                taken = store.acquire("t", draft.draft_id, "b", 30)
+                taken = store.acquire("t", draft_id, "b", 30)
                 assert taken.epoch == 2, backend
                 assert [(h.epoch, h.event, h.to_state) for h in store.history("t")] == [
                     (1, "acquire", "reserved"),
@@ -196,10 +201,10 @@ def test_dropping_first_reaches_every_store_and_the_checker(tmp_path: Path) -> N
                 ], backend
             else:
                 with pytest.raises(TargetBusy):
-                    store.acquire("t", draft.draft_id, "b", 30)
+                    store.acquire("t", draft_id, "b", 30)
                 assert store.epochs("t") == {1: "reserved"}, backend
                 store.sweep()  # the sweep lapses it; then the target is free
-                assert store.acquire("t", draft.draft_id, "b", 30).epoch == 2, backend
+                assert store.acquire("t", draft_id, "b", 30).epoch == 2, backend
             store.close()
     # The checker: worker 1's acquire right after worker 0's lease lapsed is a step of the
     # declared design's model and not of the edited one's (whose reachable states are the
@@ -232,17 +237,8 @@ def test_first_is_applied_where_the_acquire_is_refused_by_stores_and_model_alike
     assert spec.first("acquire") == "lapse"
     expected = ["acquire", "lapse", "acquire"] if design == "claim" else ["acquire", "acquire"]
     for backend in ("memory", "sqlite"):
-        clock = FakeClock(1000.0)
-        store: Store = (
-            MemoryStore(clock=clock, machine=ClaimMachine(spec))
-            if backend == "memory"
-            else SQLiteStore(tmp_path / f"{design}.sqlite", clock=clock, machine=ClaimMachine(spec))
-        )
-        draft = store.create_draft("t", "x")
-        store.approve_draft(draft.draft_id)
-        store.acquire("t", draft.draft_id, "a", 30)
-        clock.advance(31)  # the lease lapses; no sweep runs
-        assert store.acquire("t", draft.draft_id, "b", 30).epoch == 2
+        store, draft_id = lapsed_claim(backend, spec, tmp_path / f"{design}.sqlite")
+        assert store.acquire("t", draft_id, "b", 30).epoch == 2
         assert [h.event for h in store.history("t")] == expected, backend
         store.close()
     model = claim_model(spec, ClaimModelConfig(workers=2, drafts=1, edits=False))
