@@ -20,7 +20,7 @@ dropped at the end.
    dispatch cycles each, made by the server): seconds and entries per second.
 6. A lifecycle of your own (specs/job.toml) in the lifecycle store: events per second over
    jobs that run three attempts each (lease, start, renew, fail, twice; then lease, start,
-   succeed: 11 events, the first on a new entity), with an existing entity's event as one
+   succeed: 11 events, the first on a new entity), with each event as one
    statement (the default) against every event on the transaction path, in rounds back to
    back; the ratio is the median of the rounds' ratios.
 """

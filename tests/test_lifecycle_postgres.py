@@ -50,11 +50,11 @@ def _a_job_run(store: EntityStore, clock: ManualClock) -> list[tuple[Any, ...]]:
     return [dataclasses.astuple(h)[1:-1] for h in store.history("j")]
 
 
-def test_an_existing_entitys_event_is_one_statement_in_two_round_trips(
+def test_an_event_is_one_statement_in_two_round_trips(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A new entity's first event (it creates the row) and an existing entity's event."""
     store = open_entity_store(JOB, pg_url, clock=ManualClock())
-    handle = store.take("j", "lease", owner="w")  # a new entity: the transaction path
     sent: list[tuple[str, bool]] = []
     pipelines: list[int] = []
     execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
@@ -69,18 +69,23 @@ def test_an_existing_entitys_event_is_one_statement_in_two_round_trips(
 
     monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
     monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
-    handle = store.act(handle, "start")
-    monkeypatch.undo()
-    # BEGIN and the guarded write (which returns the row it replaced); the history record
-    # and COMMIT: two pipelines, two round trips.
+    handle = store.take("j", "lease", owner="w")
+    # BEGIN and the guarded write (which returns the row it replaced, or creates it); the
+    # history record and COMMIT: two pipelines, two round trips.
     starts = ("BEGIN", "WITH clock AS MATERIALIZED", f"INSERT INTO {store.history_table}", "COMMIT")
-    assert len(sent) == 4 and all(q.startswith(w) for (q, _), w in zip(sent, starts, strict=True))
-    assert all(in_pipeline for _, in_pipeline in sent) and len(pipelines) == 2
-    assert [(h.event, h.source, h.dest) for h in store.history("j")][-1] == (
-        "start",
-        "leased",
-        "running",
-    )
+    for event in ("lease", "start"):
+        assert len(sent) == 4, (event, sent)
+        assert all(q.startswith(w) and piped for (q, piped), w in zip(sent, starts, strict=True))
+        assert len(pipelines) == 2, event
+        sent.clear()
+        pipelines.clear()
+        if event == "lease":
+            handle = store.act(handle, "start")
+    monkeypatch.undo()
+    assert [(h.event, h.source, h.dest) for h in store.history("j")] == [
+        ("lease", "queued", "leased"),
+        ("start", "leased", "running"),
+    ]
     store.close()
 
 

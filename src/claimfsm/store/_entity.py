@@ -12,14 +12,15 @@ the declaration's ``transitions`` machine (``claimfsm.machine.LifecycleMachine``
 machine takes a transition the SQL refused, or the reverse, that is a
 :class:`DeclarationMismatch`, never silence.
 
-On PostgreSQL an existing entity's event is first tried as one statement
-(:func:`compile_one_statement`): the row locked, the guarded write, and the row it replaced
-returned, on which the machine must agree before the commit; BEGIN goes with it and the
-history record with COMMIT, so the common case is two round trips. Refused, or a new
-entity, and the same transaction goes on as above. A transaction the database rolls back
-(a deadlock, a serialization failure, a connection lost before COMMIT) is run again on a
-fresh connection, up to ``retries`` times; a COMMIT whose answer was lost is settled from
-history: its record there means it happened (the drivers: ``_entity_drivers``).
+On PostgreSQL an event is first tried as one statement (:func:`compile_one_statement`):
+the row locked, the guarded write (or, for an entity with no row yet, the row created as
+the event leaves it), and the row it replaced returned, on which the machine must agree
+before the commit; BEGIN goes with it and the history record with COMMIT, so the common
+case is two round trips. Refused, and the same transaction goes on as above. A
+transaction the database rolls back (a deadlock, a serialization failure, a connection
+lost before COMMIT) is run again on a fresh connection, up to ``retries`` times; a COMMIT
+whose answer was lost is settled from history: its record there means it happened (the
+drivers: ``_entity_drivers``).
 
 Who may take an event is its declared role (``Spec.role``): :meth:`EntityStore.take` for a
 taker's (a new epoch; the caller gets a :class:`Handle` with a secret token),
@@ -156,22 +157,7 @@ def compile_event(
     the row as it was, whose ``"prior epoch"`` stands for the current epoch where the
     parameter ``current`` is true (:func:`compile_one_statement`)."""
     params: list[str] = []
-
-    def p(name: str) -> str:
-        if clock is not None and name == "now":
-            return clock
-        if clock is not None and name == "deadline":
-            params.append("lease_seconds")
-            return f"({clock} + CAST({marker} AS DOUBLE PRECISION))"
-        if prior and name == "epoch":
-            params.extend(["current", "epoch"])
-            return (
-                f'CASE WHEN CAST({marker} AS BOOLEAN) THEN "prior epoch"'
-                f" ELSE CAST({marker} AS BIGINT) END"
-            )
-        params.append(name)
-        return marker
-
+    p = _renderer(params, marker, clock, '"prior epoch"' if prior else None)
     decl = spec.effects.get(event)
     effects = set(decl.sets) if decl is not None else set()
     bumps = decl.bumps if decl is not None else ()
@@ -214,16 +200,101 @@ def compile_event(
     return CompiledEvent(sql, tuple(params))
 
 
+def _renderer(
+    params: list[str], marker: str, clock: str | None, current_epoch: str | None
+) -> Callable[[str], str]:
+    """How a compiled write renders a value (``guard_predicate``'s ``p``), appending the
+    parameters it binds to ``params`` in the order the statement reads them: the time
+    from ``clock`` where given (else bound ``now`` and ``deadline``), and the epoch named
+    as ``current_epoch`` where the parameter ``current`` is true, where given."""
+
+    def p(name: str) -> str:
+        if clock is not None and name == "now":
+            return clock
+        if clock is not None and name == "deadline":
+            params.append("lease_seconds")
+            return f"({clock} + CAST({marker} AS DOUBLE PRECISION))"
+        if current_epoch is not None and name == "epoch":
+            params.extend(["current", "epoch"])
+            return (
+                f"CASE WHEN CAST({marker} AS BOOLEAN) THEN {current_epoch}"
+                f" ELSE CAST({marker} AS BIGINT) END"
+            )
+        params.append(name)
+        return marker
+
+    return p
+
+
+def compile_birth(
+    spec: Spec, event: str, table: str, marker: str, clock: str, prior: str
+) -> CompiledEvent | None:
+    """``event`` on an entity that has no row yet, as one ``INSERT … SELECT``: the row it
+    would be created as (the initial state, epoch 0, no token or lease, the columns'
+    defaults), the guards of the event's transitions from the initial state read on it,
+    and the row the event leaves written, unless ``prior`` (the entity's row, locked) has
+    one or a concurrent writer created it first. None: the event has no transition from
+    the initial state. Returns what :func:`compile_one_statement` returns."""
+    transitions = [t for t in spec.transitions if t.event == event and t.source == spec.initial]
+    if not transitions:
+        return None
+    params: list[str] = []
+    p = _renderer(params, marker, clock, "0")
+    defaults = {c: int(d.default) for c, d in spec.columns.items()}
+    fresh = {
+        "state": literal(spec.initial),
+        "epoch": "0",
+        "token_hash": "CAST(NULL AS TEXT)",
+        "lease_deadline": "CAST(NULL AS DOUBLE PRECISION)",
+        **{c: str(v) for c, v in defaults.items()},
+    }
+    decl = spec.effects.get(event)
+    effects = set(decl.sets) if decl is not None else set()
+    bumps = set(decl.bumps) if decl is not None else set()
+    taking = spec.role(event) == "taker"
+    lease_states = set(spec.states_where("lease"))
+
+    def cond(t: TransitionDecl) -> str:
+        return " AND ".join(
+            ["TRUE", *(guard_predicate(spec, g, p, fresh.__getitem__) for g in t.guards)]
+        )
+
+    def deadline(t: TransitionDecl) -> str:
+        if t.dest in lease_states and "lease" in effects:
+            return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
+        return "CAST(NULL AS DOUBLE PRECISION)"  # a fresh row has no lease to keep
+
+    key = p("key")
+    state = "CASE " + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions) + " END"
+    epoch = "1" if taking else "0"
+    token = p("new_token_hash") if taking or "fresh_token" in effects else "CAST(NULL AS TEXT)"
+    lease = "CASE " + " ".join(f"WHEN {cond(t)} THEN {deadline(t)}" for t in transitions) + " END"
+    owner = p("owner") if taking or "owner" in effects else "CAST(NULL AS TEXT)"
+    columns = [str(v + 1 if c in bumps else v) for c, v in defaults.items()]
+    where = " OR ".join(f"({cond(t)})" for t in transitions)
+    names = ", ".join(["key", "state", "epoch", "token_hash", "lease_deadline", "owner", *defaults])
+    values = ", ".join([key, state, epoch, token, lease, owner, *columns])
+    returning = ", ".join(["state", "epoch", clock, *(fresh[c] for c in [*PRIOR, *defaults])])
+    sql = (
+        f"INSERT INTO {table} ({names}) SELECT {values}"  # noqa: S608
+        f" WHERE NOT EXISTS (SELECT 1 FROM {prior}) AND ({where})"
+        f" ON CONFLICT (key) DO NOTHING RETURNING {returning}"
+    )
+    return CompiledEvent(sql, tuple(params))
+
+
 #: What the one statement reads back of the row it replaced, besides the declared columns.
 PRIOR = ("state", "epoch", "token_hash", "lease_deadline")
 
 
 def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s") -> CompiledEvent:
-    """``event``'s guarded write of an existing entity as one PostgreSQL statement on the
-    server's clock (or the bound ``clock_now``), which also returns the row it replaced,
-    locked first (``FOR UPDATE``), so that the declaration's machine can judge the write on
-    it before the commit. Its columns are named ``"prior NAME"``, which no declared
-    column can be. Zero rows back: refused, or no such entity; nothing changed."""
+    """``event``'s guarded write as one PostgreSQL statement on the server's clock (or the
+    bound ``clock_now``), which also returns the row it replaced, locked first (``FOR
+    UPDATE``), so that the declaration's machine can judge the write on it before the
+    commit. Its columns are named ``"prior NAME"``, which no declared column can be. An
+    entity with no row yet is created by the same statement where the event's transitions
+    from the initial state allow (:func:`compile_birth`). Zero rows back: refused, or a
+    concurrent writer created the entity first; nothing changed."""
     clock = "(SELECT now FROM clock)"
     names = [*PRIOR, *spec.columns]
     priors = ", ".join(f'{c} AS "prior {c}"' for c in names)
@@ -238,8 +309,13 @@ def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s"
     )
     now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
     locked = f"SELECT {priors} FROM {table} WHERE key = {marker} FOR UPDATE"  # noqa: S608
-    sql = f"WITH clock AS MATERIALIZED (SELECT {now} AS now), prior AS ({locked}) {write.sql}"
-    return CompiledEvent(sql, ("clock_now", "key", *write.params))
+    head = f"WITH clock AS MATERIALIZED (SELECT {now} AS now), prior AS ({locked})"
+    birth = compile_birth(spec, event, table, marker, clock, "prior")
+    if birth is None:
+        return CompiledEvent(f"{head} {write.sql}", ("clock_now", "key", *write.params))
+    both = "SELECT * FROM w UNION ALL SELECT * FROM born"
+    sql = f"{head}, w AS ({write.sql}), born AS ({birth.sql}) {both}"
+    return CompiledEvent(sql, ("clock_now", "key", *write.params, *birth.params))
 
 
 @dataclass(frozen=True)
