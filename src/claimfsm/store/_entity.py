@@ -358,8 +358,8 @@ class EntityStore:
         self._clock = clock
         self._columns = tuple(spec.columns)
         self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
-        #: each event's write of an existing entity as one statement, where the database
-        #: can also return the row it replaced (PostgreSQL)
+        #: each event's write as one statement, where the database can also return the row
+        #: it replaced and create a new entity's (PostgreSQL)
         self._one_statement = (
             {e: compile_one_statement(spec, e, self.table, driver.marker) for e in spec.events}
             if driver.one_statement
@@ -388,7 +388,7 @@ class EntityStore:
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
         self._constants = guard_constants(spec)
-        driver.create(self._schema())
+        driver.run_all(self._schema())
 
     # -- the three ways to act -------------------------------------------------------------
     def take(
@@ -485,12 +485,12 @@ class EntityStore:
 
     def reset(self) -> None:
         """Delete every entity and its history (tests and ``claimfsm verify``)."""
-        self._driver.create([self._sql["reset_history"], self._sql["reset_rows"]])
+        self._driver.run_all([self._sql["reset_history"], self._sql["reset_rows"]])
 
     def drop(self) -> None:
         """Drop this lifecycle's two tables (``claimfsm verify`` leaves a database as it
         found it)."""
-        self._driver.create(
+        self._driver.run_all(
             [f"DROP TABLE IF EXISTS {self.history_table}", f"DROP TABLE IF EXISTS {self.table}"]
         )
 

@@ -99,12 +99,14 @@ class Driver:
                 backoff(attempt)
         raise AssertionError("unreachable")
 
-    def create(self, statements: list[str]) -> None:
-        def create(tx: Tx) -> None:
+    def run_all(self, statements: list[str]) -> None:
+        """``statements`` in one transaction, whose results nothing reads (schema, reset)."""
+
+        def run_all(tx: Tx) -> None:
             for s in statements:
                 tx.run(s, ())
 
-        self.rerun(create)
+        self.rerun(run_all)
 
     def qualify(self, table: str) -> str:
         return table
@@ -216,7 +218,7 @@ class Postgres(Driver):
         self._libpq, self.schema, self._prepared = split_url(url)
         self._c: Any = None
         self._connect()
-        self.create([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
+        self.run_all([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
 
     def _connect(self) -> None:
         import psycopg
