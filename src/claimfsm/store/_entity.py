@@ -158,16 +158,40 @@ def compile_event(
     parameter ``current`` is true (:func:`compile_one_statement`)."""
     params: list[str] = []
     p = _renderer(params, marker, clock, '"prior epoch"' if prior else None)
+    transitions = [t for t in spec.transitions if t.event == event]
+    sets, where_of = _writes(spec, event, transitions, p, str)
+    key = p("key")  # parameters are named in the order the statement reads them
+    where = where_of()
+    source = f" FROM {prior}" if prior else ""
+    assigned = ", ".join(f"{column} = {value}" for column, value in sets.items())
+    sql = (
+        f"UPDATE {table} SET {assigned}{source} WHERE key = {key} AND ({where})"  # noqa: S608
+        f" RETURNING {returning}"
+    )
+    return CompiledEvent(sql, tuple(params))
+
+
+def _writes(
+    spec: Spec,
+    event: str,
+    transitions: list[TransitionDecl],
+    p: Callable[[str], str],
+    col: Callable[[str], str],
+) -> tuple[dict[str, str], Callable[[], str]]:
+    """What ``event`` writes, once for every compiled form: each column it assigns and the
+    expression, read on the row as it was (``col``), in the order the statement binds
+    their parameters: the state each transition leads to, the lease, a taker's new epoch,
+    the token, the owner and the bumped counters; and a function that renders the
+    condition that some transition's source and guards hold (rendered after them)."""
     decl = spec.effects.get(event)
     effects = set(decl.sets) if decl is not None else set()
     bumps = decl.bumps if decl is not None else ()
     taking = spec.role(event) == "taker"
     lease_states = set(spec.states_where("lease"))
-    transitions = [t for t in spec.transitions if t.event == event]
 
     def cond(t: TransitionDecl) -> str:
-        guards = [guard_predicate(spec, g, p, str) for g in t.guards]
-        return " AND ".join([f"state = {literal(t.source)}", *guards])
+        guards = [guard_predicate(spec, g, p, col) for g in t.guards]
+        return " AND ".join([f"{col('state')} = {literal(t.source)}", *guards])
 
     def deadline(t: TransitionDecl) -> str:
         if t.dest not in lease_states:
@@ -175,29 +199,25 @@ def compile_event(
         if "lease" in effects:
             return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
         # A taker's new epoch has no lease unless the event sets one.
-        return "CAST(NULL AS DOUBLE PRECISION)" if taking else "lease_deadline"
+        return "CAST(NULL AS DOUBLE PRECISION)" if taking else col("lease_deadline")
 
-    sets = [
-        "state = CASE " + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions) + " END",
-        "lease_deadline = CASE "
+    sets = {
+        "state": "CASE "
+        + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions)
+        + " END",
+        "lease_deadline": "CASE "
         + " ".join(f"WHEN {cond(t)} THEN {deadline(t)}" for t in transitions)
         + " END",
-    ]
+    }
     if taking:
-        sets.append("epoch = epoch + 1")
+        sets["epoch"] = f"{col('epoch')} + 1"
     if taking or "fresh_token" in effects:
-        sets.append(f"token_hash = {p('new_token_hash')}")
+        sets["token_hash"] = p("new_token_hash")
     if taking or "owner" in effects:
-        sets.append(f"owner = {p('owner')}")
-    sets += [f"{column} = {column} + 1" for column in bumps]
-    key = p("key")  # parameters are named in the order the statement reads them
-    where = " OR ".join(f"({cond(t)})" for t in transitions)
-    source = f" FROM {prior}" if prior else ""
-    sql = (
-        f"UPDATE {table} SET {', '.join(sets)}{source} WHERE key = {key} AND ({where})"  # noqa: S608
-        f" RETURNING {returning}"
-    )
-    return CompiledEvent(sql, tuple(params))
+        sets["owner"] = p("owner")
+    for column in bumps:
+        sets[column] = f"{col(column)} + 1"
+    return sets, lambda: " OR ".join(f"({cond(t)})" for t in transitions)
 
 
 def _renderer(
@@ -240,44 +260,23 @@ def compile_birth(
         return None
     params: list[str] = []
     p = _renderer(params, marker, clock, "0")
-    defaults = {c: int(d.default) for c, d in spec.columns.items()}
     fresh = {
         "state": literal(spec.initial),
         "epoch": "0",
         "token_hash": "CAST(NULL AS TEXT)",
         "lease_deadline": "CAST(NULL AS DOUBLE PRECISION)",
-        **{c: str(v) for c, v in defaults.items()},
+        "owner": "CAST(NULL AS TEXT)",
+        **{c: str(int(d.default)) for c, d in spec.columns.items()},
     }
-    decl = spec.effects.get(event)
-    effects = set(decl.sets) if decl is not None else set()
-    bumps = set(decl.bumps) if decl is not None else set()
-    taking = spec.role(event) == "taker"
-    lease_states = set(spec.states_where("lease"))
-
-    def cond(t: TransitionDecl) -> str:
-        return " AND ".join(
-            ["TRUE", *(guard_predicate(spec, g, p, fresh.__getitem__) for g in t.guards)]
-        )
-
-    def deadline(t: TransitionDecl) -> str:
-        if t.dest in lease_states and "lease" in effects:
-            return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
-        return "CAST(NULL AS DOUBLE PRECISION)"  # a fresh row has no lease to keep
-
+    sets, where_of = _writes(spec, event, transitions, p, fresh.__getitem__)
     key = p("key")
-    state = "CASE " + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions) + " END"
-    epoch = "1" if taking else "0"
-    token = p("new_token_hash") if taking or "fresh_token" in effects else "CAST(NULL AS TEXT)"
-    lease = "CASE " + " ".join(f"WHEN {cond(t)} THEN {deadline(t)}" for t in transitions) + " END"
-    owner = p("owner") if taking or "owner" in effects else "CAST(NULL AS TEXT)"
-    columns = [str(v + 1 if c in bumps else v) for c, v in defaults.items()]
-    where = " OR ".join(f"({cond(t)})" for t in transitions)
-    names = ", ".join(["key", "state", "epoch", "token_hash", "lease_deadline", "owner", *defaults])
-    values = ", ".join([key, state, epoch, token, lease, owner, *columns])
-    returning = ", ".join(["state", "epoch", clock, *(fresh[c] for c in [*PRIOR, *defaults])])
+    kept = [c for c in fresh if c not in sets]  # what the event leaves as it was created
+    names = ", ".join([*sets, "key", *kept])
+    values = ", ".join([*sets.values(), key, *(fresh[c] for c in kept)])
+    returning = ", ".join(["state", "epoch", clock, *(fresh[c] for c in [*PRIOR, *spec.columns])])
     sql = (
         f"INSERT INTO {table} ({names}) SELECT {values}"  # noqa: S608
-        f" WHERE NOT EXISTS (SELECT 1 FROM {prior}) AND ({where})"
+        f" WHERE NOT EXISTS (SELECT 1 FROM {prior}) AND ({where_of()})"
         f" ON CONFLICT (key) DO NOTHING RETURNING {returning}"
     )
     return CompiledEvent(sql, tuple(params))
