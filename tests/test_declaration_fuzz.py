@@ -82,6 +82,9 @@ def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str
                 "3",
                 "--no-guided",  # the input's handling is what is fuzzed, not the long run
             ],
+            # the store commands: the declaration says whose store (none exists here)
+            ["claims", str(path), "--db", f"sqlite:///{Path(tmp) / 'v.sqlite'}"],
+            ["sweep", str(path), "--db", f"sqlite:///{Path(tmp) / 'v.sqlite'}", "--json"],
         ):
             result = runner.invoke(main, args)
             if result.exception is not None and not isinstance(result.exception, SystemExit):

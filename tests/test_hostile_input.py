@@ -203,6 +203,9 @@ def test_read_commands_refuse_hostile_arguments_and_write_nothing(
         ["history", "--db", url_tail],
         ["claims", "--db", url_tail],
         ["claims", "--db", f"sqlite:///{demo_db}{url_tail}"],
+        ["claims", "job", "--db", f"sqlite:///{demo_db}{url_tail}"],
+        ["history", "job", "--db", url_tail, "--key", target],
+        ["sweep", "job", "--db", url_tail],
         ["spec", url_tail or "x"],
     ):
         result = runner.invoke(main, args)

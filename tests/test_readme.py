@@ -97,5 +97,6 @@ def test_readme_python_example_runs(
     finally:
         if schema is not None:
             drop_schema(database, schema)
-    if schema is None:
-        assert (tmp_path / "claims.sqlite").exists()
+    if schema is None:  # each SQLite file the example names, it wrote
+        named = re.findall(r"sqlite:///([\w.-]+\.sqlite)", code)
+        assert named and all((tmp_path / name).exists() for name in named), named

@@ -351,16 +351,45 @@ def _listing(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
     ]
 
 
+#: The store commands' optional argument: whose store it is.
+_STORE_OF = click.argument("declaration", required=False)
+
+
+def _lifecycle_of(declaration: str | None) -> Any:
+    """The declaration named, where it is a lifecycle of its own (its entity store); None
+    for the claim protocol (the default), a variant of it or a copy under other names."""
+    from claimfsm.spec import runs_on_the_claim_model, shipped
+
+    if declaration is None:
+        return None
+    spec = _declaration(declaration, shipped())
+    return None if runs_on_the_claim_model(spec) else spec
+
+
 @main.command()
+@_STORE_OF
 @click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///demo.sqlite")
-@click.option("--target", default=None, help="Only this target.")
+@click.option("--target", "--key", "target", default=None, help="Only this target (entity key).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per entry.")
-def history(url: str, target: str | None, as_json: bool) -> None:
+def history(declaration: str | None, url: str, target: str | None, as_json: bool) -> None:
     """Print a store's history: every transition and every refused stale operation.
 
     One line per entry (nothing cut), its detail wrapped beneath it to the terminal's width.
+    DECLARATION (a path or a built-in name; default: the claim protocol) says whose store:
+    a lifecycle of your own is read from its tables, lc_NAME_history.
     """
     with _library_errors():
+        lifecycle = _lifecycle_of(declaration)
+        if lifecycle is not None:
+            from claimfsm.cli._entities import open_existing, print_history
+
+            kept = open_existing(lifecycle, url)
+            try:
+                found = kept.history(target)
+            finally:
+                kept.close()
+            print_history(lifecycle, url, found, as_json, _listing)
+            return
         from claimfsm.store import open_store
 
         store = open_store(url, create=False)
@@ -370,7 +399,7 @@ def history(url: str, target: str | None, as_json: bool) -> None:
             store.close()
     if as_json:
         for e in entries:
-            click.echo(json.dumps({k: getattr(e, k) for k in e.__slots__}))
+            click.echo(json.dumps(dataclasses.asdict(e)))
         return
     header = ("seq", "target", "epoch", "event", "from → to", "owner", "token")
     rows = [
@@ -405,11 +434,28 @@ def history(url: str, target: str | None, as_json: bool) -> None:
 
 
 @main.command()
+@_STORE_OF
 @click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///demo.sqlite")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per claim.")
-def claims(url: str, as_json: bool) -> None:
-    """Print every target's current claim, one line each (nothing cut)."""
+def claims(declaration: str | None, url: str, as_json: bool) -> None:
+    """Print every target's current claim, one line each (nothing cut).
+
+    DECLARATION (a path or a built-in name; default: the claim protocol) says whose store:
+    for a lifecycle of your own, every entity's row (state, epoch, owner, token label,
+    lease, declared columns).
+    """
     with _library_errors():
+        lifecycle = _lifecycle_of(declaration)
+        if lifecycle is not None:
+            from claimfsm.cli._entities import open_existing, print_rows
+
+            kept = open_existing(lifecycle, url)
+            try:
+                entities, now = kept.rows(), kept.now()
+            finally:
+                kept.close()
+            print_rows(lifecycle, url, entities, now, as_json, _listing)
+            return
         from claimfsm.store import open_store
 
         store = open_store(url, create=False)
@@ -441,6 +487,46 @@ def claims(url: str, as_json: bool) -> None:
 
 
 @main.command()
+@_STORE_OF
+@click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///claims.sqlite")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def sweep(declaration: str | None, url: str, as_json: bool) -> None:
+    """Apply lease expiry, and every other sweep event, wherever it holds now.
+
+    For the claim protocol (the default): a lapsed reserved claim expires and a lapsed
+    sending claim becomes uncertain, in one transaction. For a lifecycle of your own
+    (DECLARATION, a path or a built-in name): every event declared by = "sweep", on every
+    entity where its guards hold by the store's clock, each in a transaction of its own.
+    Run it from cron or a timer; it is safe beside running workers.
+    """
+    with _library_errors():
+        lifecycle = _lifecycle_of(declaration)
+        if lifecycle is not None:
+            from claimfsm.cli._entities import open_existing, print_swept
+
+            kept = open_existing(lifecycle, url)
+            try:
+                swept = kept.sweep()
+            finally:
+                kept.close()
+            print_swept(lifecycle, url, swept, as_json)
+            return
+        from claimfsm.store import open_store
+
+        store = open_store(url, create=False)
+        try:
+            done = store.sweep()
+        finally:
+            store.close()
+    if as_json:
+        click.echo(json.dumps({"design": "claim", "swept": [dataclasses.asdict(t) for t in done]}))
+        return
+    click.echo(f"swept {url}: {len(done)} applied")
+    for t in done:
+        click.echo(f"  {t.target_id} epoch {t.epoch}: {t.event} ({t.from_state} → {t.to_state})")
+
+
+@main.command()
 @click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///claims.sqlite")
 @click.option(
     "--older-than",
@@ -455,18 +541,27 @@ def claims(url: str, as_json: bool) -> None:
     help="First write the removed entries to this new file, one JSON object per line.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def prune(url: str, older_than: float, archive: Path | None, as_json: bool) -> None:
+@_STORE_OF
+def prune(
+    url: str, older_than: float, archive: Path | None, as_json: bool, declaration: str | None
+) -> None:
     """Remove old history, keeping a checkpoint of each claim row so what remains replays.
 
     One transaction: entries up to the newest one older than --older-than go; where a
     target's removed entries end, a 'checkpoint' entry records its claim row as of then.
     With --archive, the removed entries are written (and synced) to a new file before
     anything is deleted; if anything fails, nothing is deleted and the file is removed.
+    DECLARATION (a path or a built-in name; default: the claim protocol) says whose store;
+    a lifecycle's checkpoint records its entity's state and epoch.
     """
     with _library_errors():
+        from claimfsm.cli._entities import open_existing
         from claimfsm.store import open_store
 
-        store = open_store(url, create=False)
+        lifecycle = _lifecycle_of(declaration)
+        store = (
+            open_store(url, create=False) if lifecycle is None else open_existing(lifecycle, url)
+        )
         try:
             if archive is None:
                 result = store.prune_history(older_than)
@@ -558,7 +653,7 @@ def _prune_to(store: Any, older_than: float, archive: Path) -> Any:
 
     def write(entries: list[Any]) -> None:
         for e in entries:
-            out.write(json.dumps({k: getattr(e, k) for k in e.__slots__}) + "\n")
+            out.write(json.dumps(dataclasses.asdict(e)) + "\n")
         out.flush()
         os.fsync(out.fileno())  # on disk before the delete can commit
 

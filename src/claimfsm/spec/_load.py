@@ -351,6 +351,11 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         internal = body.get("internal", False)
         if not isinstance(event, str) or not event.isidentifier():
             raise fail(f"{label}: 'event' must be an identifier")
+        if event == "checkpoint":
+            raise fail(
+                f"{label}: 'checkpoint' is what history calls the entry pruning leaves where"
+                " it removed older entries; give the event another name"
+            )
         if internal == ("dest" in body):
             raise fail(f"{label}: give either 'dest' or 'internal = true'")
         names = body.get("guards", [])

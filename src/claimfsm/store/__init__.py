@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from claimfsm.errors import InvalidArgument, NotFound
+from claimfsm.errors import InvalidArgument
 from claimfsm.machine import ClaimMachine
 from claimfsm.spec import Spec
+from claimfsm.store import _validate as check
 from claimfsm.store._async import AsyncClaim, AsyncStore, open_async_store
 from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
 from claimfsm.store._entity import (
@@ -22,6 +23,7 @@ from claimfsm.store._entity import (
     compile_event,
     open_entity_store,
 )
+from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._memory import MemoryStore
 from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore
 from claimfsm.store._types import Claim, ClaimInfo, Draft, Evidence, HistoryEntry, Transitioned
@@ -62,7 +64,7 @@ def open_store(
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         path = url[len("sqlite:///") :]
         if not create:
-            _must_exist(Path(path))
+            check.database_file(Path(path))
         return SQLiteStore(path, clock=clock, machine=machine)
     if url == "memory://":
         return MemoryStore(clock=clock, machine=machine)
@@ -74,15 +76,6 @@ def open_store(
         f"unsupported store url {url!r}; use sqlite:///path.db, sqlite://:memory:, memory://"
         " or postgresql://user@host/db"
     )
-
-
-def _must_exist(path: Path) -> None:
-    try:
-        found = path.is_file()
-    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
-        raise InvalidArgument(f"cannot use {str(path)[:200]!r} as a database path: {exc}") from None
-    if not found:
-        raise NotFound(f"no database at {str(path)!r}; check the path")
 
 
 __all__ = [
@@ -102,6 +95,7 @@ __all__ = [
     "MemoryStore",
     "SQLiteStore",
     "Store",
+    "Swept",
     "Transitioned",
     "claim_fields",
     "compile_event",

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from claimfsm.errors import (
@@ -44,6 +45,7 @@ from claimfsm.errors import (
     DeclarationMismatch,
     IllegalTransition,
     InvalidArgument,
+    NotFound,
     Refused,
     SpecError,
     StaleClaim,
@@ -52,6 +54,9 @@ from claimfsm.errors import (
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
 from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
+from claimfsm.store import _entity_upkeep as _upkeep
+from claimfsm.store import _validate as check
+from claimfsm.store._core import Pruned
 from claimfsm.store._entity_drivers import (
     SERVER_NOW,
     Driver,
@@ -62,11 +67,15 @@ from claimfsm.store._entity_drivers import (
     Tx,
     backoff,
 )
+from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
 Clock = Callable[[], float]
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,40}")
+#: A history record as the store appends it: (key, epoch, event, source, dest, at, refused,
+#: token_fingerprint); these index the epoch, the source and the state it left.
+EPOCH, SOURCE, DEST = 1, 3, 4
 
 
 @dataclass(frozen=True)
@@ -346,6 +355,7 @@ class EntityStore:
         clock: Clock | None = None,
         prefix: str = "lc",
         retries: int = 5,
+        create: bool = True,
     ) -> None:
         check_storable(spec)
         self.spec = spec
@@ -353,6 +363,9 @@ class EntityStore:
         self.machine = LifecycleMachine(spec)
         table, history = table_names(spec, prefix)
         self.table, self.history_table = driver.qualify(table), driver.qualify(history)
+        #: while a row here allows it, history up to its seq may be deleted (pruning, reset)
+        self._permit = driver.qualify(f"{history}_permit")
+        self._history_name = history
         self._driver = driver
         self._clock = clock
         self._columns = tuple(spec.columns)
@@ -383,11 +396,21 @@ class EntityStore:
             "recorded": f"SELECT 1 FROM {h} WHERE key = {m} AND epoch = {m} AND event = {m}"  # noqa: S608
             f" AND source = {m} AND dest = {m} AND at = {m}"
             f" AND COALESCE(refused, '') = COALESCE({m}, '') AND token_fingerprint = {m}",
+            "permit": f"INSERT INTO {self._permit} (upto) VALUES ({m})",  # noqa: S608
+            "unpermit": f"DELETE FROM {self._permit}",  # noqa: S608
             "reset_history": f"DELETE FROM {h}",  # noqa: S608
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
         self._constants = guard_constants(spec)
-        driver.run_all(self._schema())
+        if create:
+            driver.run_all(self._schema())
+        elif not driver.has_table(table):
+            driver.close()
+            raise NotFound(
+                f"no {spec.name} store here: table {self.table} does not exist; open it"
+                " once from the library (open_entity_store) to create it, or check the URL"
+                " and the declaration"
+            )
 
     # -- the three ways to act -------------------------------------------------------------
     def take(
@@ -402,7 +425,7 @@ class EntityStore:
         """A taker's event (``by = "taker"``): a new epoch begins and the caller holds it."""
         self._role(event, "taker", "take(key, event)")
         token = new_token()
-        state, epoch = self._write(
+        record = self._write(
             key,
             event,
             epoch=None,
@@ -411,7 +434,7 @@ class EntityStore:
             lease_seconds=lease_seconds,
             facts=facts,
         )
-        return Handle(key, epoch, token, state)
+        return Handle(key, record[EPOCH], token, record[DEST])
 
     def act(
         self,
@@ -428,7 +451,7 @@ class EntityStore:
         self._role(event, "owner", "act(handle, event)")
         fresh = event in self.spec.effects and "fresh_token" in self.spec.effects[event].sets
         token = new_token() if fresh else handle.token
-        state, epoch = self._write(
+        record = self._write(
             handle.key,
             event,
             epoch=handle.epoch,
@@ -437,7 +460,7 @@ class EntityStore:
             lease_seconds=lease_seconds,
             facts=facts,
         )
-        return Handle(handle.key, epoch, token, state)
+        return Handle(handle.key, record[EPOCH], token, record[DEST])
 
     def operate(
         self,
@@ -450,7 +473,14 @@ class EntityStore:
         """The operator's or the sweep's event on ``key``, naming ``epoch`` (default: the
         current one, read in the same transaction); returns the state it leads to."""
         self._role(event, ("operator", "sweep"), "operate(key, event)")
-        state, _ = self._write(
+        state: str = self._operate(key, event, epoch=epoch, facts=facts)[DEST]
+        return state
+
+    def _operate(
+        self, key: str, event: str, *, epoch: int | None, facts: Mapping[str, Any] | None
+    ) -> tuple[Any, ...]:
+        """The operator's or the sweep's event; the history record it appended."""
+        return self._write(
             key,
             event,
             epoch=epoch,
@@ -460,7 +490,6 @@ class EntityStore:
             facts=facts,
             current=epoch is None,
         )
-        return state
 
     # -- reading ------------------------------------------------------------------------
     def row(self, key: str) -> EntityRow | None:
@@ -482,15 +511,52 @@ class EntityStore:
     def now(self) -> float:
         return self._driver.rerun(self._now)
 
+    # -- upkeep (``_entity_upkeep``) ------------------------------------------------------
+    def sweep(self) -> list[Swept]:
+        """Apply the sweep's events (``by = "sweep"``) to every entity where they hold now,
+        each in a transaction of its own as :meth:`operate` applies it; returns what was
+        applied. A row that moved on since it was read is left to the next sweep."""
+        return _upkeep.sweep(self)
+
+    def prune_history(
+        self,
+        older_than: float,
+        *,
+        archive: Callable[[list[EntityHistory]], None] | None = None,
+        batch: int = 10_000,
+    ) -> Pruned:
+        """Remove history entries older than ``older_than`` seconds (by the store's clock),
+        in one transaction: every entry up to the newest such one, so each entity loses a
+        prefix of its history, and a ``checkpoint`` entry (same seq) records its state and
+        epoch where its removed entries end. ``archive`` is given the removed entries first,
+        in seq order and in batches; if it raises, nothing is removed."""
+        seconds = check.duration(older_than, "older_than")
+        if archive is not None and not callable(archive):
+            raise InvalidArgument("archive must be None or a callable taking a list of entries")
+        check.positive_int(batch, "batch")
+        return _upkeep.prune(self, seconds, archive, batch)
+
     def reset(self) -> None:
         """Delete every entity and its history (tests and ``claimfsm verify``)."""
-        self._driver.run_all([self._sql["reset_history"], self._sql["reset_rows"]])
+
+        def reset(tx: Tx) -> None:
+            tx.run(self._sql["permit"], (2**62,))
+            tx.run(self._sql["reset_history"], ())
+            tx.run(self._sql["unpermit"], ())
+            tx.run(self._sql["reset_rows"], ())
+
+        self._driver.rerun(reset)
 
     def drop(self) -> None:
         """Drop this lifecycle's two tables (``claimfsm verify`` leaves a database as it
         found it)."""
         self._driver.run_all(
-            [f"DROP TABLE IF EXISTS {self.history_table}", f"DROP TABLE IF EXISTS {self.table}"]
+            [
+                f"DROP TABLE IF EXISTS {self.history_table}",
+                f"DROP TABLE IF EXISTS {self._permit}",
+                f"DROP TABLE IF EXISTS {self.table}",
+                *self._driver.drop_function(f"{self._history_name}_append_only"),
+            ]
         )
 
     def close(self) -> None:
@@ -542,11 +608,12 @@ class EntityStore:
         lease_seconds: float,
         facts: Mapping[str, Any] | None,
         current: bool = False,
-    ) -> tuple[str, int]:
+    ) -> tuple[Any, ...]:
         """One event in one transaction: the guarded write, and its history; or the
         refusal, explained (a stale owner's is recorded, and nothing else changes). Run
         again where the database rolled it back (a deadlock, a serialization failure, a
-        connection lost before the commit), up to ``retries`` times."""
+        connection lost before the commit), up to ``retries`` times. Returns the history
+        record appended (``EPOCH`` and ``DEST`` index the epoch and state it left)."""
         if not isinstance(key, str) or not key:
             raise InvalidArgument(f"key must be a non-empty str, not {key!r}")
         facts = dict(facts or {})
@@ -565,12 +632,13 @@ class EntityStore:
                     ) from None
                 backoff(attempt)
                 continue
-            if isinstance(done, Refused):
-                raise done  # a stale owner's refusal, recorded (committed) first
-            return done
+            record, outcome = done
+            if isinstance(outcome, Refused):
+                raise outcome  # a stale owner's refusal, recorded (committed) first
+            return record
         raise AssertionError("unreachable")
 
-    def _attempt(self, call: _Call) -> tuple[str, int] | Refused:
+    def _attempt(self, call: _Call) -> tuple[tuple[Any, ...], tuple[str, int] | Refused]:
         """One transaction of ``call``. A commit lost in flight is settled from history:
         its record there means it happened; none means it did not (run it again)."""
         decided: list[tuple[tuple[Any, ...], tuple[str, int] | Refused]] = []
@@ -580,7 +648,7 @@ class EntityStore:
         except LostCommit as lost:
             if not decided or not self._driver.recorded(self._sql["recorded"], decided[0][0]):
                 raise Retry() from lost.__cause__
-        return decided[0][1]
+        return decided[0]
 
     def _decide(self, tx: Tx, call: _Call) -> tuple[tuple[Any, ...], tuple[str, int] | Refused]:
         """What the event does to the row, written in ``tx``: the history record appended
@@ -759,6 +827,10 @@ class EntityStore:
             f"CREATE TABLE IF NOT EXISTS {self.history_table} (seq {seq}, key TEXT NOT NULL,"
             " epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT NULL, dest TEXT NOT"
             " NULL, at DOUBLE PRECISION NOT NULL, refused TEXT, token_fingerprint TEXT NOT NULL)",
+            # one entity's history in seq order (history(key), and the sweep's and pruning's)
+            f"CREATE INDEX IF NOT EXISTS {self._history_name}_by_key"
+            f" ON {self.history_table} (key, seq)",
+            *self._driver.append_only(self.history_table, self._permit, self._history_name),
         ]
 
 
@@ -767,12 +839,19 @@ def _times(n: int) -> str:
 
 
 def open_entity_store(
-    spec: Spec, url: str, *, clock: Clock | None = None, prefix: str = "lc"
+    spec: Spec,
+    url: str,
+    *,
+    clock: Clock | None = None,
+    prefix: str = "lc",
+    create: bool = True,
 ) -> EntityStore:
     """A store of ``spec``'s entities at ``url``: ``sqlite:///path.db``, ``sqlite://:memory:``
     or ``postgresql://user@host/db?schema=name``. Tables ``{prefix}_{name}`` and
     ``{prefix}_{name}_history`` are created if missing. ``clock``: the store's time in
-    seconds (default: ``time.time`` on SQLite, the server's clock on PostgreSQL)."""
+    seconds (default: ``time.time`` on SQLite, the server's clock on PostgreSQL).
+    ``create=False`` opens only a store that exists (to read one, say): a missing SQLite
+    file or missing tables are ``NotFound``, and nothing is created."""
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if not _WORD.fullmatch(prefix):
@@ -781,12 +860,14 @@ def open_entity_store(
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
         driver = SQLite(":memory:")
     elif url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        if not create:
+            check.database_file(Path(url[len("sqlite:///") :]))
         driver = SQLite(url[len("sqlite:///") :])
     elif url.startswith(("postgresql://", "postgres://")):
-        driver = Postgres(url)
+        driver = Postgres(url, create=create)
     else:
         raise InvalidArgument(
             f"unsupported store url {url[:100]!r}; use sqlite:///path.db or"
             " postgresql://user@host/db"
         )
-    return EntityStore(spec, driver, clock=clock, prefix=prefix)
+    return EntityStore(spec, driver, clock=clock, prefix=prefix, create=create)

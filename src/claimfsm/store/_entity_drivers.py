@@ -119,6 +119,35 @@ class Driver:
     def server_now(self, tx: Tx) -> float:
         return time.time()
 
+    def append_only(self, history: str, permit: str, name: str) -> list[str]:
+        """Statements that make the table ``history`` refuse every update, and every delete
+        of a row above what the table ``permit`` allows (a pruning transaction's, or a
+        reset's, permit). ``name``: the history table's unqualified name, for the trigger's.
+        Idempotent: run each time a store opens."""
+        refuse = "history is append-only (prune_history removes old entries)"
+        return [
+            f"CREATE TABLE IF NOT EXISTS {permit} (upto INTEGER NOT NULL)",
+            f"CREATE TRIGGER IF NOT EXISTS {name}_no_update BEFORE UPDATE ON {history}"
+            f" BEGIN SELECT RAISE(ABORT, 'history is append-only'); END",
+            f"CREATE TRIGGER IF NOT EXISTS {name}_no_delete BEFORE DELETE ON {history}"  # noqa: S608
+            f" WHEN NOT EXISTS (SELECT 1 FROM {permit} WHERE OLD.seq <= {permit}.upto)"
+            f" BEGIN SELECT RAISE(ABORT, '{refuse}'); END",
+        ]
+
+    def drop_function(self, name: str) -> list[str]:
+        """Drop the function ``append_only`` made, where the database keeps one apart."""
+        return []
+
+    def has_table(self, table: str) -> bool:
+        """Whether ``table`` (unqualified) exists, where this driver keeps its tables."""
+        found = self.rerun(
+            lambda tx: tx.one(
+                f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {self.marker}",  # noqa: S608
+                (table,),
+            )
+        )
+        return found is not None
+
     def recorded(self, sql: str, args: tuple[Any, ...]) -> bool:
         """Whether a row answers ``sql`` (read on a fresh connection where the last broke)."""
         with self.transaction() as tx:
@@ -148,6 +177,9 @@ class SQLite(Driver):
             raise StoreError(f"SQLite: cannot begin a write: {exc}") from None
         try:
             yield Tx(c.cursor())
+        except sqlite3.Error as exc:
+            c.execute("ROLLBACK")
+            raise StoreError(f"SQLite: {exc}; nothing was written") from None
         except BaseException:
             c.execute("ROLLBACK")
             raise
@@ -211,14 +243,15 @@ class Postgres(Driver):
     lock_clause = " FOR UPDATE"
     one_statement = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, create: bool = True) -> None:
         from claimfsm.store._postgres import _redacted, split_url
 
         self._url = _redacted(url)
         self._libpq, self.schema, self._prepared = split_url(url)
         self._c: Any = None
         self._connect()
-        self.run_all([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
+        if create:
+            self.run_all([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
 
     def _connect(self) -> None:
         import psycopg
@@ -278,6 +311,27 @@ class Postgres(Driver):
     def server_now(self, tx: Tx) -> float:
         found = tx.one(f"SELECT {SERVER_NOW}", ())
         return float(found[0])
+
+    def append_only(self, history: str, permit: str, name: str) -> list[str]:
+        function = self.qualify(f"{name}_append_only")
+        return [
+            # stores opening at once: one at a time replaces the function and the trigger
+            f"SELECT pg_advisory_xact_lock(hashtext('{self.schema}.{name}'))",
+            f"CREATE TABLE IF NOT EXISTS {permit} (upto BIGINT NOT NULL)",
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS"  # noqa: S608
+            f" $$ BEGIN IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM {permit}"
+            f" WHERE OLD.seq <= upto) THEN RETURN OLD; END IF; RAISE EXCEPTION"
+            " 'history is append-only (prune_history removes old entries)'; END $$",
+            f"CREATE OR REPLACE TRIGGER {name}_no_change BEFORE UPDATE OR DELETE ON {history}"
+            f" FOR EACH ROW EXECUTE FUNCTION {function}()",
+        ]
+
+    def drop_function(self, name: str) -> list[str]:
+        return [f"DROP FUNCTION IF EXISTS {self.qualify(name)}()"]
+
+    def has_table(self, table: str) -> bool:
+        found = self.rerun(lambda tx: tx.one("SELECT to_regclass(%s)", (self.qualify(table),)))
+        return found is not None and found[0] is not None
 
     def recorded(self, sql: str, args: tuple[Any, ...]) -> bool:
         try:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from pathlib import Path
 from typing import Any
 
-from claimfsm.errors import InvalidArgument
+from claimfsm.errors import InvalidArgument, NotFound
 from claimfsm.store._tokens import TOKEN_LENGTH
 
 MAX_ID_LENGTH = 200
@@ -98,3 +99,13 @@ def _printable(value: str, what: str, *, allow_empty: bool = False) -> None:
                 f"{what} contains a control character or unpaired surrogate ({ch!r}); "
                 "use printable text"
             )
+
+
+def database_file(path: Path) -> None:
+    """A SQLite file that must exist already (a store opened to read, not to create)."""
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise InvalidArgument(f"cannot use {str(path)[:200]!r} as a database path: {exc}") from None
+    if not found:
+        raise NotFound(f"no database at {str(path)!r}; check the path")

@@ -1,0 +1,105 @@
+"""The store commands (``history``, ``claims``, ``sweep``, ``prune``) on a lifecycle of your
+own: its entity store (``claimfsm.store.open_entity_store``), opened to read or keep an
+existing store, never to create one. The claim protocol's store has its own listings in
+``_main``; which store a declaration has is ``runs_on_the_claim_model``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from claimfsm.spec import Spec
+
+
+def open_existing(spec: Spec, url: str) -> Any:
+    """The entity store of ``spec`` at ``url``, which must exist (tables ``lc_NAME``)."""
+    from claimfsm.store import open_entity_store
+
+    return open_entity_store(spec, url, create=False)
+
+
+def print_history(
+    spec: Spec,
+    url: str,
+    entries: Sequence[Any],
+    as_json: bool,
+    listing: Callable[[tuple[str, ...], Sequence[tuple[str, ...]]], list[str]],
+) -> None:
+    if as_json:
+        for e in entries:
+            click.echo(json.dumps(dataclasses.asdict(e)))
+        return
+    header = ("seq", "key", "epoch", "event", "from → to", "refused", "token")
+    rows = [
+        (
+            str(e.seq),
+            e.key,
+            str(e.epoch),
+            e.event,
+            f"{e.source} → {e.dest}",
+            e.refused or "-",
+            e.token_fingerprint,
+        )
+        for e in entries
+    ]
+    noun = "entry" if len(entries) == 1 else "entries"
+    click.echo(f"{spec.name} history in {url}: {len(entries)} {noun}")
+    for line in listing(header, rows):
+        click.echo(line)
+
+
+def print_rows(
+    spec: Spec,
+    url: str,
+    rows: Sequence[Any],
+    now: float,
+    as_json: bool,
+    listing: Callable[[tuple[str, ...], Sequence[tuple[str, ...]]], list[str]],
+) -> None:
+    """One line per entity: its state, epoch, owner, token label, the lease (the seconds
+    left by the store's clock, or ``lapsed``) and the declared columns."""
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(dataclasses.asdict(r)))
+        return
+    columns = tuple(spec.columns)
+    header = ("key", "epoch", "state", "owner", "token", "lease", *columns)
+    cells = [
+        (
+            r.key,
+            str(r.epoch),
+            r.state,
+            r.owner or "-",
+            r.token_fingerprint,
+            _lease(r.lease_deadline, now) if r.state in spec.states_where("lease") else "-",
+            *(str(r.columns[c]) for c in columns),
+        )
+        for r in rows
+    ]
+    click.echo(f"{spec.name} entities in {url}: {len(rows)}")
+    for line in listing(header, cells):
+        click.echo(line)
+
+
+def _lease(deadline: float | None, now: float) -> str:
+    if deadline is None or deadline <= now:
+        return "lapsed"
+    return f"{deadline - now:.0f}s left"
+
+
+def print_swept(spec: Spec, url: str, swept: Sequence[Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(
+            json.dumps({"design": spec.name, "swept": [dataclasses.asdict(s) for s in swept]})
+        )
+        return
+    click.echo(f"swept {spec.name} in {url}: {len(swept)} applied")
+    for s in swept:
+        click.echo(f"  {s.key} epoch {s.epoch}: {s.event} ({s.source} → {s.dest})")
+
+
+__all__ = ["open_existing", "print_history", "print_rows", "print_swept"]
