@@ -32,53 +32,127 @@ Streams = tuple[Iterable[tuple[Any, ...]], Iterable[tuple[Any, ...]]]
 @contextmanager
 def streams(url: str) -> Iterator[Streams]:
     """(history entries ordered by target then seq, claim rows ordered by target)."""
+    with _snapshot(url) as (conn, path, schema):
+        if path is not None:
+            yield _sqlite_claims(conn, path)
+        else:
+            yield _postgres_claims(conn, schema)
+
+
+@contextmanager
+def entity_streams(
+    url: str, table: str, history_columns: str, row_columns: str
+) -> Iterator[Streams]:
+    """A lifecycle store's (history entries ordered by key then seq, rows ordered by key),
+    from its tables ``table`` and ``table_history`` (names the store checked);
+    ``NotFound`` when they do not exist."""
+    with _snapshot(url) as (conn, path, schema):
+        if path is not None:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            if found is None:
+                raise NotFound(
+                    f"no table {table} in {str(path)!r}: check the URL and the declaration"
+                )
+            qualified, order = table, "key"
+        else:
+            found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
+            if found is None or found[0] is None:
+                raise NotFound(
+                    f"no table {table} in schema {schema!r}: check the URL (?schema=name) and"
+                    " the declaration"
+                )
+            qualified, order = f'"{schema}".{table}', _c_order(conn, "key")
+        queries = (
+            f"SELECT {history_columns} FROM {qualified}_history ORDER BY {order}, seq",  # noqa: S608
+            f"SELECT {row_columns} FROM {qualified} ORDER BY {order}",  # noqa: S608
+        )
+        if path is not None:
+            conn.execute("BEGIN")  # one snapshot for both streams
+            yield _batched(conn.execute(queries[0])), _batched(conn.execute(queries[1]))
+            return
+        cursors = []
+        for name, query in zip(
+            ("claimfsm_audit_history", "claimfsm_audit_rows"), queries, strict=True
+        ):
+            cur = conn.cursor(name=name)  # server-side: streamed in batches
+            cur.itersize = BATCH
+            cur.execute(query)
+            cursors.append(cur)
+        yield cursors[0], cursors[1]
+
+
+@contextmanager
+def _snapshot(url: str) -> Iterator[tuple[Any, Path | None, str]]:
+    """A read-only connection with one snapshot: (connection, the SQLite file or None,
+    the PostgreSQL schema). Nothing here writes: a SQLite file is opened ``mode=ro``; a
+    PostgreSQL connection runs one ``REPEATABLE READ READ ONLY`` transaction."""
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        with _sqlite(Path(url[len("sqlite:///") :])) as found:
-            yield found
+        path = Path(url[len("sqlite:///") :])
+        if not path.is_file():
+            raise NotFound(f"no database at {str(path)!r}; check the path")
+        try:
+            conn = sqlite3.connect(
+                f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {str(path)!r} read-only: {exc}") from exc
+        try:
+            yield conn, path, ""
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {str(path)!r} failed: {exc}") from exc
+        finally:
+            conn.close()
     elif url.startswith(("postgresql://", "postgres://")):
-        with _postgres(url) as found:
-            yield found
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - exercised only without the extra
+            raise StoreError(
+                "PostgreSQL support needs the 'postgres' extra: pip install 'claimfsm[postgres]'"
+            ) from None
+        from claimfsm.store._postgres import _redacted, split_url
+
+        plain, schema, _ = split_url(url)
+        try:
+            pg = psycopg.connect(plain, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to PostgreSQL at {_redacted(plain)}: {exc}") from exc
+        try:
+            pg.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            pg.read_only = True
+            yield pg, None, schema
+        except psycopg.Error as exc:
+            raise StoreError(f"reading the PostgreSQL history failed: {exc}") from exc
+        finally:
+            pg.close()  # the read-only transaction ends with it
     else:
         raise InvalidArgument(
             f"audit reads sqlite:///path.db or postgresql://user@host/db?schema=name, not {url!r}"
         )
 
 
-@contextmanager
-def _sqlite(path: Path) -> Iterator[Streams]:
-    if not path.is_file():
-        raise NotFound(f"no database at {str(path)!r}; check the path")
+def _sqlite_claims(conn: sqlite3.Connection, path: Path) -> Streams:
     try:
-        conn = sqlite3.connect(
-            f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, isolation_level=None
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{str(path)!r} is not a SQLite database: {exc}") from exc
+    if app_id != APPLICATION_ID:
+        raise StoreError(f"{str(path)!r} is not a claimfsm database")
+    if version not in READABLE_VERSIONS:
+        raise SchemaVersionError(
+            f"{str(path)!r} has claimfsm schema version {version}; this audit reads "
+            f"versions {list(READABLE_VERSIONS)}"
         )
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open {str(path)!r} read-only: {exc}") from exc
-    try:
-        try:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{str(path)!r} is not a SQLite database: {exc}") from exc
-        if app_id != APPLICATION_ID:
-            raise StoreError(f"{str(path)!r} is not a claimfsm database")
-        if version not in READABLE_VERSIONS:
-            raise SchemaVersionError(
-                f"{str(path)!r} has claimfsm schema version {version}; this audit reads "
-                f"versions {list(READABLE_VERSIONS)}"
-            )
-        conn.execute("BEGIN")  # one snapshot for both streams
-        history = conn.execute(
-            f"SELECT {', '.join(COLUMNS)} FROM history ORDER BY target_id, seq"  # noqa: S608
-        )
-        claims = conn.execute(f"SELECT {_CLAIM} FROM claims ORDER BY target_id")  # noqa: S608
-        yield _batched(history), _batched(claims)
-    except sqlite3.Error as exc:
-        raise StoreError(f"reading {str(path)!r} failed: {exc}") from exc
-    finally:
-        conn.close()
+    conn.execute("BEGIN")  # one snapshot for both streams
+    history = conn.execute(
+        f"SELECT {', '.join(COLUMNS)} FROM history ORDER BY target_id, seq"  # noqa: S608
+    )
+    claims = conn.execute(f"SELECT {_CLAIM} FROM claims ORDER BY target_id")  # noqa: S608
+    return _batched(history), _batched(claims)
 
 
 def _batched(cur: Any) -> Iterator[tuple[Any, ...]]:
@@ -86,63 +160,45 @@ def _batched(cur: Any) -> Iterator[tuple[Any, ...]]:
         yield from rows
 
 
-@contextmanager
-def _postgres(url: str) -> Iterator[Streams]:
-    try:
-        import psycopg
-        from psycopg import sql
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise StoreError(
-            "PostgreSQL support needs the 'postgres' extra: pip install 'claimfsm[postgres]'"
-        ) from None
-    from claimfsm.store._postgres import _redacted, split_url
+def _c_order(conn: Any, column: str) -> str:
+    """``column``, ordered as Python compares strings (by code point, as the "C" collation
+    does). The database's index is in its collation: used when that is byte order."""
+    collate = conn.execute(
+        "SELECT datcollate FROM pg_database WHERE datname = current_database()"
+    ).fetchone()
+    c_like = collate is not None and (
+        collate[0] in ("C", "POSIX") or str(collate[0]).startswith("C.")
+    )
+    return column if c_like else f'{column} COLLATE "C"'
 
-    plain, schema, _ = split_url(url)
-    try:
-        conn = psycopg.connect(plain, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {_redacted(plain)}: {exc}") from exc
+
+def _postgres_claims(conn: Any, schema: str) -> Streams:
+    from psycopg import sql
+
     s = sql.Identifier(schema)
-    try:
-        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-        conn.read_only = True
-        found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()
-        if found is None or found[0] is None:
-            raise NotFound(
-                f"no claimfsm schema {schema!r} in that database; name it with ?schema=name"
-            )
-        row = conn.execute(
-            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
-        ).fetchone()
-        version = int(row[0]) if row else 0
-        if version not in READABLE_VERSIONS:
-            raise SchemaVersionError(
-                f"schema {schema!r} has claimfsm schema version {version}; this audit reads "
-                f"versions {list(READABLE_VERSIONS)}"
-            )
-        # Python compares target ids by code point, as the "C" collation orders them. The
-        # history index is in the database's collation: used when that is byte order.
-        collate = conn.execute(
-            "SELECT datcollate FROM pg_database WHERE datname = current_database()"
-        ).fetchone()
-        c_like = collate is not None and (
-            collate[0] in ("C", "POSIX") or str(collate[0]).startswith("C.")
+    found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()
+    if found is None or found[0] is None:
+        raise NotFound(f"no claimfsm schema {schema!r} in that database; name it with ?schema=name")
+    row = conn.execute(
+        sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
+    ).fetchone()
+    version = int(row[0]) if row else 0
+    if version not in READABLE_VERSIONS:
+        raise SchemaVersionError(
+            f"schema {schema!r} has claimfsm schema version {version}; this audit reads "
+            f"versions {list(READABLE_VERSIONS)}"
         )
-        order = sql.SQL("target_id" if c_like else 'target_id COLLATE "C"')
-        history = conn.cursor(name="claimfsm_audit_history")
-        history.itersize = BATCH
-        history.execute(
-            sql.SQL("SELECT {} FROM {}.history ORDER BY {}, seq").format(
-                sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS), s, order
-            )
+    order = sql.SQL(_c_order(conn, "target_id"))
+    history = conn.cursor(name="claimfsm_audit_history")
+    history.itersize = BATCH
+    history.execute(
+        sql.SQL("SELECT {} FROM {}.history ORDER BY {}, seq").format(
+            sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS), s, order
         )
-        claims = conn.cursor(name="claimfsm_audit_claims")
-        claims.itersize = BATCH
-        claims.execute(
-            sql.SQL("SELECT {} FROM {}.claims ORDER BY {}").format(sql.SQL(_CLAIM), s, order)
-        )
-        yield history, claims
-    except psycopg.Error as exc:
-        raise StoreError(f"reading the PostgreSQL history failed: {exc}") from exc
-    finally:
-        conn.close()  # the read-only transaction ends with it
+    )
+    claims = conn.cursor(name="claimfsm_audit_claims")
+    claims.itersize = BATCH
+    claims.execute(
+        sql.SQL("SELECT {} FROM {}.claims ORDER BY {}").format(sql.SQL(_CLAIM), s, order)
+    )
+    return history, claims

@@ -593,17 +593,22 @@ def prune(
     show_default=True,
     help="Print at most this many violations in full (all are counted).",
 )
-def audit(url: str, as_json: bool, show: int) -> None:
+@_STORE_OF
+def audit(url: str, as_json: bool, show: int, declaration: str | None) -> None:
     """Check a store's history after the fact, read-only; exit 1 on any violation.
 
     Every target's history must be a legal path of the declaration and replay to its claim
     row; epochs strictly increase; no stale owner or epoch changed anything; leases were
     used only while live; uncertain was left only with readback evidence. Streams the
-    history from one snapshot, with progress on stderr.
+    history from one snapshot, with progress on stderr. DECLARATION (a path or a built-in
+    name; default: the claim protocol) says whose store: a lifecycle of your own is checked
+    against its declaration (its paths, epochs, the guards history shows, its row and
+    left_only_by invariants, and each row against its history).
     """
     import time
 
     from claimfsm.audit import audit as run_audit
+    from claimfsm.audit import audit_lifecycle
 
     started = time.monotonic()
     shown = {"at": started}
@@ -618,20 +623,27 @@ def audit(url: str, as_json: bool, show: int) -> None:
             )
 
     with _library_errors():
-        result = run_audit(url, progress=progress, keep=show)
+        lifecycle = _lifecycle_of(declaration)
+        if lifecycle is None:
+            result = run_audit(url, progress=progress, keep=show)
+        else:
+            result = audit_lifecycle(lifecycle, url, progress=progress, keep=show)
+    target, targets, rows = (
+        ("target", "targets", "claim rows") if lifecycle is None else ("entity", "entities", "rows")
+    )
     if as_json:
         click.echo(json.dumps(result.as_dict()))
     else:
         click.echo(
-            f"audit: {result.entries:,} history entries, {result.targets:,} targets,"
-            f" {result.claims:,} claim rows in {time.monotonic() - started:.1f} s:"
+            f"audit: {result.entries:,} history entries, {result.targets:,} {targets},"
+            f" {result.claims:,} {rows} in {time.monotonic() - started:.1f} s:"
             + (" no violations" if result.ok else f" {_count(result.total, 'violation')}")
         )
         for kind, n in sorted(result.counts.items()):
             click.echo(f"  {kind}: {n:,}")
         for v in result.violations:
             seqs = ", ".join(map(str, v.seqs)) or "-"
-            click.echo(f"[{v.kind}] target {v.target_id!r}, entries {seqs}: {v.message}")
+            click.echo(f"[{v.kind}] {target} {v.target_id!r}, entries {seqs}: {v.message}")
         if result.total > len(result.violations):
             click.echo(f"({result.total - len(result.violations):,} more not shown; --show N)")
     if not result.ok:

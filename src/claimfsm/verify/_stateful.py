@@ -29,6 +29,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from claimfsm.audit import audit_store
 from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model, world_facts
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.spec import Spec
@@ -118,6 +119,7 @@ def lifecycle_state_machine(
             self.world: EntityWorld = next(iter(model.init_states()))
             self.handles: list[Handle | None] = [None] * resolved["workers"]
             self.program: list[str] = []
+            self.clean = True  # no step has failed (teardown then audits the history)
             LifecycleMachine.last_program = self.program
             LifecycleMachine.programs_run += 1
 
@@ -155,6 +157,7 @@ def lifecycle_state_machine(
             )
 
         def step(self, action: tuple[Any, ...]) -> None:
+            self.clean = False  # until every check of this step has passed
             expected = model.next_state(self.world, action)
             before = len(self.stores[0].history(KEY))
             did, said = self._play(action)
@@ -186,6 +189,7 @@ def lifecycle_state_machine(
                     self.handles[action[1]] = None  # done with it, as the model's client is
                 self.world = expected
             self._compare(before, did, moves)
+            self.clean = True
 
         def _play(self, action: tuple[Any, ...]) -> tuple[str, str]:
             kind = action[0]
@@ -253,6 +257,19 @@ def lifecycle_state_machine(
             elif did == "world":
                 assert grown == 0, self._disagree("history changed with no operation")
             self._invariants(always, self.world)
+
+        def teardown(self) -> None:
+            try:
+                if not self.clean:
+                    return  # a step failed: that failure is the one to report
+                # Whatever the program did, its history passes the after-the-fact audit.
+                found = audit_store(self.stores[0])
+                assert found.ok, self._disagree(
+                    "the audit of the store's history found "
+                    + "; ".join(f"{v.kind}: {v.message}" for v in found.violations[:3])
+                )
+            finally:
+                super().teardown()
 
     LifecycleMachine.__name__ = f"{spec.name.replace('-', '_').title()}Lifecycle"
     return LifecycleMachine
@@ -363,9 +380,12 @@ def verify(
     for what, path in guided:
         run = machine()
         try:
-            for action in path:
-                run.step(action)  # type: ignore[attr-defined]
-                guided_steps += 1
+            try:
+                for action in path:
+                    run.step(action)  # type: ignore[attr-defined]
+                    guided_steps += 1
+            finally:
+                run.teardown()  # which audits the path's history
         except AssertionError as exc:
             program = list(run.program)  # type: ignore[attr-defined]
             first = str(exc).split("\n")[0]
@@ -379,8 +399,6 @@ def verify(
                 f"{first}; the path: {what}",
                 program,
             )
-        finally:
-            run.teardown()
     machine.programs_run = machine.steps_run = 0
     failure, program = random_programs(machine, examples, steps, seed)
     return VerifyResult(

@@ -1,0 +1,254 @@
+"""What a lifecycle's history must be: a legal path of its declaration, entity by entity.
+
+The auditor walks each entity's history in ``seq`` order, keeping only the row that history
+leaves: its state, its epoch, the fingerprint of the token that holds it, and its declared
+columns (known from the entity's first entry on; a ``checkpoint`` records state and epoch
+only, so after one the columns are unknown and not compared). For every entry it asks:
+
+- A ``checkpoint`` (written by pruning) may only open an entity's history
+  (``checkpoint_inside``).
+- A refused operation (``refused`` names the guard) changes nothing: it stays in the state
+  the entity is in (``refusal_changed``).
+- A transition starts where the entity is (``broken_path``) and is declared: some
+  transition of its event leads from its source to its destination (``undeclared``).
+- A taker's event begins the next epoch; every other event keeps the current one
+  (``epoch_order``: a stale caller's operation never changes a row).
+- The guards that history can witness hold for it, evaluated by the predicates the
+  machines run (``spec._predicates``) on the row before the entry and the entry as the
+  caller: ``free`` (the state), ``epoch`` (the epoch the entry names), ``owner`` (the
+  entry's token fingerprint is the holder's; not for an event that draws a fresh token,
+  whose entry shows the new one) and a ``compare`` of a column with a constant while the
+  columns are known. A lease's deadline and a caller's facts are not recorded: ``live``,
+  ``lapsed`` and a ``compare`` with a fact are assumed. An entry is legal if some declared
+  transition with its event, source and destination has every witnessed guard holding;
+  otherwise the first failing guard names the violation (``guard_failed``).
+- The declared invariants that history shows hold after each transition: ``row``
+  (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
+
+At the end of an entity, its row must be what its history leaves (``row_mismatch``); a row
+with no history must be as the declaration begins it, and history needs a row
+(``row_missing``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from claimfsm.machine._entity import CallerView, RowView
+from claimfsm.spec import Spec, compare
+from claimfsm.spec._predicates import build_guards
+from claimfsm.store._core import CHECKPOINT
+from claimfsm.store._tokens import FINGERPRINT_LENGTH
+
+#: The history columns the auditor reads, and the row columns before the declared ones
+#: (the token as its fingerprint, as history shows it).
+HISTORY = "seq, key, epoch, event, source, dest, at, refused, token_fingerprint"
+ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH})"
+SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN = range(9)
+
+Report = Callable[[str, tuple[int, ...], str], None]
+
+#: Guard kinds whose predicate reads only what history records (the state, the epoch the
+#: entry names, the fingerprint of the token it presented), evaluated by the predicates
+#: the machines run; of those, the kinds that read the presented token; and the kinds that
+#: compare a column, witnessed while the columns are known and no fact is read. The lease
+#: deadline and the caller's facts are not recorded.
+WITNESSED = frozenset({"free", "epoch", "owner"})
+TOKEN_READERS = frozenset({"owner"})
+COLUMN_READERS = frozenset({"compare"})
+
+
+@dataclass
+class Entity:
+    """One entity's row as its history so far leaves it."""
+
+    key: str
+    state: str
+    epoch: int = 0
+    holder: str = "-"  # the fingerprint of the token that holds the current epoch
+    columns: dict[str, int] | None = field(default_factory=dict)  # None: not known
+    entries: int = 0
+
+
+class EntityRules:
+    """The rules above for one declaration: :meth:`entry` for each entry of an entity in
+    seq order, then :meth:`finish` with its row."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.guards = build_guards(spec)
+        self.columns = tuple(spec.columns)
+        self.defaults = {c: spec.columns[c].default for c in self.columns}
+        self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
+        self.bumps = {e: d.bumps for e, d in spec.effects.items()}
+        self.fresh = frozenset(e for e, d in spec.effects.items() if "fresh_token" in d.sets)
+        self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
+        for t in spec.transitions:
+            self.by_step.setdefault((t.event, t.source, t.dest), []).append(t.guards)
+        self.rows = [i for i in spec.invariants.values() if i.kind == "row"]
+        self.left = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
+
+    def begin(self, key: str) -> Entity:
+        return Entity(key, self.spec.initial, columns=dict(self.defaults))
+
+    def entry(self, ent: Entity, e: tuple[Any, ...], report: Report) -> None:
+        seq = (e[SEQ],)
+        ent.entries += 1
+        if e[EVENT] == CHECKPOINT and e[REFUSED] is None:
+            if ent.entries > 1:
+                report("checkpoint_inside", seq, "a checkpoint after the first entry")
+            ent.state, ent.epoch, ent.holder, ent.columns = e[DEST], e[EPOCH], e[TOKEN], None
+            return
+        if e[REFUSED] is not None:
+            if not e[SOURCE] == e[DEST] == ent.state:
+                report(
+                    "refusal_changed",
+                    seq,
+                    f"{e[EVENT]} refused ({e[REFUSED]}) but recorded {e[SOURCE]} -> {e[DEST]}"
+                    f" where the entity was {ent.state}",
+                )
+            return
+        event, source, dest = e[EVENT], e[SOURCE], e[DEST]
+        if source != ent.state:
+            report("broken_path", seq, f"{event} from {source}, but the entity was {ent.state}")
+        candidates = self.by_step.get((event, source, dest))
+        if candidates is None:
+            report("undeclared", seq, f"{event} {source} -> {dest} is not declared")
+        expected = ent.epoch + 1 if event in self.takers else ent.epoch
+        if e[EPOCH] != expected:
+            report(
+                "epoch_order",
+                seq,
+                f"{event} at epoch {e[EPOCH]} where epoch {ent.epoch} was current"
+                + (" (a taker begins the next one)" if event in self.takers else ""),
+            )
+        if candidates is not None and source == ent.state:
+            failing = self._failing(ent, e, candidates)
+            if failing is not None:
+                g = self.spec.guards[failing]
+                report("guard_failed", seq, f"{event}: {failing} did not hold ({g.meaning})")
+        for inv in self.left:
+            if source in inv.states and dest not in inv.states and event not in inv.events:
+                report(
+                    "invariant_left_only_by",
+                    seq,
+                    f"{inv.name}: left {source} by {event} ({inv.meaning})",
+                )
+        ent.state, ent.epoch = dest, e[EPOCH]
+        if event in self.takers or event in self.fresh:
+            ent.holder = e[TOKEN]
+        if ent.columns is not None:
+            for c in self.bumps.get(event, ()):
+                ent.columns[c] += 1
+            for inv in self.rows:
+                in_scope = dest in inv.states if inv.states else dest != self.spec.initial
+                value = ent.columns.get(inv.column or "")
+                if in_scope and not compare(inv.op or "=", value, inv.value):
+                    report(
+                        "invariant_row",
+                        seq,
+                        f"{inv.name}: {inv.column} is {value} in {dest} ({inv.meaning})",
+                    )
+
+    def _failing(
+        self, ent: Entity, e: tuple[Any, ...], candidates: list[tuple[str, ...]]
+    ) -> str | None:
+        """None if some candidate's witnessed guards all hold; else the first that fails."""
+        row = RowView(
+            ent.state, ent.epoch, ent.holder, None, ent.columns if ent.columns is not None else {}
+        )
+        caller = CallerView(e[EPOCH], e[TOKEN], {}, e[AT])
+        first: str | None = None
+        for guards in candidates:
+            bad = [
+                g for g in guards if self._witnessed(g, e, ent) and not self.guards[g](row, caller)
+            ]
+            if not bad:
+                return None
+            first = first or bad[0]
+        return first
+
+    def _witnessed(self, guard: str, e: tuple[Any, ...], ent: Entity) -> bool:
+        """Whether history shows what ``guard`` reads, for entry ``e`` (WITNESSED)."""
+        g = self.spec.guards[guard]
+        if g.kind in TOKEN_READERS and e[EVENT] in self.fresh:
+            return False  # the entry shows the fresh token, not the one presented
+        if g.kind in WITNESSED:
+            return True
+        return g.kind in COLUMN_READERS and g.fact is None and ent.columns is not None
+
+    def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
+        """``row``: (state, epoch, token fingerprint or None, *declared columns), or None:
+        no row."""
+        if row is None:
+            if ent is not None:
+                report("row_missing", (), f"history of {ent.key!r} but no row")
+            return
+        state, epoch, token, *values = row
+        found = {
+            "state": state,
+            "epoch": epoch,
+            "token": token or "-",
+            **dict(zip(self.columns, values, strict=True)),
+        }
+        base = ent or self.begin("")
+        replayed = {"state": base.state, "epoch": base.epoch, "token": base.holder}
+        if base.columns is not None:
+            replayed.update(base.columns)
+        differ = [
+            f"{k} {found[k]!r} (history: {v!r})" for k, v in replayed.items() if found[k] != v
+        ]
+        if differ:
+            report(
+                "row_mismatch",
+                (),
+                "the row is not what its history leaves: " + ", ".join(differ),
+            )
+
+
+def audit_entities(
+    rules: EntityRules,
+    history: Iterable[tuple[Any, ...]],
+    rows: Iterable[tuple[Any, ...]],
+    report: Callable[[str, str, tuple[int, ...], str], None],
+) -> tuple[int, int, int]:
+    """Both streams in key order, merged: (entries, entities with history, rows)."""
+    entries = keys = seen_rows = 0
+    row_iter = iter(rows)
+    row = next(row_iter, None)
+
+    def close(ent: Entity | None, key: str) -> None:
+        nonlocal row, seen_rows
+        while row is not None and row[0] < key:  # rows without history
+            seen_rows += 1
+            rules.finish(None, tuple(row[1:]), _for(report, row[0]))
+            row = next(row_iter, None)
+        if row is not None and row[0] == key:
+            seen_rows += 1
+            rules.finish(ent, tuple(row[1:]), _for(report, key))
+            row = next(row_iter, None)
+        elif ent is not None:
+            rules.finish(ent, None, _for(report, key))
+
+    ent: Entity | None = None
+    for e in history:
+        if ent is None or e[KEY] != ent.key:
+            if ent is not None:
+                close(ent, ent.key)
+            ent = rules.begin(e[KEY])
+            keys += 1
+        rules.entry(ent, e, _for(report, ent.key))
+        entries += 1
+    if ent is not None:
+        close(ent, ent.key)
+    while row is not None:
+        seen_rows += 1
+        rules.finish(None, tuple(row[1:]), _for(report, row[0]))
+        row = next(row_iter, None)
+    return entries, keys, seen_rows
+
+
+def _for(report: Callable[[str, str, tuple[int, ...], str], None], key: str) -> Report:
+    return lambda kind, seqs, message: report(kind, key, seqs, message)

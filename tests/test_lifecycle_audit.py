@@ -1,0 +1,219 @@
+"""`claimfsm audit DECLARATION --db URL`: a lifecycle's history checked after the fact against
+its declaration, read-only, on SQLite and PostgreSQL. A store run through the library audits
+clean; each kind of damage (written past the store, as a bug or a hand edit would) is found
+and named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.audit import audit_lifecycle
+from claimfsm.cli import main
+from claimfsm.errors import NotFound, StaleClaim
+from claimfsm.spec import declarations_dir, load_spec
+from claimfsm.store import EntityStore, open_entity_store
+from claimfsm.store._tokens import fingerprint, token_hash
+from claimfsm.verify import ManualClock, verify
+
+JOB = load_spec(declarations_dir() / "job.toml")
+
+
+def _a_busy_store(url: str, clock: ManualClock) -> EntityStore:
+    """Jobs leased, run, failed, retried, taken over by a stale-refused worker, lapsed by
+    the sweep, dead-lettered, requeued on evidence."""
+    store = open_entity_store(JOB, url, clock=clock)
+    first = store.act(store.take("a", "lease", owner="w1", lease_seconds=10), "start")
+    store.act(first, "fail")
+    second = store.take("a", "lease", owner="w2", lease_seconds=10)
+    with pytest.raises(StaleClaim):
+        store.act(first, "start")
+    store.act(store.act(second, "start"), "succeed")
+    for _ in range(3):
+        store.take("spent", "lease", owner="w", lease_seconds=10)
+        clock.advance(11)
+        store.sweep()
+    store.act(store.take("orphan", "lease", owner="w", lease_seconds=10), "start")
+    clock.advance(11)
+    store.sweep()
+    store.operate("orphan", "requeue", facts={"running": False})
+    clock.advance(100)
+    store.take("orphan", "lease", owner="w3", lease_seconds=10)
+    return store
+
+
+def test_a_store_run_through_the_library_audits_clean(url: str) -> None:
+    store = _a_busy_store(url, ManualClock())
+    states = {r.key: r.state for r in store.rows()}
+    assert states == {"a": "succeeded", "spent": "dead", "orphan": "leased"}
+    report = audit_lifecycle(JOB, url)
+    assert report.ok, report.violations
+    assert (report.entries, report.targets, report.claims) == (len(store.history()), 3, 3)
+    assert report.entries == 19  # a: 7 (a stale refusal among them), spent: 7, orphan: 5
+    # pruned: each history now opens with a checkpoint, and still audits clean
+    assert store.prune_history(105).checkpoints == 3
+    assert [e.event for e in store.history("orphan")] == ["checkpoint", "lapse", "requeue", "lease"]
+    store.close()
+    report = audit_lifecycle(JOB, url)
+    assert report.ok, report.violations
+    assert (report.entries, report.targets, report.claims) == (6, 3, 3)
+
+
+def _forge(
+    store: EntityStore, key: str, epoch: int, event: str, source: str, dest: str, **kw: Any
+) -> None:
+    """A history entry written past the store (history takes inserts; its triggers refuse
+    only updates and deletes)."""
+    m = store._driver.marker
+    entry = (
+        key,
+        epoch,
+        event,
+        source,
+        dest,
+        kw.get("at", 2e6),
+        kw.get("refused"),
+        kw.get("fp", "-"),
+    )
+    store._driver.rerun(
+        lambda tx: tx.run(
+            f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
+            f" token_fingerprint) VALUES ({', '.join([m] * 8)})",
+            entry,
+        )
+    )
+
+
+def _set_row(store: EntityStore, key: str, **values: Any) -> None:
+    m = store._driver.marker
+    sets = ", ".join(f"{c} = {m}" for c in values)
+    store._driver.rerun(
+        lambda tx: tx.run(
+            f"UPDATE {store.table} SET {sets} WHERE key = {m}",  # noqa: S608
+            (*values.values(), key),
+        )
+    )
+
+
+def _kinds(url: str) -> dict[str, list[str]]:
+    report = audit_lifecycle(JOB, url)
+    found: dict[str, list[str]] = {}
+    for v in report.violations:
+        found.setdefault(v.kind, []).append(v.target_id)
+    assert sum(len(k) for k in found.values()) == report.total
+    return found
+
+
+def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
+    clock = ManualClock()
+    store = _a_busy_store(url, clock)
+    store.prune_history(105)  # damage after a checkpoint is found too
+    holder = store.history("orphan")[-1].token_fingerprint
+    # A stale epoch's start: orphan's epoch 2 is current, and epoch 1's handle wrote.
+    _forge(store, "orphan", 1, "start", "leased", "running", fp=holder)
+    assert _kinds(url) == {
+        "epoch_order": ["orphan"],
+        "guard_failed": ["orphan"],  # owner_matches: epoch 1 does not hold epoch 2
+        "row_mismatch": ["orphan"],  # the row never moved
+    }
+
+    # A start by a token that does not hold the lease, at the right epoch.
+    store.take("b", "lease", owner="w", lease_seconds=10)
+    forged = fingerprint(token_hash("not the holder's token"))
+    _forge(store, "b", 1, "start", "leased", "running", fp=forged)
+    _set_row(store, "b", state="running")
+    assert _kinds(url)["guard_failed"] == ["b", "orphan"]
+
+    # An undeclared step, a refusal that moved, a checkpoint inside history, and a step
+    # out of a terminal state.
+    _forge(store, "c", 0, "succeed", "queued", "succeeded")
+    _forge(store, "d", 0, "start", "queued", "leased", refused="owner_matches")
+    a_holder = store.history("a")[-1].token_fingerprint
+    _forge(store, "a", 2, "checkpoint", "succeeded", "succeeded", fp=a_holder)
+    _forge(store, "spent", 4, "lease", "dead", "leased")
+    kinds = _kinds(url)
+    assert kinds["undeclared"] == ["c", "spent"]
+    assert kinds["refusal_changed"] == ["d"]
+    assert kinds["checkpoint_inside"] == ["a"]
+    assert kinds["row_missing"] == ["c", "d"]  # history, but no row
+    assert kinds["row_mismatch"] == ["orphan", "spent"]  # spent: history leaves it leased
+
+    # A row edited by hand: its counter no longer what history counts.
+    _set_row(store, "b", attempts=9)
+    assert _kinds(url)["row_mismatch"] == ["b", "orphan", "spent"]
+    store.close()
+
+
+def test_declared_row_invariants_are_checked_on_history(tmp_path: Path) -> None:
+    """With the attempts guard dropped (a wrong variant's store), history shows a fourth
+    lease: attempts_bounded is broken, and the audit of the correct declaration says so."""
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    loose = tmp_path / "loose.toml"
+    loose.write_text(
+        f'base = "{declarations_dir() / "job.toml"}"\nname = "job"\n'
+        'description = "no bound on attempts"\n\n'
+        '[[drop_guard]]\nevent = "lease"\nguard = "attempts_left"\n'
+    )
+    clock = ManualClock()
+    store = open_entity_store(load_spec(loose), url, clock=clock)
+    for _ in range(4):
+        store.take("j", "lease", owner="w", lease_seconds=10)
+        clock.advance(11)
+        store.operate("j", "lapse")
+    store.close()
+    report = audit_lifecycle(JOB, url)
+    kinds = {v.kind for v in report.violations}
+    assert kinds == {"guard_failed", "invariant_row"}, report.violations
+    assert any("attempts_bounded" in v.message for v in report.violations)
+    # by its own declaration the fourth lease is legal, and still breaks the invariant
+    loose_report = audit_lifecycle(load_spec(loose), url)
+    assert {v.kind for v in loose_report.violations} == {"invariant_row"}
+
+
+def test_the_audit_command_on_a_lifecycle(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    store = _a_busy_store(url, ManualClock())
+    store.prune_history(105)
+    run = CliRunner().invoke
+    out = run(main, ["audit", "job", "--db", url])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("audit: ") and "3 entities, 3 rows" in out.output
+    assert "no violations" in out.output
+    _set_row(store, "a", epoch=7)
+    store.close()
+    out = run(main, ["audit", "job", "--db", url, "--json"])
+    assert out.exit_code == 1
+    found = json.loads(out.output)
+    assert found["violations_by_kind"] == {"row_mismatch": 1}
+    assert found["violations"][0]["target_id"] == "a"
+    out = run(main, ["audit", "job", "--db", f"sqlite:///{tmp_path / 'none.sqlite'}"])
+    assert out.exit_code == 1 and "NotFound" in out.output
+    empty = tmp_path / "other.sqlite"
+    open_entity_store(JOB, f"sqlite:///{empty}", prefix="mine").close()
+    with pytest.raises(NotFound, match="no table lc_job"):
+        audit_lifecycle(JOB, f"sqlite:///{empty}")
+
+
+def test_verify_audits_each_programs_history(tmp_path: Path) -> None:
+    """A store that records the wrong epoch in history, and otherwise behaves: every row,
+    refusal and history count agrees with the model step by step, so only the audit at the
+    end of a program can see it; `claimfsm verify` fails there, with the program."""
+    url = f"sqlite:///{tmp_path / 'v.sqlite'}"
+
+    def misrecording(clock: ManualClock) -> EntityStore:
+        store = open_entity_store(JOB, url, clock=clock, prefix="verify")
+        store._sql["append"] = store._sql["append"].replace("VALUES (?, ?,", "VALUES (?, ? + 1,")
+        return store
+
+    result = verify(JOB, misrecording, examples=5, guided_first=False)
+    assert not result.ok
+    assert "the audit of the store's history found epoch_order" in result.failure
+    assert result.program  # the program that left it, in words
+    honest = verify(
+        JOB, lambda c: open_entity_store(JOB, url, clock=c, prefix="verify"), examples=5
+    )
+    assert honest.ok, honest.failure
