@@ -209,11 +209,8 @@ def test_verify_audits_each_programs_history(tmp_path: Path) -> None:
         store._sql["append"] = store._sql["append"].replace("VALUES (?, ?,", "VALUES (?, ? + 1,")
         return store
 
-    result = verify(JOB, misrecording, examples=5, guided_first=False)
+    result = verify(JOB, misrecording, examples=1)  # the first guided path fails
     assert not result.ok
     assert "the audit of the store's history found epoch_order" in result.failure
     assert result.program  # the program that left it, in words
-    honest = verify(
-        JOB, lambda c: open_entity_store(JOB, url, clock=c, prefix="verify"), examples=5
-    )
-    assert honest.ok, honest.failure
+    # (every other verify test runs the same audit on an honest store, and passes)

@@ -314,16 +314,23 @@ class Postgres(Driver):
 
     def append_only(self, history: str, permit: str, name: str) -> list[str]:
         function = self.qualify(f"{name}_append_only")
+        trigger = f"{name}_no_change"
         return [
-            # stores opening at once: one at a time replaces the function and the trigger
-            f"SELECT pg_advisory_xact_lock(hashtext('{self.schema}.{name}'))",
             f"CREATE TABLE IF NOT EXISTS {permit} (upto BIGINT NOT NULL)",
-            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS"  # noqa: S608
-            f" $$ BEGIN IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM {permit}"
-            f" WHERE OLD.seq <= upto) THEN RETURN OLD; END IF; RAISE EXCEPTION"
-            " 'history is append-only (prune_history removes old entries)'; END $$",
-            f"CREATE OR REPLACE TRIGGER {name}_no_change BEFORE UPDATE OR DELETE ON {history}"
-            f" FOR EACH ROW EXECUTE FUNCTION {function}()",
+            # Made once: a store that opens on an existing schema only looks the trigger up
+            # (CREATE TRIGGER locks the table against writers, and rewrites the catalog).
+            "DO $do$ BEGIN"  # noqa: S608
+            f" IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{trigger}'"
+            f" AND tgrelid = '{history}'::regclass) THEN"
+            # stores opening at once: one at a time makes it
+            f" PERFORM pg_advisory_xact_lock(hashtext('{self.schema}.{name}'));"
+            f" CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS"
+            f" $fn$ BEGIN IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM {permit}"
+            " WHERE OLD.seq <= upto) THEN RETURN OLD; END IF; RAISE EXCEPTION"
+            " 'history is append-only (prune_history removes old entries)'; END $fn$;"
+            f" CREATE OR REPLACE TRIGGER {trigger} BEFORE UPDATE OR DELETE ON {history}"
+            f" FOR EACH ROW EXECUTE FUNCTION {function}();"
+            " END IF; END $do$",
         ]
 
     def drop_function(self, name: str) -> list[str]:
