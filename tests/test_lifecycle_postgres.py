@@ -155,7 +155,8 @@ def test_a_rolled_back_transaction_is_run_again(
 def test_a_connection_the_server_dropped_is_opened_again(pg_url: str) -> None:
     store = open_entity_store(JOB, pg_url, clock=ManualClock())
     handle = store.take("j", "lease", owner="w")
-    pid = store._driver._c.info.backend_pid  # type: ignore[attr-defined]
+    with store._driver._pool.connection() as conn:  # type: ignore[attr-defined]
+        pid = conn.info.backend_pid  # the pool's one connection: one thread asks
     with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     handle = store.act(handle, "start")  # the first attempt meets the dead connection
@@ -201,7 +202,8 @@ def test_a_lifecycle_runs_through_pgbouncer_without_prepared_statements(
     clock = ManualClock()
     store = open_entity_store(JOB, found + "&prepared_statements=off", clock=clock)
     try:
-        assert store._driver._c.prepare_threshold is None  # type: ignore[attr-defined]
+        with store._driver._pool.connection() as conn:  # type: ignore[attr-defined]
+            assert conn.prepare_threshold is None
         for _ in range(3):  # three runs: every statement used more than five times
             store.reset()
             assert len(_a_job_run(store, clock)) == 10

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -269,4 +270,45 @@ def test_history_is_append_only_but_to_pruning_and_reset(url: str) -> None:
         store._driver.rerun(lambda tx: tx.run(f"DELETE FROM {h}", ()))  # noqa: S608
     store.reset()
     assert store.history() == [] and store.rows() == []
+    store.close()
+
+
+def test_threads_share_one_store(url: str) -> None:
+    """Six threads on one store (one SQLite connection taken in turn; a pool of PostgreSQL
+    connections): every job runs to the end, one thread wins a contended job, history
+    audits clean. With the threads' transactions interleaved on one connection, BEGIN
+    meets a transaction in progress and this fails."""
+    from claimfsm.audit import audit_store
+    from claimfsm.errors import IllegalTransition
+
+    store = open_entity_store(JOB, url, pool_size=3)
+    won: list[int] = []
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            for j in range(5):
+                handle = store.take(f"job-{n}-{j}", "lease", owner=f"t{n}")
+                store.act(store.act(handle, "start"), "succeed")
+            try:
+                store.take("contended", "lease", owner=f"t{n}")
+                won.append(n)
+            except IllegalTransition:  # leased already: lease is not declared from there
+                pass
+        except BaseException as exc:  # reported below, with the thread's name
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(won) == 1
+    rows = {r.key: r.state for r in store.rows()}
+    assert sum(1 for s in rows.values() if s == "succeeded") == 30
+    assert rows["contended"] == "leased"
+    assert len(store.history()) == 91
+    found = audit_store(store)
+    assert found.ok, found.violations
     store.close()

@@ -343,8 +343,9 @@ class _Call:
 class EntityStore:
     """The entities of one declared lifecycle in a database (see the module's docstring).
 
-    Open it with :func:`open_entity_store`. Methods are safe to call from one thread;
-    give each worker its own store (its own connection), as with the claim store.
+    Open it with :func:`open_entity_store`. Methods are safe to call from several
+    threads: on PostgreSQL each transaction takes a connection of the store's pool, on
+    SQLite the store's one connection runs one transaction at a time.
     """
 
     def __init__(
@@ -845,13 +846,18 @@ def open_entity_store(
     clock: Clock | None = None,
     prefix: str = "lc",
     create: bool = True,
+    pool_size: int = 4,
 ) -> EntityStore:
     """A store of ``spec``'s entities at ``url``: ``sqlite:///path.db``, ``sqlite://:memory:``
     or ``postgresql://user@host/db?schema=name``. Tables ``{prefix}_{name}`` and
     ``{prefix}_{name}_history`` are created if missing. ``clock``: the store's time in
     seconds (default: ``time.time`` on SQLite, the server's clock on PostgreSQL).
     ``create=False`` opens only a store that exists (to read one, say): a missing SQLite
-    file or missing tables are ``NotFound``, and nothing is created."""
+    file or missing tables are ``NotFound``, and nothing is created. Threads may share the
+    store: on PostgreSQL each transaction takes a connection from its pool (at most
+    ``pool_size``); on SQLite its one connection runs one transaction at a time."""
+    if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= 100:
+        raise InvalidArgument(f"pool_size must be an int from 1 to 100, not {pool_size!r}")
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if not _WORD.fullmatch(prefix):
@@ -864,7 +870,7 @@ def open_entity_store(
             check.database_file(Path(url[len("sqlite:///") :]))
         driver = SQLite(url[len("sqlite:///") :])
     elif url.startswith(("postgresql://", "postgres://")):
-        driver = Postgres(url, create=create)
+        driver = Postgres(url, create=create, pool_size=pool_size)
     else:
         raise InvalidArgument(
             f"unsupported store url {url[:100]!r}; use sqlite:///path.db or"

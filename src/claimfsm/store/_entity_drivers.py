@@ -5,8 +5,10 @@ a statement and wait for it; ``defer`` queues a write whose result nothing reads
 history row), sent with the commit.
 
 - **SQLite**: ``BEGIN IMMEDIATE`` (the write lock from the first statement), each statement
-  in process; ``defer`` runs at once.
-- **PostgreSQL**: an autocommit connection that says ``BEGIN`` itself, pipelined with the
+  in process; ``defer`` runs at once. The one connection runs one transaction at a time,
+  whichever thread asks.
+- **PostgreSQL**: each transaction takes an autocommit connection from the store's pool
+  (psycopg_pool; threads share a store), which says ``BEGIN`` itself, pipelined with the
   transaction's first statement, and the deferred writes pipelined with ``COMMIT``; a
   transaction whose first statement decides it (the guarded write of an existing entity)
   is two round trips. Deadlocks, serialization failures and a connection lost before
@@ -19,9 +21,9 @@ history row), sent with the commit.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -159,6 +161,8 @@ class Driver:
 
 class SQLite(Driver):
     def __init__(self, path: str, busy_seconds: float = 10.0) -> None:
+        #: the one connection runs one transaction at a time, whichever thread asks
+        self._lock = threading.RLock()
         try:
             self._c = sqlite3.connect(
                 path, isolation_level=None, timeout=busy_seconds, check_same_thread=False
@@ -169,6 +173,10 @@ class SQLite(Driver):
 
     @contextmanager
     def transaction(self, durable: bool = False) -> Iterator[Tx]:
+        with self._lock:
+            yield from self._transaction(durable)
+
+    def _transaction(self, durable: bool) -> Iterator[Tx]:
         c = self._c
         try:
             c.execute("PRAGMA synchronous = " + ("FULL" if durable else "NORMAL"))
@@ -189,7 +197,8 @@ class SQLite(Driver):
             raise StoreError(f"SQLite: the commit failed, nothing was written: {exc}") from None
 
     def close(self) -> None:
-        self._c.close()
+        with self._lock:
+            self._c.close()
 
 
 class _PgTx(Tx):
@@ -243,27 +252,50 @@ class Postgres(Driver):
     lock_clause = " FOR UPDATE"
     one_statement = True
 
-    def __init__(self, url: str, create: bool = True) -> None:
+    def __init__(self, url: str, create: bool = True, pool_size: int = 4) -> None:
+        import psycopg
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
         from claimfsm.store._postgres import _redacted, split_url
 
         self._url = _redacted(url)
         self._libpq, self.schema, self._prepared = split_url(url)
-        self._c: Any = None
-        self._connect()
-        if create:
-            self.run_all([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
-
-    def _connect(self) -> None:
-        import psycopg
-
-        try:
-            self._c = psycopg.connect(self._libpq, autocommit=True, connect_timeout=10)
+        try:  # once, to say at once what is wrong (the pool would retry until its timeout)
+            psycopg.connect(self._libpq, connect_timeout=10).close()
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to {self._url}: {str(exc).strip().splitlines()[0]}"
             ) from None
-        if not self._prepared:  # a transaction pooler may run each on another connection
-            self._c.prepare_threshold = None
+        # Each transaction takes a connection of its own: threads share one store. With
+        # prepared_statements=off nothing is prepared on the server (a transaction pooler
+        # may run each transaction on another server connection; psycopg prepares a
+        # statement on its fifth use).
+        self._pool = ConnectionPool(
+            self._libpq,
+            open=False,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": 10,
+                "prepare_threshold": 5 if self._prepared else None,
+            },
+            name=f"claimfsm-lc-{self.schema}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=15)
+        except PoolTimeout:
+            self._pool.close()
+            raise StoreError(
+                f"cannot connect to {self._url} within 15 s; is the server running and the"
+                " URL right?"
+            ) from None
+        if create:
+            try:
+                self.run_all([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
+            except BaseException:
+                self._pool.close()
+                raise
 
     def qualify(self, table: str) -> str:
         return f'"{self.schema}".{table}'
@@ -273,40 +305,32 @@ class Postgres(Driver):
         import psycopg
         from psycopg import errors as pg_errors
 
-        if self._c is None or self._c.closed:
-            self._connect()
-        tx = _PgTx(self._c)
-        committing = False
-        try:
-            yield tx
-            committing = True
-            tx.commit()
-        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
-            self._rollback()
-            raise Retry() from exc
-        except psycopg.OperationalError as exc:
-            self._rollback()
-            self._c.close()  # broken or not, the next transaction opens a fresh one
-            if committing:
-                raise LostCommit() from exc
-            raise Retry() from exc  # rolled back by the server: safe to run again
-        except psycopg.Error as exc:
-            self._rollback()
-            raise StoreError(
-                f"PostgreSQL: {str(exc).strip().splitlines()[0]}; nothing was written"
-            ) from None
-        except BaseException:
-            self._rollback()
-            raise
+        from claimfsm.store._postgres import _rollback  # the claim store's, the same rule
 
-    def _rollback(self) -> None:
-        import psycopg
-        from psycopg.pq import TransactionStatus
-
-        status = self._c.info.transaction_status
-        if not self._c.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-            with contextlib.suppress(psycopg.Error):  # broken: the next transaction reconnects
-                self._c.execute("ROLLBACK")
+        with self._pool.connection() as conn:
+            tx = _PgTx(conn)
+            committing = False
+            try:
+                yield tx
+                committing = True
+                tx.commit()
+            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+                _rollback(conn)
+                raise Retry() from exc
+            except psycopg.OperationalError as exc:
+                _rollback(conn)
+                conn.close()  # broken or not: the pool drops it, and opens a fresh one
+                if committing:
+                    raise LostCommit() from exc
+                raise Retry() from exc  # rolled back by the server: safe to run again
+            except psycopg.Error as exc:
+                _rollback(conn)
+                raise StoreError(
+                    f"PostgreSQL: {str(exc).strip().splitlines()[0]}; nothing was written"
+                ) from None
+            except BaseException:
+                _rollback(conn)
+                raise
 
     def server_now(self, tx: Tx) -> float:
         found = tx.one(f"SELECT {SERVER_NOW}", ())
@@ -349,5 +373,4 @@ class Postgres(Driver):
             ) from exc
 
     def close(self) -> None:
-        if self._c is not None:
-            self._c.close()
+        self._pool.close()
