@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # `claimfsm check` (run on every change) starts without them: a third of its time at K=3.
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 @contextmanager
@@ -366,6 +367,20 @@ def _lifecycle_of(declaration: str | None) -> Any:
     return None if runs_on_the_claim_model(spec) else spec
 
 
+def _on_store(declaration: str | None, url: str, call: Callable[[Any, Any], R]) -> tuple[Any, R]:
+    """(the lifecycle DECLARATION names, or None for the claim protocol; ``call(store,
+    lifecycle)`` on the store it says, opened only if it exists, and closed after)."""
+    from claimfsm.cli._entities import open_existing
+    from claimfsm.store import open_store
+
+    lifecycle = _lifecycle_of(declaration)
+    store = open_store(url, create=False) if lifecycle is None else open_existing(lifecycle, url)
+    try:
+        return lifecycle, call(store, lifecycle)
+    finally:
+        store.close()
+
+
 @main.command()
 @_STORE_OF
 @click.option("--db", "url", required=True, help="Store URL, e.g. sqlite:///demo.sqlite")
@@ -379,24 +394,12 @@ def history(declaration: str | None, url: str, target: str | None, as_json: bool
     a lifecycle of your own is read from its tables, lc_NAME_history.
     """
     with _library_errors():
-        lifecycle = _lifecycle_of(declaration)
-        if lifecycle is not None:
-            from claimfsm.cli._entities import open_existing, print_history
+        lifecycle, entries = _on_store(declaration, url, lambda store, _: store.history(target))
+    if lifecycle is not None:
+        from claimfsm.cli._entities import print_history
 
-            kept = open_existing(lifecycle, url)
-            try:
-                found = kept.history(target)
-            finally:
-                kept.close()
-            print_history(lifecycle, url, found, as_json, _listing)
-            return
-        from claimfsm.store import open_store
-
-        store = open_store(url, create=False)
-        try:
-            entries = store.history(target)
-        finally:
-            store.close()
+        print_history(lifecycle, url, entries, as_json, _listing)
+        return
     if as_json:
         for e in entries:
             click.echo(json.dumps(dataclasses.asdict(e)))
@@ -445,24 +448,18 @@ def claims(declaration: str | None, url: str, as_json: bool) -> None:
     lease, declared columns).
     """
     with _library_errors():
-        lifecycle = _lifecycle_of(declaration)
-        if lifecycle is not None:
-            from claimfsm.cli._entities import open_existing, print_rows
+        lifecycle, (rows, now) = _on_store(
+            declaration,
+            url,
+            lambda store, lifecycle: (
+                (store.claims(), 0.0) if lifecycle is None else (store.rows(), store.now())
+            ),
+        )
+    if lifecycle is not None:
+        from claimfsm.cli._entities import print_rows
 
-            kept = open_existing(lifecycle, url)
-            try:
-                entities, now = kept.rows(), kept.now()
-            finally:
-                kept.close()
-            print_rows(lifecycle, url, entities, now, as_json, _listing)
-            return
-        from claimfsm.store import open_store
-
-        store = open_store(url, create=False)
-        try:
-            rows = store.claims()
-        finally:
-            store.close()
+        print_rows(lifecycle, url, rows, now, as_json, _listing)
+        return
     if as_json:
         for c in rows:
             click.echo(json.dumps(dataclasses.asdict(c)))
@@ -500,24 +497,12 @@ def sweep(declaration: str | None, url: str, as_json: bool) -> None:
     Run it from cron or a timer; it is safe beside running workers.
     """
     with _library_errors():
-        lifecycle = _lifecycle_of(declaration)
-        if lifecycle is not None:
-            from claimfsm.cli._entities import open_existing, print_swept
+        lifecycle, done = _on_store(declaration, url, lambda store, _: store.sweep())
+    if lifecycle is not None:
+        from claimfsm.cli._entities import print_swept
 
-            kept = open_existing(lifecycle, url)
-            try:
-                swept = kept.sweep()
-            finally:
-                kept.close()
-            print_swept(lifecycle, url, swept, as_json)
-            return
-        from claimfsm.store import open_store
-
-        store = open_store(url, create=False)
-        try:
-            done = store.sweep()
-        finally:
-            store.close()
+        print_swept(lifecycle, url, done, as_json)
+        return
     if as_json:
         click.echo(json.dumps({"design": "claim", "swept": [dataclasses.asdict(t) for t in done]}))
         return
@@ -555,20 +540,15 @@ def prune(
     a lifecycle's checkpoint records its entity's state and epoch.
     """
     with _library_errors():
-        from claimfsm.cli._entities import open_existing
-        from claimfsm.store import open_store
-
-        lifecycle = _lifecycle_of(declaration)
-        store = (
-            open_store(url, create=False) if lifecycle is None else open_existing(lifecycle, url)
+        _, result = _on_store(
+            declaration,
+            url,
+            lambda store, _: (
+                store.prune_history(older_than)
+                if archive is None
+                else _prune_to(store, older_than, archive)
+            ),
         )
-        try:
-            if archive is None:
-                result = store.prune_history(older_than)
-            else:
-                result = _prune_to(store, older_than, archive)
-        finally:
-            store.close()
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(result)))
         return
