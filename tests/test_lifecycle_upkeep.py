@@ -196,6 +196,14 @@ def test_opening_to_read_creates_nothing(tmp_path: Path) -> None:
     with sqlite3.connect(other) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "lc_job" not in tables
+    # a database of someone else's: not even its journal mode is changed
+    theirs = tmp_path / "theirs.sqlite"
+    with sqlite3.connect(theirs) as c:
+        c.execute("CREATE TABLE t (x)")
+    with pytest.raises(NotFound, match="table lc_job does not exist"):
+        open_entity_store(JOB, f"sqlite:///{theirs}", create=False)
+    with sqlite3.connect(theirs) as c:
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
 
 
 def test_a_declared_event_named_checkpoint_is_refused(tmp_path: Path) -> None:

@@ -868,7 +868,7 @@ def open_entity_store(
     elif url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         if not create:
             check.database_file(Path(url[len("sqlite:///") :]))
-        driver = SQLite(url[len("sqlite:///") :])
+        driver = SQLite(url[len("sqlite:///") :], create=create)
     elif url.startswith(("postgresql://", "postgres://")):
         driver = Postgres(url, create=create, pool_size=pool_size)
     else:

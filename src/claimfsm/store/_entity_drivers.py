@@ -160,14 +160,15 @@ class Driver:
 
 
 class SQLite(Driver):
-    def __init__(self, path: str, busy_seconds: float = 10.0) -> None:
+    def __init__(self, path: str, busy_seconds: float = 10.0, create: bool = True) -> None:
         #: the one connection runs one transaction at a time, whichever thread asks
         self._lock = threading.RLock()
         try:
             self._c = sqlite3.connect(
                 path, isolation_level=None, timeout=busy_seconds, check_same_thread=False
             )
-            self._c.execute("PRAGMA journal_mode = WAL")
+            if create:  # a store opened only to read or keep one leaves its file's mode
+                self._c.execute("PRAGMA journal_mode = WAL")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the SQLite database {path!r}: {exc}") from None
 
