@@ -214,3 +214,43 @@ def test_verify_audits_each_programs_history(tmp_path: Path) -> None:
     assert "the audit of the store's history found epoch_order" in result.failure
     assert result.program  # the program that left it, in words
     # (every other verify test runs the same audit on an honest store, and passes)
+
+
+def test_a_row_invariant_means_in_the_audit_what_it_means_to_the_checker(tmp_path: Path) -> None:
+    """With no `states`, a row invariant holds in every state (the initial one too), and
+    `epoch` is the entity's epoch: as the checker reads it. A job leased twice breaks
+    `one_epoch` (epoch <= 1) at its second lease, in the checker and in the audit alike,
+    also after a checkpoint (the epoch is still known)."""
+    from claimfsm.checker import Checker, EntityModelConfig, entity_model
+
+    text = (declarations_dir() / "job.toml").read_text() + (
+        '\n[invariants.one_epoch]\nkind = "row"\ncolumn = "epoch"\nop = "<="\nvalue = 1\n'
+        'meaning = "a job is leased once"\n'
+        '\n[invariants.never_queued_twice]\nkind = "row"\ncolumn = "attempts"\nop = "<="\n'
+        'value = 1\nmeaning = "at most one attempt, counted in every state"\n'
+    )
+    path = tmp_path / "once.toml"
+    path.write_text(text.replace('name = "job"', 'name = "once"'))
+    spec = load_spec(path)
+    found = Checker(entity_model(spec, EntityModelConfig(workers=1, epochs=2))).run()
+    assert {"one_epoch", "never_queued_twice"} <= {p.name for p in found.violations}
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    clock = ManualClock()
+    store = open_entity_store(spec, url, clock=clock)
+    store.act(store.act(store.take("j", "lease", owner="w", lease_seconds=10), "start"), "fail")
+    assert audit_lifecycle(spec, url).ok  # queued again, one attempt: both hold
+    clock.advance(100)
+    store.take("j", "lease", owner="w", lease_seconds=10)
+    report = audit_lifecycle(spec, url)
+    assert sorted(v.message.split(":")[0] for v in report.violations) == [
+        "never_queued_twice",
+        "one_epoch",
+    ]
+    # pruned: the checkpoint keeps the epoch, so one_epoch is still judged on what
+    # follows; the attempts are no longer known, so never_queued_twice is not
+    clock.advance(100)
+    assert store.prune_history(50).checkpoints == 1
+    store.operate("j", "lapse")
+    report = audit_lifecycle(spec, url)
+    assert [v.message.split(":")[0] for v in report.violations] == ["one_epoch"]
+    store.close()

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claimfsm.machine._entity import CallerView, RowView
-from claimfsm.spec import Spec, compare
+from claimfsm.spec import Spec
+from claimfsm.spec._invariants import row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store._core import CHECKPOINT
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
@@ -142,15 +143,19 @@ class EntityRules:
         if ent.columns is not None:
             for c in self.bumps.get(event, ()):
                 ent.columns[c] += 1
-            for inv in self.rows:
-                in_scope = dest in inv.states if inv.states else dest != self.spec.initial
-                value = ent.columns.get(inv.column or "")
-                if in_scope and not compare(inv.op or "=", value, inv.value):
-                    report(
-                        "invariant_row",
-                        seq,
-                        f"{inv.name}: {inv.column} is {value} in {dest} ({inv.meaning})",
-                    )
+        for inv in self.rows:
+            if inv.column == "epoch":
+                value: Any = ent.epoch
+            elif ent.columns is not None:
+                value = ent.columns[inv.column or ""]
+            else:
+                continue  # the columns are not known since a checkpoint
+            if not row_holds(inv, dest, value):
+                report(
+                    "invariant_row",
+                    seq,
+                    f"{inv.name}: {inv.column} is {value} in {dest} ({inv.meaning})",
+                )
 
     def _failing(
         self, ent: Entity, e: tuple[Any, ...], candidates: list[tuple[str, ...]]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from claimfsm.spec._guards import READBACK_OUTCOMES
+from claimfsm.spec._guards import READBACK_OUTCOMES, compare
 from claimfsm.spec._remote import REMOTE_MODES
 from claimfsm.spec._roles import (
     LIFECYCLE_WORLD,
@@ -76,7 +76,7 @@ class InvariantDecl:
     name: str
     kind: str  # one of INVARIANT_KINDS
     meaning: str
-    # kind "row": column op value, in states (empty: every state but the initial one)
+    # kind "row": column op value, in states (empty: every state)
     column: str | None = None
     op: str | None = None
     value: int | None = None
@@ -293,6 +293,13 @@ def _fair(
             f" events or {sorted(FAIR_STEPS)}{extra}"
         )
     return tuple(dict.fromkeys(listed))
+
+
+def row_holds(i: InvariantDecl, state: str, value: Any) -> bool:
+    """Kind ``row`` on one entity in ``state`` whose ``column`` (``epoch`` or a declared
+    column) reads ``value``: ``value op value`` where the entity is in one of ``states``,
+    in every state when none is listed. (The checker's two engines compile the same.)"""
+    return (bool(i.states) and state not in i.states) or compare(i.op or "=", value, i.value)
 
 
 def invariant_words(i: InvariantDecl) -> str:
