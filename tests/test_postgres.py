@@ -293,6 +293,20 @@ def test_bad_urls_are_clear_errors() -> None:
         PostgresStore("postgresql://postgres@127.0.0.1:1/postgres", connect_seconds=0.5)
 
 
+def test_a_wrong_database_is_named_with_the_servers_reason(pg_database: str) -> None:
+    """A server that answers but refuses the connection says why, at once: both stores make
+    one plain connection before their pools (a pool only retries until its timeout)."""
+    from claimfsm.spec import declarations_dir
+    from claimfsm.store import open_entity_store
+    from claimfsm.store._postgres import PostgresStore
+
+    wrong = pg_database.rsplit("/", 1)[0] + "/claimfsm_no_such_database"
+    with pytest.raises(StoreError, match='database "claimfsm_no_such_database" does not exist'):
+        PostgresStore(wrong, connect_seconds=30)
+    with pytest.raises(StoreError, match='database "claimfsm_no_such_database" does not exist'):
+        open_entity_store(declarations_dir() / "job.toml", wrong)
+
+
 def _worker(url: str, index: int, cycles: int, queue: Any) -> None:
     try:
         store = open_store(url)

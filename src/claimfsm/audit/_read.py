@@ -113,13 +113,15 @@ def _snapshot(url: str) -> Iterator[tuple[Any, Path | None, str]]:
             raise StoreError(
                 "PostgreSQL support needs the 'postgres' extra: pip install 'claimfsm[postgres]'"
             ) from None
-        from claimfsm.store._postgres import _redacted, split_url
+        from claimfsm.store._pg import CONNECT_SECONDS, first_line, redacted, split_url
 
         plain, schema, _ = split_url(url)
         try:
-            pg = psycopg.connect(plain, connect_timeout=10)
+            pg = psycopg.connect(plain, connect_timeout=CONNECT_SECONDS)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to PostgreSQL at {_redacted(plain)}: {exc}") from exc
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {redacted(plain)}: {first_line(exc)}"
+            ) from None
         try:
             pg.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             pg.read_only = True

@@ -392,6 +392,6 @@ def verify_lifecycle(
 
 
 def _shown(url: str) -> str:
-    from claimfsm.store._postgres import _redacted
+    from claimfsm.store._pg import redacted as _redacted
 
     return _redacted(url) if url.startswith(("postgresql://", "postgres://")) else url

@@ -11,12 +11,11 @@ history row), sent with the commit.
   (psycopg_pool; threads share a store), which says ``BEGIN`` itself, pipelined with the
   transaction's first statement, and the deferred writes pipelined with ``COMMIT``; a
   transaction whose first statement decides it (the guarded write of an existing entity)
-  is two round trips. Deadlocks, serialization failures and a connection lost before
-  ``COMMIT`` raise :class:`Retry`: the server rolled the transaction back, and the store
-  runs it again on a fresh connection. A connection lost *during* ``COMMIT`` raises
-  :class:`LostCommit`: the store finds out from history whether it happened
-  (:meth:`Postgres.recorded`). With ``?prepared_statements=off`` in the URL nothing is
-  prepared on the server (behind PgBouncer in transaction pooling mode).
+  is two round trips. The URL, the pool and what a failed transaction means are the claim
+  store's (``_pg``): deadlocks, serialization failures and a connection lost before
+  ``COMMIT`` raise :class:`Retry`, and the store runs the transaction again on a fresh
+  connection; a connection lost *during* ``COMMIT`` raises :class:`LostCommit`, and the
+  store finds out from history whether it happened (:meth:`Postgres.recorded`).
 """
 
 from __future__ import annotations
@@ -30,18 +29,13 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from claimfsm.errors import StoreError
+from claimfsm.store._pg import LostCommit, Retry
+
+__all__ = ["Driver", "LostCommit", "Postgres", "Retry", "SQLite", "Tx", "backoff"]
 
 R = TypeVar("R")
 #: PostgreSQL's time, in seconds: every write reads the server's clock
 SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
-
-
-class Retry(Exception):
-    """The database rolled the transaction back for a reason running it again can fix."""
-
-
-class LostCommit(Exception):
-    """The connection broke while ``COMMIT`` was in flight: it may or may not have happened."""
 
 
 def backoff(attempt: int) -> None:
@@ -254,43 +248,22 @@ class Postgres(Driver):
     one_statement = True
 
     def __init__(self, url: str, create: bool = True, pool_size: int = 4) -> None:
-        import psycopg
-        from psycopg_pool import ConnectionPool, PoolTimeout
+        from psycopg_pool import ConnectionPool
 
-        from claimfsm.store._postgres import _redacted, split_url
+        from claimfsm.store._pg import open_pool, pool_options, probe, redacted, split_url
 
-        self._url = _redacted(url)
-        self._libpq, self.schema, self._prepared = split_url(url)
-        try:  # once, to say at once what is wrong (the pool would retry until its timeout)
-            psycopg.connect(self._libpq, connect_timeout=10).close()
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to {self._url}: {str(exc).strip().splitlines()[0]}"
-            ) from None
-        # Each transaction takes a connection of its own: threads share one store. With
-        # prepared_statements=off nothing is prepared on the server (a transaction pooler
-        # may run each transaction on another server connection; psycopg prepares a
-        # statement on its fifth use).
+        self._url = redacted(url)
+        self._libpq, self.schema, prepared = split_url(url)
+        probe(self._libpq, self._url)
+        # Each transaction takes a connection of its own: threads share one store.
         self._pool = ConnectionPool(
             self._libpq,
             open=False,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": 10,
-                "prepare_threshold": 5 if self._prepared else None,
-            },
-            name=f"claimfsm-lc-{self.schema}",
+            **pool_options(
+                prepared=prepared, pool_size=pool_size, name=f"claimfsm-lc-{self.schema}"
+            ),
         )
-        try:
-            self._pool.open(wait=True, timeout=15)
-        except PoolTimeout:
-            self._pool.close()
-            raise StoreError(
-                f"cannot connect to {self._url} within 15 s; is the server running and the"
-                " URL right?"
-            ) from None
+        open_pool(self._pool, self._url, 15)
         if create:
             try:
                 self.run_all([f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'])
@@ -304,34 +277,18 @@ class Postgres(Driver):
     @contextmanager
     def transaction(self, durable: bool = False) -> Iterator[Tx]:
         import psycopg
-        from psycopg import errors as pg_errors
 
-        from claimfsm.store._postgres import _rollback  # the claim store's, the same rule
+        from claimfsm.store._pg import first_line, judged
 
         with self._pool.connection() as conn:
-            tx = _PgTx(conn)
-            committing = False
             try:
-                yield tx
-                committing = True
-                tx.commit()
-            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
-                _rollback(conn)
-                raise Retry() from exc
-            except psycopg.OperationalError as exc:
-                _rollback(conn)
-                conn.close()  # broken or not: the pool drops it, and opens a fresh one
-                if committing:
-                    raise LostCommit() from exc
-                raise Retry() from exc  # rolled back by the server: safe to run again
+                with judged(conn) as attempt:
+                    tx = _PgTx(conn)
+                    yield tx
+                    attempt.committing = True
+                    tx.commit()
             except psycopg.Error as exc:
-                _rollback(conn)
-                raise StoreError(
-                    f"PostgreSQL: {str(exc).strip().splitlines()[0]}; nothing was written"
-                ) from None
-            except BaseException:
-                _rollback(conn)
-                raise
+                raise StoreError(f"PostgreSQL: {first_line(exc)}; nothing was written") from None
 
     def server_now(self, tx: Tx) -> float:
         found = tx.one(f"SELECT {SERVER_NOW}", ())

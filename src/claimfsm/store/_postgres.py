@@ -42,17 +42,25 @@ Choices, in one place:
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from claimfsm.errors import ClaimFSMError, InvalidArgument, SchemaVersionError, StoreError
+from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import CHECKPOINT, Clock, HistoryRecord, Store
+from claimfsm.store._pg import (
+    LostCommit,
+    Retry,
+    judged,
+    open_pool,
+    pool_options,
+    probe,
+    split_url,
+)
+from claimfsm.store._pg import redacted as _redacted
 from claimfsm.store._sql import (
     CLAIM_COLUMNS,
     HISTORY_COLUMNS,
@@ -70,7 +78,6 @@ try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import sql as pg_sql
-    from psycopg.pq import TransactionStatus
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
@@ -175,10 +182,6 @@ class _Queries:
         self.insert_history = (
             f"INSERT INTO {self.history} ({', '.join(HISTORY_COLUMNS)}) VALUES ({marks})"  # noqa: S608
         )
-
-
-class _Retry(Exception):
-    """Internal: the transaction was rolled back for a reason a retry can fix."""
 
 
 # The server's time, and one round trip that opens a transaction and reads it.
@@ -386,33 +389,6 @@ class _PostgresTx:
         self.appended.extend(records)
 
 
-def split_url(url: str) -> tuple[str, str, bool]:
-    """``postgresql://...?schema=name&prepared_statements=off&...`` → (libpq URL without
-    claimfsm's own options, schema name, whether to use server-side prepared statements)."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = "claimfsm"
-    prepared = True
-    kept = []
-    for key, value in query:
-        if key == "schema":
-            schema = value
-        elif key == "prepared_statements":
-            if value not in ("on", "off"):
-                raise InvalidArgument(
-                    f"prepared_statements must be on or off, got {value!r} (off behind a "
-                    "transaction-pooling proxy such as PgBouncer)"
-                )
-            prepared = value == "on"
-        else:
-            kept.append((key, value))
-    if not schema.isidentifier() or not schema.isascii() or len(schema) > 63:
-        raise InvalidArgument(
-            f"schema must be a plain identifier of at most 63 ASCII characters, got {schema!r}"
-        )
-    return urlunsplit(parts._replace(query=urlencode(kept))), schema.lower(), prepared
-
-
 class PostgresStore(Store):
     """A store in a PostgreSQL database (``postgresql://user@host:port/db?schema=name``)."""
 
@@ -451,29 +427,25 @@ class PostgresStore(Store):
             for e in self.spec.events
             if all(t.source == t.dest for t in self.spec.transitions if t.event == e)
         )
-        # Transactions are opened explicitly. No session settings, and with
-        # prepared_statements=off no server-side prepared statements either: a transaction
-        # pooler (PgBouncer) may run each transaction on another server connection. (On,
-        # psycopg prepares a statement on its fifth use.)
+        # No session settings, and with prepared_statements=off nothing prepared on the
+        # server (``pool_options``): a transaction pooler may run each transaction on
+        # another server connection.
+        shown = _redacted(self.url)
+        self._connect_seconds = connect_seconds
+        self._probe(shown)
         self._pool = self._make_pool(
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
-            name=f"claimfsm-{self.schema}",
+            **pool_options(prepared=prepared, pool_size=pool_size, name=f"claimfsm-{self.schema}")
         )
-        try:
-            self._pool.open(wait=True, timeout=connect_seconds)
-        except PoolTimeout as exc:
-            self._pool.close()
-            raise StoreError(
-                f"cannot connect to PostgreSQL at {_redacted(self.url)} within "
-                f"{connect_seconds:g} s; is the server running and the URL right?"
-            ) from exc
+        open_pool(self._pool, shown, connect_seconds)
         try:
             self._ensure_schema()
         except BaseException:
             self._pool.close()
             raise
+
+    def _probe(self, shown: str) -> None:
+        """One connection, to report a wrong URL at once (the asyncio face makes its own)."""
+        probe(self.url, shown, self._connect_seconds)
 
     def _make_pool(self, **options: Any) -> Any:
         """The connection pool (the asyncio face gives psycopg's async pool instead)."""
@@ -615,7 +587,7 @@ class PostgresStore(Store):
         for attempt in range(self.retries + 1):
             try:
                 return super()._atomically(body, durable=durable)
-            except _Retry as exc:
+            except Retry as exc:
                 if attempt == self.retries:
                     raise StoreError(
                         f"PostgreSQL transaction failed {attempt + 1} times: {exc.__cause__}"
@@ -626,29 +598,22 @@ class PostgresStore(Store):
     @contextmanager
     def _transaction(self, *, durable: bool = False) -> Iterator[_PostgresTx]:
         with self._translate("write"), self._pool.connection() as conn:
-            committing = False
+            tx: _PostgresTx | None = None
             try:
-                cur = conn.execute(_BEGIN)
-                cur.nextset()
-                found = cur.fetchone()
-                assert found is not None
-                tx = _PostgresTx(conn, self._sql, self._q, self.explicit_clock, float(found[0]))
-                yield tx
-                committing = True
-                tx.commit()
-            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
-                _rollback(conn)
-                raise _Retry() from exc
-            except psycopg.OperationalError as exc:
-                _rollback(conn)
-                if not committing:
-                    raise _Retry() from exc  # rolled back by the server: safe to run again
-                self._settle_lost_commit(tx, exc)
-            except BaseException:
-                _rollback(conn)
-                raise
+                with judged(conn) as attempt:
+                    cur = conn.execute(_BEGIN)
+                    cur.nextset()
+                    found = cur.fetchone()
+                    assert found is not None
+                    tx = _PostgresTx(conn, self._sql, self._q, self.explicit_clock, float(found[0]))
+                    yield tx
+                    attempt.committing = True
+                    tx.commit()
+            except LostCommit as lost:
+                assert tx is not None and lost.__cause__ is not None
+                self._settle_lost_commit(tx, lost.__cause__)
 
-    def _settle_lost_commit(self, tx: _PostgresTx, exc: Exception) -> None:
+    def _settle_lost_commit(self, tx: _PostgresTx, exc: BaseException) -> None:
         """COMMIT was sent and the connection broke: find out whether it happened."""
         if not tx.appended:
             raise StoreError(
@@ -686,7 +651,7 @@ class PostgresStore(Store):
     def _translate(self, what: str) -> Iterator[None]:
         try:
             yield
-        except (ClaimFSMError, _Retry):
+        except (ClaimFSMError, Retry):
             raise
         except PoolTimeout as exc:
             raise StoreError(f"no PostgreSQL connection available for the {what}") from exc
@@ -695,18 +660,3 @@ class PostgresStore(Store):
 
     def close(self) -> None:
         self._pool.close()
-
-
-def _rollback(conn: psycopg.Connection[Any]) -> None:
-    status = conn.info.transaction_status
-    if not conn.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-        with contextlib.suppress(psycopg.Error):  # broken: the pool discards it
-            conn.execute("ROLLBACK")
-
-
-def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        parts = parts._replace(netloc=netloc)
-    return urlunsplit(parts)

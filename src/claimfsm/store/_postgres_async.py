@@ -15,9 +15,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from claimfsm.store._bridge import GreenletRunner
+from claimfsm.store._pg import probe
 from claimfsm.store._postgres import PostgresStore
 
 try:
+    import psycopg
     from psycopg_pool import AsyncConnectionPool
 except ImportError:  # pragma: no cover - exercised only without the extra
     AsyncConnectionPool = None  # type: ignore[assignment,misc]
@@ -66,6 +68,9 @@ class _Connection:
     @property
     def closed(self) -> bool:
         return bool(self._conn.closed)
+
+    def close(self) -> None:
+        self._wait(self._conn.close())
 
     def execute(self, query: Any, params: Any = None) -> _Cursor:
         return _Cursor(self._wait(self._conn.execute(query, params)), self._runner)
@@ -130,6 +135,13 @@ class AsyncPostgresCore(PostgresStore):
     def __init__(self, url: str, *, runner: GreenletRunner, **options: Any) -> None:
         self._runner = runner
         super().__init__(url, **options)
+
+    def _probe(self, shown: str) -> None:
+        def connect(url: str, seconds: int) -> None:
+            conn = self._runner.wait(psycopg.AsyncConnection.connect(url, connect_timeout=seconds))
+            self._runner.wait(conn.close())
+
+        probe(self.url, shown, self._connect_seconds, connect)
 
     def _make_pool(self, **options: Any) -> Any:
         pool = AsyncConnectionPool(self.url, open=False, **options)

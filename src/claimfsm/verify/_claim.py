@@ -251,7 +251,8 @@ def scratch_claim_stores(spec: Spec, url: str) -> Iterator[OpenClaimStore]:
 
     machine = ClaimMachine(spec)  # a declaration the stores cannot run fails here, clearly
     if url.startswith(("postgresql://", "postgres://")):
-        from claimfsm.store._postgres import PostgresStore, split_url
+        from claimfsm.store._pg import split_url
+        from claimfsm.store._postgres import PostgresStore
 
         libpq, _, _ = split_url(url)  # a bad URL fails here
         schema = f"claimfsm_verify_{secrets.token_hex(6)}"

@@ -1,0 +1,176 @@
+"""PostgreSQL connections, as both stores (the claim's and a declared lifecycle's) use them.
+
+One place for what the two stores must agree on:
+
+- **The URL.** ``postgresql://...?schema=name&prepared_statements=off``: claimfsm's own
+  options are split off (:func:`split_url`), and a URL is shown with its password hidden
+  (:func:`redacted`).
+- **Opening.** One plain connection first (:func:`probe`), so a wrong URL, database or
+  password is reported at once with the server's reason; a pool that cannot connect would
+  only retry, quietly, until its timeout. Then the pool, of autocommit connections that
+  prepare nothing on the server when the URL says ``prepared_statements=off``
+  (:func:`pool_options`, :func:`open_pool`).
+- **What a failed transaction means** (:func:`judged`). A deadlock, a serialization
+  failure, or a connection lost before ``COMMIT`` was sent: the server rolled the
+  transaction back, so running it again is safe (:class:`Retry`). A connection lost while
+  ``COMMIT`` was in flight: it may or may not have happened (:class:`LostCommit`); the
+  store finds out from its history. Either way the connection is rolled back where it can
+  be and closed when broken, so the pool opens a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from claimfsm.errors import InvalidArgument, StoreError
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.pq import TransactionStatus
+    from psycopg_pool import PoolTimeout
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+#: seconds a single connection attempt may take
+CONNECT_SECONDS = 10
+
+
+class Retry(Exception):
+    """The database rolled the transaction back for a reason running it again can fix."""
+
+
+class LostCommit(Exception):
+    """The connection broke while ``COMMIT`` was in flight: it may or may not have happened."""
+
+
+def split_url(url: str) -> tuple[str, str, bool]:
+    """``postgresql://...?schema=name&prepared_statements=off&...`` → (libpq URL without
+    claimfsm's own options, schema name, whether to use server-side prepared statements)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = "claimfsm"
+    prepared = True
+    kept = []
+    for key, value in query:
+        if key == "schema":
+            schema = value
+        elif key == "prepared_statements":
+            if value not in ("on", "off"):
+                raise InvalidArgument(
+                    f"prepared_statements must be on or off, got {value!r} (off behind a "
+                    "transaction-pooling proxy such as PgBouncer)"
+                )
+            prepared = value == "on"
+        else:
+            kept.append((key, value))
+    if not schema.isidentifier() or not schema.isascii() or len(schema) > 63:
+        raise InvalidArgument(
+            f"schema must be a plain identifier of at most 63 ASCII characters, got {schema!r}"
+        )
+    return urlunsplit(parts._replace(query=urlencode(kept))), schema.lower(), prepared
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password, if it has one, shown as ``***``."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)
+
+
+def first_line(exc: BaseException) -> str:
+    """A driver error's first line: the server's reason, without its hints and context."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def probe(
+    libpq_url: str,
+    shown_url: str,
+    seconds: float = CONNECT_SECONDS,
+    connect: Callable[[str, int], None] | None = None,
+) -> None:
+    """Connect once, waiting at most about ``seconds``, and close (by ``connect``, the
+    asyncio face's own): ``StoreError`` with the server's reason if that fails."""
+    timeout = max(2, math.ceil(seconds))  # libpq's unit; it waits at least 2 s
+    try:
+        if connect is None:
+            psycopg.connect(libpq_url, connect_timeout=timeout).close()
+        else:
+            connect(libpq_url, timeout)
+    except psycopg.Error as exc:
+        reason = first_line(exc)
+        raise StoreError(f"cannot connect to PostgreSQL at {shown_url}: {reason}") from None
+
+
+def pool_options(*, prepared: bool, pool_size: int, name: str) -> dict[str, Any]:
+    """A store's pool: autocommit connections (each transaction says ``BEGIN`` itself) and,
+    with ``prepared_statements=off``, nothing prepared on the server (a transaction pooler
+    may run each transaction on another server connection; psycopg prepares a statement
+    on its fifth use)."""
+    return {
+        "min_size": 1,
+        "max_size": pool_size,
+        "kwargs": {
+            "autocommit": True,
+            "connect_timeout": CONNECT_SECONDS,
+            "prepare_threshold": 5 if prepared else None,
+        },
+        "name": name,
+    }
+
+
+def open_pool(pool: Any, shown_url: str, seconds: float) -> None:
+    """Open ``pool`` (its first connection made), or close it and raise ``StoreError``."""
+    try:
+        pool.open(wait=True, timeout=seconds)
+    except PoolTimeout:
+        pool.close()
+        raise StoreError(
+            f"cannot connect to PostgreSQL at {shown_url} within {seconds:g} s; is the server"
+            " running and the URL right?"
+        ) from None
+
+
+class Attempt:
+    """One transaction's progress, as :func:`judged` needs to know it."""
+
+    committing = False  #: set just before ``COMMIT`` is sent
+
+
+@contextmanager
+def judged(conn: Any) -> Iterator[Attempt]:
+    """Run one transaction's body on ``conn``; set ``committing`` before sending ``COMMIT``.
+    A failure leaves as :class:`Retry` (rolled back: safe to run again), :class:`LostCommit`
+    (the outcome is unknown) or as itself, after the connection is rolled back."""
+    attempt = Attempt()
+    try:
+        yield attempt
+    except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        rollback(conn)
+        raise Retry() from exc
+    except psycopg.OperationalError as exc:
+        rollback(conn)
+        with contextlib.suppress(psycopg.Error):
+            conn.close()  # broken or not: the pool drops it, and opens a fresh one
+        if attempt.committing:
+            raise LostCommit() from exc
+        raise Retry() from exc  # rolled back by the server: safe to run again
+    except BaseException:
+        rollback(conn)
+        raise
+
+
+def rollback(conn: Any) -> None:
+    """Roll back whatever ``conn`` has open; a broken connection is left to the pool."""
+    status = conn.info.transaction_status
+    if not conn.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        with contextlib.suppress(psycopg.Error):  # broken: the pool discards it
+            conn.execute("ROLLBACK")
