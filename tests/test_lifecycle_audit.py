@@ -16,7 +16,7 @@ from claimfsm.audit import audit_lifecycle
 from claimfsm.cli import main
 from claimfsm.errors import NotFound, StaleClaim
 from claimfsm.spec import declarations_dir, load_spec
-from claimfsm.store import EntityStore, open_entity_store
+from claimfsm.store import EntityStore, Handle, open_entity_store
 from claimfsm.store._tokens import fingerprint, token_hash
 from claimfsm.verify import ManualClock, verify
 
@@ -78,11 +78,12 @@ def _forge(
         kw.get("at", 2e6),
         kw.get("refused"),
         kw.get("fp", "-"),
+        kw.get("lease"),
     )
     store._driver.rerun(
         lambda tx: tx.run(
             f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            f" token_fingerprint) VALUES ({', '.join([m] * 8)})",
+            f" token_fingerprint, lease_deadline) VALUES ({', '.join([m] * 9)})",
             entry,
         )
     )
@@ -123,8 +124,9 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
 
     # A start by a token that does not hold the lease, at the right epoch.
     store.take("b", "lease", owner="w", lease_seconds=10)
+    deadline = store.row("b").lease_deadline  # type: ignore[union-attr]
     forged = fingerprint(token_hash("not the holder's token"))
-    _forge(store, "b", 1, "start", "leased", "running", fp=forged)
+    _forge(store, "b", 1, "start", "leased", "running", fp=forged, at=clock(), lease=deadline)
     _set_row(store, "b", state="running")
     assert _kinds(url)["guard_failed"] == ["b", "orphan"]
 
@@ -146,6 +148,73 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     _set_row(store, "b", attempts=9)
     assert _kinds(url)["row_mismatch"] == ["b", "orphan", "spent"]
     store.close()
+
+
+def test_the_lease_is_judged_from_history(url: str) -> None:
+    """History records the lease each entry leaves, so the audit judges the lease guards
+    (``live``, ``lapsed``) by the store's clock at each entry, and the row's lease."""
+    clock = ManualClock()
+    store = open_entity_store(JOB, url, clock=clock)
+    handle = store.take("j", "lease", owner="w", lease_seconds=10)
+    deadline = store.row("j").lease_deadline  # type: ignore[union-attr]
+    assert deadline == clock() + 10
+    assert [e.lease_deadline for e in store.history("j")] == [deadline]
+    store.act(handle, "renew", lease_seconds=30)
+    renewed = store.row("j").lease_deadline  # type: ignore[union-attr]
+    with pytest.raises(StaleClaim):
+        store.act(Handle("j", 0, "a stale token"), "start")
+    assert [e.lease_deadline for e in store.history("j")] == [deadline, renewed, renewed]
+    assert audit_lifecycle(JOB, url).ok
+    # A lapse while the lease was live (lease_lapsed did not hold), and a start after it
+    # ran out (lease_live did not hold), each written past the store.
+    lapsed_at = renewed - 1
+    _forge(store, "j", 1, "lapse", "leased", "queued", at=lapsed_at, fp="-", lease=None)
+    report = audit_lifecycle(JOB, url)
+    assert [v.kind for v in report.violations] == ["guard_failed", "row_mismatch"]
+    assert "lease_lapsed did not hold" in report.violations[0].message
+    store.take("k", "lease", owner="w", lease_seconds=10)
+    late = store.row("k").lease_deadline + 1  # type: ignore[union-attr]
+    holder = store.history("k")[-1].token_fingerprint
+    _forge(store, "k", 1, "start", "leased", "running", at=late, fp=holder, lease=late - 1)
+    _set_row(store, "k", state="running")
+    kinds = _kinds(url)
+    assert kinds["guard_failed"] == ["j", "k"]
+    # A row whose lease was moved by hand, and a refusal that recorded another lease.
+    store.take("m", "lease", owner="w", lease_seconds=10)
+    _set_row(store, "m", lease_deadline=clock() + 1000)
+    store.take("n", "lease", owner="w", lease_seconds=10)
+    _forge(store, "n", 0, "start", "leased", "leased", refused="epoch_current", lease=1.0)
+    kinds = _kinds(url)
+    assert kinds["row_mismatch"] == ["j", "m"]
+    assert kinds["refusal_changed"] == ["n"]
+    store.close()
+
+
+def test_a_history_from_before_leases_were_recorded(url: str) -> None:
+    """A store whose history table predates the lease column is given it when opened;
+    its older entries say the lease was not recorded, and are not judged by it."""
+    store = open_entity_store(JOB, url, clock=ManualClock())
+    store.act(store.take("j", "lease", owner="w", lease_seconds=10), "start")
+    # As an earlier claimfsm made it: the same table without lease_deadline.
+    store._driver.run_all([f"ALTER TABLE {store.history_table} DROP COLUMN lease_deadline"])
+    store.close()
+    store = open_entity_store(JOB, url, create=False)
+    assert [e.lease_deadline for e in store.history("j")] == [float("-inf")] * 2
+    store.close()
+    report = audit_lifecycle(JOB, url)
+    assert report.ok, report.violations
+    shown = CliRunner().invoke(main, ["history", "job", "--db", url, "--json"])
+    assert shown.exit_code == 0, shown.output
+    leases = [json.loads(line)["lease_deadline"] for line in shown.output.splitlines()]
+    assert leases == ["not recorded"] * 2  # JSON has no infinity
+    listed = CliRunner().invoke(main, ["history", "job", "--db", url])
+    assert listed.output.count("not recorded") == 2, listed.output
+    # Entries from then on record it, and are judged by it.
+    store = open_entity_store(JOB, url, clock=ManualClock())
+    store.act(store.take("k", "lease", owner="w", lease_seconds=10), "start")
+    assert store.history("k")[-1].lease_deadline == store.row("k").lease_deadline  # type: ignore[union-attr]
+    store.close()
+    assert audit_lifecycle(JOB, url).ok
 
 
 def test_declared_row_invariants_are_checked_on_history(tmp_path: Path) -> None:

@@ -185,7 +185,8 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     history = sorted(dataclasses.astuple(h) for h in store.history())
     history.sort(key=lambda e: (e[1], e[0]))  # by key, then seq
     rows = [
-        (r.key, r.state, r.epoch, r.token_fingerprint, *r.columns.values()) for r in store.rows()
+        (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, *r.columns.values())
+        for r in store.rows()
     ]
     report.entries, report.targets, report.claims = audit_entities(
         EntityRules(store.spec), history, rows, violation

@@ -1,14 +1,15 @@
 """What a lifecycle's history must be: a legal path of its declaration, entity by entity.
 
 The auditor walks each entity's history in ``seq`` order, keeping only the row that history
-leaves: its state, its epoch, the fingerprint of the token that holds it, and its declared
-columns (known from the entity's first entry on; a ``checkpoint`` records state and epoch
-only, so after one the columns are unknown and not compared). For every entry it asks:
+leaves: its state, its epoch, the fingerprint of the token that holds it, its lease
+deadline, and its declared columns (known from the entity's first entry on; a
+``checkpoint`` records state, epoch and lease only, so after one the columns are unknown
+and not compared). For every entry it asks:
 
 - A ``checkpoint`` (written by pruning) may only open an entity's history
   (``checkpoint_inside``).
 - A refused operation (``refused`` names the guard) changes nothing: it stays in the state
-  the entity is in (``refusal_changed``).
+  the entity is in, and records the lease the entity holds (``refusal_changed``).
 - A transition starts where the entity is (``broken_path``) and is declared: some
   transition of its event leads from its source to its destination (``undeclared``).
 - A taker's event begins the next epoch; every other event keeps the current one
@@ -17,15 +18,18 @@ only, so after one the columns are unknown and not compared). For every entry it
   machines run (``spec._predicates``) on the row before the entry and the entry as the
   caller: ``free`` (the state), ``epoch`` (the epoch the entry names), ``owner`` (the
   entry's token fingerprint is the holder's; not for an event that draws a fresh token,
-  whose entry shows the new one) and a ``compare`` of a column with a constant while the
-  columns are known. A lease's deadline and a caller's facts are not recorded: ``live``,
-  ``lapsed`` and a ``compare`` with a fact are assumed. An entry is legal if some declared
+  whose entry shows the new one), ``live`` and ``lapsed`` (the lease the previous entry
+  left, at the entry's time ``at``, the store's clock when it wrote) and a ``compare`` of a
+  column with a constant while the columns are known. A caller's facts are not recorded:
+  a ``compare`` with a fact is assumed, and so is a lease that history from before it
+  recorded leases does not show. An entry is legal if some declared
   transition with its event, source and destination has every witnessed guard holding;
   otherwise the first failing guard names the violation (``guard_failed``).
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
 
-At the end of an entity, its row must be what its history leaves (``row_mismatch``); a row
+At the end of an entity, its row must be what its history leaves, its lease included
+(``row_mismatch``); a row
 with no history must be as the declaration begins it, and history needs a row
 (``row_missing``).
 """
@@ -40,24 +44,28 @@ from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
 from claimfsm.spec._invariants import row_holds
 from claimfsm.spec._predicates import build_guards
+from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
+from claimfsm.store._entity_history import lease_recorded
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
 #: The history columns the auditor reads, and the row columns before the declared ones
 #: (the token as its fingerprint, as history shows it).
-HISTORY = "seq, key, epoch, event, source, dest, at, refused, token_fingerprint"
-ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH})"
-SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN = range(9)
+HISTORY = entries.SELECT
+ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH}), lease_deadline"
+SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE = range(len(entries.COLUMNS))
 
 Report = Callable[[str, tuple[int, ...], str], None]
 
 #: Guard kinds whose predicate reads only what history records (the state, the epoch the
 #: entry names, the fingerprint of the token it presented), evaluated by the predicates
-#: the machines run; of those, the kinds that read the presented token; and the kinds that
-#: compare a column, witnessed while the columns are known and no fact is read. The lease
-#: deadline and the caller's facts are not recorded.
+#: the machines run; of those, the kinds that read the presented token; the kinds that
+#: read the lease, witnessed while history records it; and the kinds that compare a
+#: column, witnessed while the columns are known and no fact is read. The caller's facts
+#: are not recorded.
 WITNESSED = frozenset({"free", "epoch", "owner"})
 TOKEN_READERS = frozenset({"owner"})
+LEASE_READERS = frozenset({"live", "lapsed"})
 COLUMN_READERS = frozenset({"compare"})
 
 
@@ -69,6 +77,7 @@ class Entity:
     state: str
     epoch: int = 0
     holder: str = "-"  # the fingerprint of the token that holds the current epoch
+    lease: float | None = None  # its deadline; None: no lease; UNRECORDED: not known
     columns: dict[str, int] | None = field(default_factory=dict)  # None: not known
     entries: int = 0
 
@@ -101,6 +110,7 @@ class EntityRules:
             if ent.entries > 1:
                 report("checkpoint_inside", seq, "a checkpoint after the first entry")
             ent.state, ent.epoch, ent.holder, ent.columns = e[DEST], e[EPOCH], e[TOKEN], None
+            ent.lease = e[LEASE]
             return
         if e[REFUSED] is not None:
             if not e[SOURCE] == e[DEST] == ent.state:
@@ -109,6 +119,13 @@ class EntityRules:
                     seq,
                     f"{e[EVENT]} refused ({e[REFUSED]}) but recorded {e[SOURCE]} -> {e[DEST]}"
                     f" where the entity was {ent.state}",
+                )
+            elif lease_recorded(ent.lease) and lease_recorded(e[LEASE]) and e[LEASE] != ent.lease:
+                report(
+                    "refusal_changed",
+                    seq,
+                    f"{e[EVENT]} refused ({e[REFUSED]}) but recorded the lease {e[LEASE]!r}"
+                    f" where the entity held {ent.lease!r}",
                 )
             return
         event, source, dest = e[EVENT], e[SOURCE], e[DEST]
@@ -137,7 +154,7 @@ class EntityRules:
                     seq,
                     f"{inv.name}: left {source} by {event} ({inv.meaning})",
                 )
-        ent.state, ent.epoch = dest, e[EPOCH]
+        ent.state, ent.epoch, ent.lease = dest, e[EPOCH], e[LEASE]
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
         if ent.columns is not None:
@@ -161,8 +178,9 @@ class EntityRules:
         self, ent: Entity, e: tuple[Any, ...], candidates: list[tuple[str, ...]]
     ) -> str | None:
         """None if some candidate's witnessed guards all hold; else the first that fails."""
+        lease = ent.lease if lease_recorded(ent.lease) else None
         row = RowView(
-            ent.state, ent.epoch, ent.holder, None, ent.columns if ent.columns is not None else {}
+            ent.state, ent.epoch, ent.holder, lease, ent.columns if ent.columns is not None else {}
         )
         caller = CallerView(e[EPOCH], e[TOKEN], {}, e[AT])
         first: str | None = None
@@ -182,24 +200,29 @@ class EntityRules:
             return False  # the entry shows the fresh token, not the one presented
         if g.kind in WITNESSED:
             return True
+        if g.kind in LEASE_READERS:
+            return lease_recorded(ent.lease)
         return g.kind in COLUMN_READERS and g.fact is None and ent.columns is not None
 
     def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
-        """``row``: (state, epoch, token fingerprint or None, *declared columns), or None:
-        no row."""
+        """``row``: (state, epoch, token fingerprint or None, lease deadline, *declared
+        columns), or None: no row."""
         if row is None:
             if ent is not None:
                 report("row_missing", (), f"history of {ent.key!r} but no row")
             return
-        state, epoch, token, *values = row
+        state, epoch, token, lease, *values = row
         found = {
             "state": state,
             "epoch": epoch,
             "token": token or "-",
+            "lease": lease,
             **dict(zip(self.columns, values, strict=True)),
         }
         base = ent or self.begin("")
         replayed = {"state": base.state, "epoch": base.epoch, "token": base.holder}
+        if lease_recorded(base.lease):
+            replayed["lease"] = base.lease
         if base.columns is not None:
             replayed.update(base.columns)
         differ = [

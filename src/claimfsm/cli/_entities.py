@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from claimfsm.spec import Spec
+from claimfsm.store._entity_history import lease_recorded
 
 
 def open_existing(spec: Spec, url: str) -> Any:
@@ -31,9 +32,12 @@ def print_history(
 ) -> None:
     if as_json:
         for e in entries:
-            click.echo(json.dumps(dataclasses.asdict(e)))
+            entry = dataclasses.asdict(e)
+            if not lease_recorded(e.lease_deadline):  # JSON has no infinity
+                entry["lease_deadline"] = "not recorded"
+            click.echo(json.dumps(entry))
         return
-    header = ("seq", "key", "epoch", "event", "from → to", "refused", "token")
+    header = ("seq", "key", "epoch", "event", "from → to", "refused", "token", "lease until")
     rows = [
         (
             str(e.seq),
@@ -43,6 +47,7 @@ def print_history(
             f"{e.source} → {e.dest}",
             e.refused or "-",
             e.token_fingerprint,
+            _deadline(e.lease_deadline),
         )
         for e in entries
     ]
@@ -103,3 +108,10 @@ def print_swept(spec: Spec, url: str, swept: Sequence[Any], as_json: bool) -> No
 
 
 __all__ = ["open_existing", "print_history", "print_rows", "print_swept"]
+
+
+def _deadline(deadline: float | None) -> str:
+    """A history entry's lease deadline, as the store's clock reads it."""
+    if deadline is None:
+        return "-"
+    return f"{deadline:.3f}" if lease_recorded(deadline) else "not recorded"

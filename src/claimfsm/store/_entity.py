@@ -54,6 +54,7 @@ from claimfsm.errors import (
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
 from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
+from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
 from claimfsm.store import _validate as check
 from claimfsm.store._core import Pruned
@@ -67,15 +68,13 @@ from claimfsm.store._entity_drivers import (
     Tx,
     backoff,
 )
+from claimfsm.store._entity_history import DEST, EPOCH, EntityHistory
 from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
 Clock = Callable[[], float]
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,40}")
-#: A history record as the store appends it: (key, epoch, event, source, dest, at, refused,
-#: token_fingerprint); these index the epoch, the source and the state it left.
-EPOCH, SOURCE, DEST = 1, 3, 4
 
 
 @dataclass(frozen=True)
@@ -103,19 +102,6 @@ class EntityRow:
     owner: str | None
     columns: Mapping[str, int]
     token_fingerprint: str  # a non-secret label of the current token
-
-
-@dataclass(frozen=True)
-class EntityHistory:
-    seq: int
-    key: str
-    epoch: int
-    event: str
-    source: str
-    dest: str
-    at: float
-    refused: str | None  # the guard a stale owner failed; None for a transition taken
-    token_fingerprint: str
 
 
 @dataclass(frozen=True)
@@ -154,7 +140,7 @@ def compile_event(
     *,
     clock: str | None = None,
     prior: str = "",
-    returning: str = "state, epoch",
+    returning: str = "state, epoch, lease_deadline",
 ) -> CompiledEvent:
     """The guarded ``UPDATE`` of ``event``: one statement, whose ``WHERE`` is the guards of
     every transition of the event (each with its source) and whose ``SET`` is the state
@@ -282,7 +268,9 @@ def compile_birth(
     kept = [c for c in fresh if c not in sets]  # what the event leaves as it was created
     names = ", ".join([*sets, "key", *kept])
     values = ", ".join([*sets.values(), key, *(fresh[c] for c in kept)])
-    returning = ", ".join(["state", "epoch", clock, *(fresh[c] for c in [*PRIOR, *spec.columns])])
+    returning = ", ".join(
+        ["state", "epoch", "lease_deadline", clock, *(fresh[c] for c in [*PRIOR, *spec.columns])]
+    )
     sql = (
         f"INSERT INTO {table} ({names}) SELECT {values}"  # noqa: S608
         f" WHERE NOT EXISTS (SELECT 1 FROM {prior}) AND ({where_of()})"
@@ -313,7 +301,9 @@ def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s"
         marker,
         clock=clock,
         prior="prior",
-        returning=", ".join(["state", "epoch", clock, *(f'"prior {c}"' for c in names)]),
+        returning=", ".join(
+            ["state", "epoch", "lease_deadline", clock, *(f'"prior {c}"' for c in names)]
+        ),
     )
     now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
     locked = f"SELECT {priors} FROM {table} WHERE key = {marker} FOR UPDATE"  # noqa: S608
@@ -388,10 +378,9 @@ class EntityStore:
             "row": f"SELECT {select} FROM {t} WHERE key = {m}",  # noqa: S608
             "rows": f"SELECT {select} FROM {t} ORDER BY key",  # noqa: S608
             "locked": f"SELECT {select} FROM {t} WHERE key = {m}{driver.lock_clause}",  # noqa: S608
-            "history": "SELECT seq, key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            f" token_fingerprint FROM {h}",
-            "append": f"INSERT INTO {h} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            f" token_fingerprint) VALUES ({', '.join([m] * 8)})",
+            "history": f"SELECT {entries.SELECT} FROM {h}",  # noqa: S608
+            "append": f"INSERT INTO {h} ({', '.join(entries.RECORD)})"  # noqa: S608
+            f" VALUES ({', '.join([m] * len(entries.RECORD))})",
             "missing": driver.insert_if_missing(t, self._columns),
             # a record appended by a commit whose answer was lost: there, it happened
             "recorded": f"SELECT 1 FROM {h} WHERE key = {m} AND epoch = {m} AND event = {m}"  # noqa: S608
@@ -412,6 +401,11 @@ class EntityStore:
                 " once from the library (open_entity_store) to create it, or check the URL"
                 " and the declaration"
             )
+        try:
+            driver.rerun(self._upgrade)
+        except BaseException:
+            driver.close()
+            raise
 
     # -- the three ways to act -------------------------------------------------------------
     def take(
@@ -647,7 +641,8 @@ class EntityStore:
             with self._driver.transaction(durable=call.event in self.spec.durable_events()) as tx:
                 decided.append(self._decide(tx, call))
         except LostCommit as lost:
-            if not decided or not self._driver.recorded(self._sql["recorded"], decided[0][0]):
+            identity = decided[0][0][: entries.LEASE] if decided else ()
+            if not decided or not self._driver.recorded(self._sql["recorded"], identity):
                 raise Retry() from lost.__cause__
         return decided[0]
 
@@ -675,12 +670,15 @@ class EntityStore:
                 ),
             )
             if found is not None:
-                state, new_epoch, now = found[0], found[1], float(found[2])
-                view = self._view((key, *found[3:7], None, *found[7:]))
+                state, new_epoch, lease, now = found[0], found[1], found[2], float(found[3])
+                view = self._view((key, *found[4:8], None, *found[8:]))
                 caller = CallerView(view.epoch if call.current else epoch, presented, facts, now)
                 self._agrees(event, view, caller, True)
                 shown = values.get("new_token_hash") or presented or view.token_hash
-                record = (key, new_epoch, event, view.state, state, now, None, fingerprint(shown))
+                record = (
+                    *(key, new_epoch, event, view.state, state, now),
+                    *(None, fingerprint(shown), lease),
+                )
                 tx.defer(self._sql["append"], record)
                 return record, (state, new_epoch)
         defaults = tuple(self.spec.columns[c].default for c in self._columns)
@@ -704,7 +702,7 @@ class EntityStore:
             return tx.one(write.sql, write.bind({**params, **times}))
 
         done = guarded(event, epoch, presented)
-        row_state = view.state  # where a refusal leaves the row
+        row_state, row_lease = view.state, view.lease_deadline  # where a refusal leaves it
         sweep = self.spec.first(event)
         if done is None and sweep is not None:
             # Refused as the row is: the declared first event (the sweep's), where it
@@ -716,7 +714,17 @@ class EntityStore:
             if swept is not None:
                 self._agrees(sweep, view, CallerView(view.epoch, None, {}, now), True)
                 label = fingerprint(view.token_hash)
-                swept_record = (key, swept[1], sweep, view.state, swept[0], now, None, label)
+                swept_record = (
+                    key,
+                    swept[1],
+                    sweep,
+                    view.state,
+                    swept[0],
+                    now,
+                    None,
+                    label,
+                    swept[2],
+                )
                 tx.run(self._sql["append"], swept_record)
                 view = self._view(tx.one(self._sql["locked"], (key,)))
                 done = guarded(event, epoch, presented)
@@ -725,9 +733,12 @@ class EntityStore:
         caller = CallerView(epoch, presented, facts, now)
         taken, failing = self._agrees(event, view, caller, done is not None)
         if done is not None and taken is not None:
-            state, new_epoch = done
+            state, new_epoch, lease = done
             shown = values.get("new_token_hash") or presented or view.token_hash
-            record = (key, new_epoch, event, view.state, state, now, None, fingerprint(shown))
+            record = (
+                *(key, new_epoch, event, view.state, state, now),
+                *(None, fingerprint(shown), lease),
+            )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
         if not failing:  # no transition from here: a stale caller is told it is stale
@@ -750,7 +761,10 @@ class EntityStore:
         if not stale_guards:
             raise refusal  # nothing written: the transaction rolls back
         named = epoch if epoch is not None else view.epoch
-        refused = (key, named, event, row_state, row_state, now, first, fingerprint(presented))
+        refused = (
+            *(key, named, event, row_state, row_state, now),
+            *(first, fingerprint(presented), row_lease),
+        )
         tx.defer(self._sql["append"], refused)
         return refused, refusal
 
@@ -818,6 +832,15 @@ class EntityStore:
         error.guard = guard
         return error
 
+    def _upgrade(self, tx: Tx) -> None:
+        """A history table made before history recorded the lease gets its column; the
+        entries it holds are marked as not recording it (``entries.UNRECORDED``)."""
+        if "lease_deadline" not in self._driver.columns(tx, self._history_name):
+            driver = self._driver
+            tx.run(
+                entries.add_lease(self.history_table, driver.minus_infinity, driver.add_column), ()
+            )
+
     def _schema(self) -> list[str]:
         cols = "".join(f", {c} INTEGER NOT NULL" for c in self._columns)
         seq = self._driver.serial
@@ -825,9 +848,7 @@ class EntityStore:
             f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, state TEXT NOT NULL,"
             f" epoch INTEGER NOT NULL, token_hash TEXT, lease_deadline DOUBLE PRECISION,"
             f" owner TEXT{cols})",
-            f"CREATE TABLE IF NOT EXISTS {self.history_table} (seq {seq}, key TEXT NOT NULL,"
-            " epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT NULL, dest TEXT NOT"
-            " NULL, at DOUBLE PRECISION NOT NULL, refused TEXT, token_fingerprint TEXT NOT NULL)",
+            entries.table(self.history_table, seq),
             # one entity's history in seq order (history(key), and the sweep's and pruning's)
             f"CREATE INDEX IF NOT EXISTS {self._history_name}_by_key"
             f" ON {self.history_table} (key, seq)",

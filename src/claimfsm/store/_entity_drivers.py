@@ -144,6 +144,16 @@ class Driver:
         )
         return found is not None
 
+    #: the database's literal for minus infinity, a DOUBLE PRECISION
+    minus_infinity = "-9e999"
+    #: its words for adding a column (SQLite's ALTER runs under the write lock, in turn)
+    add_column = "ADD COLUMN"
+
+    def columns(self, tx: Tx, table: str) -> set[str]:
+        """The columns of ``table`` (unqualified), read in ``tx``."""
+        found = tx.all(f"SELECT name FROM pragma_table_info({self.marker})", (table,))  # noqa: S608
+        return {r[0] for r in found}
+
     def recorded(self, sql: str, args: tuple[Any, ...]) -> bool:
         """Whether a row answers ``sql`` (read on a fresh connection where the last broke)."""
         with self.transaction() as tx:
@@ -317,6 +327,17 @@ class Postgres(Driver):
 
     def drop_function(self, name: str) -> list[str]:
         return [f"DROP FUNCTION IF EXISTS {self.qualify(name)}()"]
+
+    minus_infinity = "'-Infinity'::float8"
+    add_column = "ADD COLUMN IF NOT EXISTS"  # stores opening at once: one adds it
+
+    def columns(self, tx: Tx, table: str) -> set[str]:
+        found = tx.all(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s",
+            (self.schema, table),
+        )
+        return {r[0] for r in found}
 
     def has_table(self, table: str) -> bool:
         found = self.rerun(lambda tx: tx.one("SELECT to_regclass(%s)", (self.qualify(table),)))

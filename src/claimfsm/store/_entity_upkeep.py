@@ -13,8 +13,8 @@ per sweep, so a sweep always ends.
 
 :func:`prune` removes every history entry up to the newest one older than a given age, in
 one transaction, so each entity loses a prefix of its history. Where an entity's removed
-entries end, a ``checkpoint`` entry (the same ``seq``) records its state and epoch as of
-then: the history that remains still starts where the entity was, and a reader knows
+entries end, a ``checkpoint`` entry (the same ``seq``) records its state, epoch and
+lease as of then: the history that remains still starts where the entity was, and a reader knows
 older entries were removed. An ``archive`` callable is given the removed entries first, in
 ``seq`` order and in batches; if it raises, nothing is removed.
 """
@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from claimfsm.errors import IllegalTransition, Refused, StoreError
 from claimfsm.machine._entity import CallerView
+from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT, Pruned
 from claimfsm.store._entity_drivers import LostCommit, Retry, Tx
+from claimfsm.store._entity_history import AT, DEST, EPOCH, SOURCE, EntityHistory
 
 if TYPE_CHECKING:
-    from claimfsm.store._entity import EntityHistory, EntityStore
+    from claimfsm.store._entity import EntityStore
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ def sweep(store: EntityStore) -> list[Swept]:
                 record = store._operate(key, event, epoch=None, facts=None)
             except (Refused, IllegalTransition):
                 break  # the row moved on since it was read: the next sweep sees it
-            done.append(Swept(key, record[1], event, record[3], record[4], float(record[5])))
+            done.append(
+                Swept(key, record[EPOCH], event, record[SOURCE], record[DEST], float(record[AT]))
+            )
             view = store._view(store._driver.rerun(_reader(store._sql["row"], key)))
     return done
 
@@ -96,10 +100,8 @@ def prune(
     """Remove history older than ``seconds`` by the store's clock (see the module's
     docstring). One transaction; not run again if the database rolls it back, since
     ``archive`` has then seen entries that were not removed: call it again."""
-    from claimfsm.store._entity import EntityHistory
-
     h, m = store.history_table, store._driver.marker
-    columns = "seq, key, epoch, event, source, dest, at, refused, token_fingerprint"
+    columns = entries.SELECT
 
     def run(tx: Tx) -> Pruned:
         before = store._now(tx) - seconds
@@ -107,9 +109,9 @@ def prune(
         cut = None if found is None or found[0] is None else int(found[0])
         if cut is None:
             return Pruned(before, None, 0, 0)
-        # Each entity's state and epoch as of its last removed entry: a transition taken
-        # (or an earlier checkpoint) moves them; a refused operation changed nothing.
-        last: dict[str, tuple[int, int, str, float, str]] = {}  # key: seq, epoch, state, at, fp
+        # Each entity's state, epoch and lease as of its last removed entry: a transition
+        # taken (or an earlier checkpoint) moves them; a refused operation changed nothing.
+        last: dict[str, tuple[Any, ...]] = {}  # key: seq, epoch, state, at, fp, lease
         after = removed = 0
         while rows := tx.all(
             f"SELECT {columns} FROM {h} WHERE seq > {m} AND seq <= {m} ORDER BY seq LIMIT {m}",  # noqa: S608
@@ -117,21 +119,24 @@ def prune(
         ):
             if archive is not None:
                 archive([EntityHistory(*r) for r in rows])
-            for seq, key, epoch, _event, _source, dest, at, refused, fp in rows:
+            for seq, key, epoch, _event, _source, dest, at, refused, fp, lease in rows:
                 if refused is None:
-                    last[key] = (seq, epoch, dest, at, fp)
+                    last[key] = (seq, epoch, dest, at, fp, lease)
                 elif key in last:
                     last[key] = (seq, *last[key][1:])
                 else:  # only refusals so far: the entity was where it began
-                    last[key] = (seq, 0, store.spec.initial, at, "-")
+                    last[key] = (seq, 0, store.spec.initial, at, "-", None)
             after, removed = rows[-1][0], removed + len(rows)
         # the delete trigger lets through only what this transaction's permit allows
         tx.run(store._sql["permit"], (cut,))
         tx.run(f"DELETE FROM {h} WHERE seq <= {m}", (cut,))  # noqa: S608
         tx.run(store._sql["unpermit"], ())
-        insert = f"INSERT INTO {h} ({columns}) VALUES ({', '.join([m] * 9)})"  # noqa: S608
-        for key, (seq, epoch, state, at, fp) in sorted(last.items(), key=lambda kv: kv[1][0]):
-            tx.run(insert, (seq, key, epoch, CHECKPOINT, state, state, at, None, fp))
+        marks = ", ".join([m] * len(entries.COLUMNS))
+        insert = f"INSERT INTO {h} ({columns}) VALUES ({marks})"  # noqa: S608
+        for key, (seq, epoch, state, at, fp, lease) in sorted(
+            last.items(), key=lambda kv: kv[1][0]
+        ):
+            tx.run(insert, (seq, key, epoch, CHECKPOINT, state, state, at, None, fp, lease))
         return Pruned(before, cut, removed, len(last))
 
     try:

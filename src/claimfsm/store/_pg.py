@@ -101,6 +101,13 @@ def probe(
     asyncio face's own): ``StoreError`` with the server's reason if that fails."""
     timeout = max(2, math.ceil(seconds))  # libpq's unit; it waits at least 2 s
     try:
+        libpq_url.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            "the PostgreSQL URL is not valid text (it holds bytes that are not UTF-8):"
+            " give it again, percent-encoding what is not plain text"
+        ) from None
+    try:
         if connect is None:
             psycopg.connect(libpq_url, connect_timeout=timeout).close()
         else:
