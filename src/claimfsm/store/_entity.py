@@ -392,17 +392,17 @@ class EntityStore:
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
         self._constants = guard_constants(spec)
-        if create:
-            driver.run_all(self._schema())
-        elif not driver.has_table(table):
-            driver.close()
-            raise NotFound(
-                f"no {spec.name} store here: table {self.table} does not exist; open it"
-                " once from the library (open_entity_store) to create it, or check the URL"
-                " and the declaration"
-            )
         try:
-            driver.rerun(self._upgrade)
+            if create:
+                driver.rerun(self._create)
+            elif not driver.has_table(table):
+                raise NotFound(
+                    f"no {spec.name} store here: table {self.table} does not exist; open it"
+                    " once from the library (open_entity_store) to create it, or check the"
+                    " URL and the declaration"
+                )
+            else:
+                driver.rerun(self._upgrade)
         except BaseException:
             driver.close()
             raise
@@ -831,6 +831,12 @@ class EntityStore:
         )
         error.guard = guard
         return error
+
+    def _create(self, tx: Tx) -> None:
+        """The tables, made where missing, and upgraded where older: one transaction."""
+        for statement in self._schema():
+            tx.run(statement, ())
+        self._upgrade(tx)
 
     def _upgrade(self, tx: Tx) -> None:
         """A history table made before history recorded the lease gets its column; the
