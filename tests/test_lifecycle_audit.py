@@ -198,6 +198,8 @@ def test_a_history_from_before_leases_were_recorded(url: str) -> None:
     # As an earlier claimfsm made it: the same table without lease_deadline.
     store._driver.run_all([f"ALTER TABLE {store.history_table} DROP COLUMN lease_deadline"])
     store.close()
+    report = audit_lifecycle(JOB, url)  # read-only: it reads the lease as not recorded
+    assert report.ok and report.entries == 2, report.violations
     store = open_entity_store(JOB, url, create=False)
     assert [e.lease_deadline for e in store.history("j")] == [float("-inf")] * 2
     store.close()

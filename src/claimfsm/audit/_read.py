@@ -41,11 +41,16 @@ def streams(url: str) -> Iterator[Streams]:
 
 @contextmanager
 def entity_streams(
-    url: str, table: str, history_columns: str, row_columns: str
+    url: str,
+    table: str,
+    history_columns: tuple[str, ...],
+    row_columns: str,
+    unrecorded: frozenset[str] = frozenset(),
 ) -> Iterator[Streams]:
     """A lifecycle store's (history entries ordered by key then seq, rows ordered by key),
     from its tables ``table`` and ``table_history`` (names the store checked);
-    ``NotFound`` when they do not exist."""
+    ``NotFound`` when they do not exist. A column of ``unrecorded`` that an older history
+    table lacks reads as minus infinity: not recorded (the store adds it when opened)."""
     with _snapshot(url) as (conn, path, schema):
         if path is not None:
             found = conn.execute(
@@ -56,6 +61,10 @@ def entity_streams(
                     f"no table {table} in {str(path)!r}: check the URL and the declaration"
                 )
             qualified, order = table, "key"
+            found_columns = conn.execute(
+                "SELECT name FROM pragma_table_info(?)", (f"{table}_history",)
+            ).fetchall()
+            minus_infinity = "-9e999"
         else:
             found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
             if found is None or found[0] is None:
@@ -64,8 +73,19 @@ def entity_streams(
                     " the declaration"
                 )
             qualified, order = f'"{schema}".{table}', _c_order(conn, "key")
+            found_columns = conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+                " AND attnum > 0 AND NOT attisdropped",
+                (f'"{schema}".{table}_history',),
+            ).fetchall()
+            minus_infinity = "'-Infinity'::float8"
+        present = {r[0] for r in found_columns}
+        selected = ", ".join(
+            f"{minus_infinity} AS {c}" if c in unrecorded and c not in present else c
+            for c in history_columns
+        )
         queries = (
-            f"SELECT {history_columns} FROM {qualified}_history ORDER BY {order}, seq",  # noqa: S608
+            f"SELECT {selected} FROM {qualified}_history ORDER BY {order}, seq",  # noqa: S608
             f"SELECT {row_columns} FROM {qualified} ORDER BY {order}",  # noqa: S608
         )
         if path is not None:
