@@ -325,3 +325,32 @@ def test_a_row_invariant_means_in_the_audit_what_it_means_to_the_checker(tmp_pat
     report = audit_lifecycle(spec, url)
     assert [v.message.split(":")[0] for v in report.violations] == ["one_epoch"]
     store.close()
+
+
+def test_left_only_by_means_in_the_audit_what_it_means_to_the_checker(tmp_path: Path) -> None:
+    """The audit and the lifecycle checker read ``left_only_by`` by one function
+    (``spec._invariants.leaves_by_another``): with the job's orphan invariant narrowed to
+    another event, the requeue a busy store took breaks it in the audit, and the checker
+    finds a path that breaks it too."""
+    import dataclasses
+
+    from claimfsm.checker import Checker, EntityModelConfig, entity_model
+
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    _a_busy_store(url, ManualClock()).close()
+    assert audit_lifecycle(JOB, url).ok
+    name = "orphan_leaves_only_by_requeue"
+    narrowed = dataclasses.replace(
+        JOB,
+        invariants={
+            **JOB.invariants,
+            name: dataclasses.replace(JOB.invariants[name], events=("bury",)),
+        },
+    )
+    report = audit_lifecycle(narrowed, url)
+    assert [(v.kind, v.target_id) for v in report.violations] == [
+        ("invariant_left_only_by", "orphan")
+    ]
+    assert "left orphaned by requeue" in report.violations[0].message
+    checked = Checker(entity_model(narrowed, EntityModelConfig(workers=2, keys=1))).run()
+    assert [p.name for p in checked.violations] == [name]

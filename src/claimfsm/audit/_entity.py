@@ -42,7 +42,7 @@ from typing import Any
 
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
-from claimfsm.spec._invariants import row_holds
+from claimfsm.spec._invariants import leaves_by_another, row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
@@ -148,7 +148,7 @@ class EntityRules:
                 g = self.spec.guards[failing]
                 report("guard_failed", seq, f"{event}: {failing} did not hold ({g.meaning})")
         for inv in self.left:
-            if source in inv.states and dest not in inv.states and event not in inv.events:
+            if leaves_by_another(inv, source, event, dest):
                 report(
                     "invariant_left_only_by",
                     seq,

@@ -38,7 +38,7 @@ from claimfsm.checker._engine import Model, Property, Step
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec, compare, lifecycle_world_problem
-from claimfsm.spec._invariants import FAIR_STEPS
+from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another
 from claimfsm.spec._predicates import build_guards
 
 
@@ -211,21 +211,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if fenceable and row.fence < row.epoch:
                 yield ("fence", key)
 
-    # left_only_by invariants: (name, states, the events that may leave them)
-    guarded = [
-        (inv.name, frozenset(inv.states), frozenset(inv.events))
-        for inv in spec.invariants.values()
-        if inv.kind == "left_only_by"
-    ]
+    # left_only_by invariants, and the ones each step breaks (few steps: each judged once)
+    guarded = [inv for inv in spec.invariants.values() if inv.kind == "left_only_by"]
+    breaks: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     def left(world: EntityWorld, source: str, event: str, dest: str) -> frozenset[str]:
         """The broken left_only_by invariants after ``event`` moves a row from ``source``
         to ``dest``."""
-        broken = [
-            name
-            for name, states, events in guarded
-            if source in states and dest not in states and event not in events
-        ]
+        step = (source, event, dest)
+        broken = breaks.get(step)
+        if broken is None:
+            broken = breaks[step] = tuple(
+                inv.name for inv in guarded if leaves_by_another(inv, source, event, dest)
+            )
         return world.escaped.union(broken) if broken else world.escaped
 
     firsts = {e: spec.first(e) for e in spec.events if spec.first(e) is not None}

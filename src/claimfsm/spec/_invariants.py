@@ -302,6 +302,13 @@ def row_holds(i: InvariantDecl, state: str, value: Any) -> bool:
     return (bool(i.states) and state not in i.states) or compare(i.op or "=", value, i.value)
 
 
+def leaves_by_another(i: InvariantDecl, source: str, event: str, dest: str) -> bool:
+    """Kind ``left_only_by``: whether ``event``, taking an entity from ``source`` to
+    ``dest``, leaves the listed ``states`` by an event not listed, which breaks it. (The
+    lifecycle checker and the audit read it so; the claim checker compiles the same.)"""
+    return source in i.states and dest not in i.states and event not in i.events
+
+
 def invariant_words(i: InvariantDecl) -> str:
     """An invariant's kind and operands in words (``claimfsm spec``, the report)."""
     what = i.kind

@@ -7,8 +7,9 @@ of each of the event's transitions become the ``WHERE``, the destination a ``CAS
 the event's declared effects the other assignments (a taker's new epoch and token, a
 fresh token, the lease, bumped counters). History is appended in the same transaction: the
 transition taken, or a stale owner's refused operation (``refused``), which changes nothing
-else. When the write matches no row, the store reads the row and explains the refusal with
-the declaration's ``transitions`` machine (``claimfsm.machine.LifecycleMachine``); if the
+else; each entry records the row as it left it, its lease included (``_entity_history``).
+When the write matches no row, the store reads the row and explains the refusal with the
+declaration's ``transitions`` machine (``claimfsm.machine.LifecycleMachine``); if the
 machine takes a transition the SQL refused, or the reverse, that is a
 :class:`DeclarationMismatch`, never silence.
 
