@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from claimfsm.audit._rules import COLUMNS
 from claimfsm.errors import InvalidArgument, NotFound, SchemaVersionError, StoreError
+from claimfsm.store._entity_drivers import Driver, Postgres, SQLite
 from claimfsm.store._sqlite import APPLICATION_ID
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
@@ -60,11 +61,8 @@ def entity_streams(
                 raise NotFound(
                     f"no table {table} in {str(path)!r}: check the URL and the declaration"
                 )
+            driver: type[Driver] = SQLite
             qualified, order = table, "key"
-            found_columns = conn.execute(
-                "SELECT name FROM pragma_table_info(?)", (f"{table}_history",)
-            ).fetchall()
-            minus_infinity = "-9e999"
         else:
             found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
             if found is None or found[0] is None:
@@ -72,16 +70,13 @@ def entity_streams(
                     f"no table {table} in schema {schema!r}: check the URL (?schema=name) and"
                     " the declaration"
                 )
+            driver = Postgres
             qualified, order = f'"{schema}".{table}', _c_order(conn, "key")
-            found_columns = conn.execute(
-                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
-                " AND attnum > 0 AND NOT attisdropped",
-                (f'"{schema}".{table}_history',),
-            ).fetchall()
-            minus_infinity = "'-Infinity'::float8"
-        present = {r[0] for r in found_columns}
+        # the store's own catalog query and literal: the reader keeps no copy of them
+        found = conn.execute(driver.columns_sql, (f"{qualified}_history",)).fetchall()
+        present = {r[0] for r in found}
         selected = ", ".join(
-            f"{minus_infinity} AS {c}" if c in unrecorded and c not in present else c
+            f"{driver.minus_infinity} AS {c}" if c in unrecorded and c not in present else c
             for c in history_columns
         )
         queries = (

@@ -148,11 +148,12 @@ class Driver:
     minus_infinity = "-9e999"
     #: its words for adding a column (SQLite's ALTER runs under the write lock, in turn)
     add_column = "ADD COLUMN"
+    #: the names of a table's columns; the one parameter: the table, as ``qualify`` names it
+    columns_sql = "SELECT name FROM pragma_table_info(?)"
 
     def columns(self, tx: Tx, table: str) -> set[str]:
         """The columns of ``table`` (unqualified), read in ``tx``."""
-        found = tx.all(f"SELECT name FROM pragma_table_info({self.marker})", (table,))  # noqa: S608
-        return {r[0] for r in found}
+        return {r[0] for r in tx.all(self.columns_sql, (self.qualify(table),))}
 
     def recorded(self, sql: str, args: tuple[Any, ...]) -> bool:
         """Whether a row answers ``sql`` (read on a fresh connection where the last broke)."""
@@ -330,14 +331,11 @@ class Postgres(Driver):
 
     minus_infinity = "'-Infinity'::float8"
     add_column = "ADD COLUMN IF NOT EXISTS"  # stores opening at once: one adds it
-
-    def columns(self, tx: Tx, table: str) -> set[str]:
-        found = tx.all(  # the catalog itself: information_schema's views take milliseconds
-            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
-            " AND attnum > 0 AND NOT attisdropped",
-            (self.qualify(table),),
-        )
-        return {r[0] for r in found}
+    # the catalog itself: information_schema's views take milliseconds
+    columns_sql = (
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attnum > 0 AND NOT attisdropped"
+    )
 
     def has_table(self, table: str) -> bool:
         found = self.rerun(lambda tx: tx.one("SELECT to_regclass(%s)", (self.qualify(table),)))
