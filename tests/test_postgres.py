@@ -24,6 +24,7 @@ from claimfsm.store import Evidence, open_store
 from .conftest import FakeClock, approved_draft, drop_schema, pg_schema_url
 
 psycopg = pytest.importorskip("psycopg")
+pg_errors = psycopg.errors
 sql = psycopg.sql
 
 
@@ -105,17 +106,55 @@ def test_commit_lost_after_the_server_committed_is_found_and_succeeds(
     store.close()
 
 
-def test_commit_lost_before_the_server_committed_is_reported_as_not_applied(
+def test_commit_lost_before_the_server_committed_is_run_again(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = open_store(pg[0])
     claim = store.acquire("acct", approved_draft(store), "w", 30)
     _transactions_only(store, monkeypatch)
     _lose_commit(monkeypatch, after_commit=False)
-    with pytest.raises(StoreError, match="did not happen, so nothing changed"):
-        claim.begin_send()
-    assert store.get_claim("acct").state == "reserved"  # type: ignore[union-attr]
-    claim.begin_send()  # and it can simply be done again
+    claim.begin_send()  # history shows it did not happen: nothing changed, so it ran again
+    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
+    events = [h.event for h in store.history("acct")]
+    assert events == ["acquire", "begin_send"]  # once, not twice
+    store.close()
+
+
+def test_a_rolled_back_transaction_is_run_again_and_then_given_up(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claimfsm.store._postgres import _PostgresTx
+
+    store = open_store(pg[0])
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _transactions_only(store, monkeypatch)
+    failures = [
+        pg_errors.SerializationFailure("injected"),
+        pg_errors.DeadlockDetected("injected again"),
+    ]
+    real_commit = _PostgresTx.commit
+
+    def commit(self: Any) -> None:
+        if failures:
+            raise failures.pop(0)  # before COMMIT is sent: the rollback undoes the write
+        real_commit(self)
+
+    monkeypatch.setattr(_PostgresTx, "commit", commit)
+    claim.begin_send()
+    assert not failures
+    assert [h.event for h in store.history("acct")] == ["acquire", "begin_send"]
+    # Rolled back every time: the store gives up after its retries and says nothing changed.
+    store.retries = 2
+    monkeypatch.setattr(
+        _PostgresTx,
+        "commit",
+        lambda self: (_ for _ in ()).throw(pg_errors.SerializationFailure("always")),
+    )
+    with pytest.raises(StoreError, match=r"rolled back 3 times \(always\); nothing was written"):
+        claim.confirm()
+    monkeypatch.undo()
+    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
+    assert [h.event for h in store.history("acct")] == ["acquire", "begin_send"]
     store.close()
 
 

@@ -50,7 +50,6 @@ from claimfsm.errors import (
     Refused,
     SpecError,
     StaleClaim,
-    StoreError,
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
@@ -67,7 +66,7 @@ from claimfsm.store._entity_drivers import (
     Retry,
     SQLite,
     Tx,
-    backoff,
+    rerun,
 )
 from claimfsm.store._entity_history import DEST, EPOCH, EntityHistory
 from claimfsm.store._entity_upkeep import Swept
@@ -617,22 +616,14 @@ class EntityStore:
         if unknown:
             raise InvalidArgument(f"unknown facts {sorted(unknown)}: use {sorted(LIFECYCLE_FACTS)}")
         call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)
-        for attempt in range(self.retries + 1):
-            try:
-                done = self._attempt(call)
-            except Retry as exc:
-                if attempt == self.retries:
-                    raise StoreError(
-                        f"{self.spec.name} {key!r}: {event} was rolled back {_times(attempt + 1)}"
-                        f" ({exc.__cause__}); nothing was written"
-                    ) from None
-                backoff(attempt)
-                continue
-            record, outcome = done
-            if isinstance(outcome, Refused):
-                raise outcome  # a stale owner's refusal, recorded (committed) first
-            return record
-        raise AssertionError("unreachable")
+        record, outcome = rerun(
+            lambda: self._attempt(call),
+            retries=self.retries,
+            what=f"{self.spec.name} {key!r}: {event}",
+        )
+        if isinstance(outcome, Refused):
+            raise outcome  # a stale owner's refusal, recorded (committed) first
+        return record
 
     def _attempt(self, call: _Call) -> tuple[tuple[Any, ...], tuple[str, int] | Refused]:
         """One transaction of ``call``. A commit lost in flight is settled from history:
@@ -861,10 +852,6 @@ class EntityStore:
             f" ON {self.history_table} (key, seq)",
             *self._driver.append_only(self.history_table, self._permit, self._history_name),
         ]
-
-
-def _times(n: int) -> str:
-    return "once" if n == 1 else f"{n} times"
 
 
 def open_entity_store(

@@ -20,7 +20,6 @@ history row), sent with the commit.
 
 from __future__ import annotations
 
-import random
 import sqlite3
 import threading
 import time
@@ -29,18 +28,13 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from claimfsm.errors import StoreError
-from claimfsm.store._pg import LostCommit, Retry
+from claimfsm.store._pg import LostCommit, Retry, rerun
 
-__all__ = ["Driver", "LostCommit", "Postgres", "Retry", "SQLite", "Tx", "backoff"]
+__all__ = ["Driver", "LostCommit", "Postgres", "Retry", "SQLite", "Tx", "rerun"]
 
 R = TypeVar("R")
 #: PostgreSQL's time, in seconds: every write reads the server's clock
 SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
-
-
-def backoff(attempt: int) -> None:
-    """A short random wait before running a rolled-back transaction again."""
-    time.sleep(random.uniform(0, 0.002 * 2**attempt))
 
 
 class Tx:
@@ -81,19 +75,15 @@ class Driver:
     def rerun(self, body: Callable[[Tx], R], retries: int = 5) -> R:
         """``body`` in a transaction, run again where the database rolled it back or a
         commit's answer was lost: for reads and writes that may repeat."""
-        for attempt in range(retries + 1):
+
+        def attempt() -> R:
             try:
                 with self.transaction() as tx:
-                    result = body(tx)
-                return result
-            except (Retry, LostCommit) as exc:
-                if attempt == retries:
-                    raise StoreError(
-                        f"the database rolled the transaction back {attempt + 1} time(s)"
-                        f" ({exc.__cause__}); nothing was written"
-                    ) from None
-                backoff(attempt)
-        raise AssertionError("unreachable")
+                    return body(tx)
+            except LostCommit as lost:  # may repeat: as good as rolled back
+                raise Retry() from lost.__cause__
+
+        return rerun(attempt, retries=retries, what="the transaction")
 
     def run_all(self, statements: list[str]) -> None:
         """``statements`` in one transaction, whose results nothing reads (schema, reset)."""

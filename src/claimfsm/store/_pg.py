@@ -16,15 +16,20 @@ One place for what the two stores must agree on:
   ``COMMIT`` was in flight: it may or may not have happened (:class:`LostCommit`); the
   store finds out from its history. Either way the connection is rolled back where it can
   be and closed when broken, so the pool opens a fresh one.
+- **Running it again** (:func:`rerun`). One loop for every transaction either store runs
+  again: a bounded number of attempts, a short random wait that doubles, and one error
+  that says how often it was rolled back, why, and that nothing was written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import random
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from claimfsm.errors import InvalidArgument, StoreError
@@ -39,6 +44,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 #: seconds a single connection attempt may take
 CONNECT_SECONDS = 10
+
+R = TypeVar("R")
 
 
 class Retry(Exception):
@@ -181,3 +188,30 @@ def rollback(conn: Any) -> None:
     if not conn.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
         with contextlib.suppress(psycopg.Error):  # broken: the pool discards it
             conn.execute("ROLLBACK")
+
+
+def rerun(
+    attempt: Callable[[], R],
+    *,
+    retries: int,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+) -> R:
+    """``attempt()``, run again each time it raises :class:`Retry` (the database rolled
+    it back), after a random wait of up to 2 ms, 4 ms, 8 ms ...; at most ``retries`` times
+    again. Then :class:`StoreError` says that ``what`` was rolled back that often, the
+    last reason, and that nothing was written. ``attempt`` must have no effect outside
+    its transaction. ``sleep`` waits (the asyncio face waits on its own loop)."""
+    if retries < 0:
+        raise InvalidArgument(f"retries must be 0 or more, not {retries!r}")
+    for n in range(retries + 1):
+        try:
+            return attempt()
+        except Retry as exc:
+            if n == retries:
+                times = "once" if n == 0 else f"{n + 1} times"
+                raise StoreError(
+                    f"{what} was rolled back {times} ({exc.__cause__}); nothing was written"
+                ) from exc.__cause__
+            sleep(random.uniform(0, 0.002 * 2**n))
+    raise AssertionError("unreachable")

@@ -42,7 +42,6 @@ Choices, in one place:
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,6 +57,7 @@ from claimfsm.store._pg import (
     open_pool,
     pool_options,
     probe,
+    rerun,
     split_url,
 )
 from claimfsm.store._pg import redacted as _redacted
@@ -584,16 +584,12 @@ class PostgresStore(Store):
 
     # -- transactions ------------------------------------------------------------------------
     def _atomically(self, body: Callable[[Any], R], *, durable: bool = False) -> R:
-        for attempt in range(self.retries + 1):
-            try:
-                return super()._atomically(body, durable=durable)
-            except Retry as exc:
-                if attempt == self.retries:
-                    raise StoreError(
-                        f"PostgreSQL transaction failed {attempt + 1} times: {exc.__cause__}"
-                    ) from exc.__cause__
-                self._sleep(random.uniform(0, 0.002 * 2**attempt))
-        raise AssertionError("unreachable")
+        return rerun(
+            lambda: super(PostgresStore, self)._atomically(body, durable=durable),
+            retries=self.retries,
+            what="the PostgreSQL transaction",
+            sleep=self._sleep,
+        )
 
     @contextmanager
     def _transaction(self, *, durable: bool = False) -> Iterator[_PostgresTx]:
@@ -614,7 +610,9 @@ class PostgresStore(Store):
                 self._settle_lost_commit(tx, lost.__cause__)
 
     def _settle_lost_commit(self, tx: _PostgresTx, exc: BaseException) -> None:
-        """COMMIT was sent and the connection broke: find out whether it happened."""
+        """COMMIT was sent and the connection broke: find out whether it happened. Its
+        history row says so: found, the call succeeds; not found, nothing changed and the
+        transaction runs again (:class:`Retry`), as the lifecycle store does."""
         if not tx.appended:
             raise StoreError(
                 "the connection was lost during COMMIT of a draft operation; its outcome is "
@@ -635,11 +633,7 @@ class PostgresStore(Store):
                 f"({again}); its outcome is unknown: check history() before acting on it"
             ) from exc
         if not found or found[0] == 0:
-            raise StoreError(
-                f"the connection was lost during COMMIT of {rec.event} for target "
-                f"{rec.target_id!r} epoch {rec.epoch}; re-reading shows it did not happen, "
-                "so nothing changed"
-            ) from exc
+            raise Retry() from exc  # it did not happen: nothing changed, so run it again
         # Found: the commit happened; the call succeeds.
 
     @contextmanager
