@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from claimfsm.audit import audit_lifecycle
 from claimfsm.cli import main
-from claimfsm.errors import NotFound, StaleClaim
+from claimfsm.errors import InsufficientEvidence, InvalidArgument, NotFound, StaleClaim
 from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityStore, Handle, open_entity_store
 from claimfsm.store._tokens import fingerprint, token_hash
@@ -79,11 +79,12 @@ def _forge(
         kw.get("refused"),
         kw.get("fp", "-"),
         kw.get("lease"),
+        kw.get("facts", "{}"),
     )
     store._driver.rerun(
         lambda tx: tx.run(
             f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            f" token_fingerprint, lease_deadline) VALUES ({', '.join([m] * 9)})",
+            f" token_fingerprint, lease_deadline, facts) VALUES ({', '.join([m] * 10)})",
             entry,
         )
     )
@@ -190,33 +191,88 @@ def test_the_lease_is_judged_from_history(url: str) -> None:
     store.close()
 
 
-def test_a_history_from_before_leases_were_recorded(url: str) -> None:
-    """A store whose history table predates the lease column is given it when opened;
-    its older entries say the lease was not recorded, and are not judged by it."""
-    store = open_entity_store(JOB, url, clock=ManualClock())
+@pytest.mark.parametrize("older", [("lease_deadline",), ("lease_deadline", "facts"), ("facts",)])
+def test_a_history_from_before_leases_or_facts_were_recorded(
+    url: str, older: tuple[str, ...]
+) -> None:
+    """A store whose history table predates the lease column, or the facts column, is
+    given it when opened; its older entries say it was not recorded, and are not judged
+    by it."""
+    clock = ManualClock()
+    store = open_entity_store(JOB, url, clock=clock)
     store.act(store.take("j", "lease", owner="w", lease_seconds=10), "start")
-    # As an earlier claimfsm made it: the same table without lease_deadline.
-    store._driver.run_all([f"ALTER TABLE {store.history_table} DROP COLUMN lease_deadline"])
+    store.act(store.take("o", "lease", owner="w", lease_seconds=10), "start")
+    clock.advance(11)
+    store.sweep()  # j and o lapse while running: orphaned
+    store.operate("o", "requeue", facts={"running": False})
+    # As an earlier claimfsm made it: the same table without those columns.
+    store._driver.run_all(
+        [f"ALTER TABLE {store.history_table} DROP COLUMN {column}" for column in older]
+    )
     store.close()
-    report = audit_lifecycle(JOB, url)  # read-only: it reads the lease as not recorded
-    assert report.ok and report.entries == 2, report.violations
+    report = audit_lifecycle(JOB, url)  # read-only: it reads them as not recorded
+    assert report.ok and report.entries == 7, report.violations
     store = open_entity_store(JOB, url, create=False)
-    assert [e.lease_deadline for e in store.history("j")] == [float("-inf")] * 2
+    if "lease_deadline" in older:
+        assert [e.lease_deadline for e in store.history("j")] == [float("-inf")] * 3
+    if "facts" in older:
+        assert [e.facts for e in store.history("o")] == [None] * 4
     store.close()
     report = audit_lifecycle(JOB, url)
     assert report.ok, report.violations
     shown = CliRunner().invoke(main, ["history", "job", "--db", url, "--json"])
     assert shown.exit_code == 0, shown.output
-    leases = [json.loads(line)["lease_deadline"] for line in shown.output.splitlines()]
-    assert leases == ["not recorded"] * 2  # JSON has no infinity
+    entries = [json.loads(line) for line in shown.output.splitlines()]
+    for column in older:  # JSON has no infinity
+        assert [e[column] for e in entries] == ["not recorded"] * 7
     listed = CliRunner().invoke(main, ["history", "job", "--db", url])
-    assert listed.output.count("not recorded") == 2, listed.output
-    # Entries from then on record it, and are judged by it.
+    assert listed.output.count("not recorded") == 7 * len(older), listed.output
+    # Entries from then on record them, and are judged by them.
     store = open_entity_store(JOB, url, clock=ManualClock())
     store.act(store.take("k", "lease", owner="w", lease_seconds=10), "start")
     assert store.history("k")[-1].lease_deadline == store.row("k").lease_deadline  # type: ignore[union-attr]
+    assert store.history("k")[-1].facts == {}
     store.close()
     assert audit_lifecycle(JOB, url).ok
+
+
+def test_the_evidence_a_caller_brought_is_recorded_and_judged(url: str) -> None:
+    """history records the facts of each operation; the audit judges a guard comparing a
+    fact by them, so a requeue without the evidence its guards need is found."""
+    clock = ManualClock()
+    store = open_entity_store(JOB, url, clock=clock)
+    store.act(store.take("o", "lease", owner="w", lease_seconds=10), "start")
+    clock.advance(11)
+    store.sweep()
+    with pytest.raises(InsufficientEvidence):
+        store.operate("o", "requeue", facts={"running": True})
+    store.operate("o", "requeue", facts={"fenced_through": 1, "running": True})
+    assert [e.facts for e in store.history("o")] == [
+        {},
+        {},
+        {},
+        {"fenced_through": 1, "running": True},
+    ]
+    with pytest.raises(InvalidArgument, match="fact running must be true or false, not 'no'"):
+        store.operate("o", "requeue", facts={"running": "no"})
+    with pytest.raises(InvalidArgument, match="fact fenced_through must be a whole number"):
+        store.operate("o", "requeue", facts={"fenced_through": True})
+    listed = CliRunner().invoke(main, ["history", "job", "--db", url])
+    assert "fenced_through=1 running=true" in listed.output, listed.output
+    assert audit_lifecycle(JOB, url).ok
+    # Forged: orphaned again, and requeued with evidence that allows neither guard.
+    store.act(store.take("o", "lease", owner="w", lease_seconds=10), "start")
+    clock.advance(11)
+    store.sweep()
+    row = store.row("o")
+    assert row is not None and row.state == "orphaned" and row.epoch == 2
+    stale_fence = '{"fenced_through":1,"running":true}'
+    _forge(store, "o", 2, "requeue", "orphaned", "queued", facts=stale_fence, at=clock())
+    _set_row(store, "o", state="queued")
+    report = audit_lifecycle(JOB, url)
+    assert [(v.kind, v.target_id) for v in report.violations] == [("guard_failed", "o")]
+    assert "requeue" in report.violations[0].message
+    store.close()
 
 
 def test_declared_row_invariants_are_checked_on_history(tmp_path: Path) -> None:

@@ -141,6 +141,7 @@ def audit_lifecycle(
     from claimfsm.audit._entity import HISTORY, ROW, EntityRules, audit_entities
     from claimfsm.audit._read import entity_streams
     from claimfsm.store._entity import check_storable, table_names
+    from claimfsm.store._entity_history import ADDED
 
     if not isinstance(spec, Spec):
         raise InvalidArgument(f"spec must be a Spec (load_spec), not {type(spec).__name__}")
@@ -163,7 +164,7 @@ def audit_lifecycle(
             yield e
 
     row_columns = ", ".join([ROW, *spec.columns])
-    older = frozenset({"lease_deadline"})  # a store made before history recorded the lease
+    older = frozenset(ADDED)  # a store made before history recorded the lease or facts
     with entity_streams(url, table, HISTORY, row_columns, older) as (history, rows):
         report.entries, report.targets, report.claims = audit_entities(
             rules, counted(history), rows, violation
@@ -175,6 +176,7 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     """:func:`audit_lifecycle` of an open lifecycle store, read through its own connection
     (history and rows in two reads, not one snapshot: for a store at rest, as a test's)."""
     from claimfsm.audit._entity import EntityRules, audit_entities
+    from claimfsm.store._entity_history import facts_text
 
     report = AuditReport()
 
@@ -183,7 +185,10 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
         if len(report.violations) < keep:
             report.violations.append(Violation(kind, key, seqs, message))
 
-    history = sorted(dataclasses.astuple(h) for h in store.history())
+    history = [  # as the history table holds them: the facts as their text
+        (*dataclasses.astuple(h)[:-1], None if h.facts is None else facts_text(h.facts))
+        for h in store.history()
+    ]
     history.sort(key=lambda e: (e[1], e[0]))  # by key, then seq
     rows = [
         (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, *r.columns.values())

@@ -19,10 +19,11 @@ and not compared). For every entry it asks:
   caller: ``free`` (the state), ``epoch`` (the epoch the entry names), ``owner`` (the
   entry's token fingerprint is the holder's; not for an event that draws a fresh token,
   whose entry shows the new one), ``live`` and ``lapsed`` (the lease the previous entry
-  left, at the entry's time ``at``, the store's clock when it wrote) and a ``compare`` of a
-  column with a constant while the columns are known. A caller's facts are not recorded:
-  a ``compare`` with a fact is assumed, and so is a lease that history from before it
-  recorded leases does not show. An entry is legal if some declared
+  left, at the entry's time ``at``, the store's clock when it wrote) and a ``compare``,
+  of a column with a constant or of a fact the caller brought (the entry's ``facts``, its
+  evidence) with a constant or a column, while what it reads is known. What history from
+  before it recorded leases or facts does not show is assumed, and so is a declared
+  column after a checkpoint. An entry is legal if some declared
   transition with its event, source and destination has every witnessed guard holding;
   otherwise the first failing guard names the violation (``guard_failed``).
 - The declared invariants that history shows hold after each transition: ``row``
@@ -46,14 +47,14 @@ from claimfsm.spec._invariants import leaves_by_another, row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
-from claimfsm.store._entity_history import lease_recorded
+from claimfsm.store._entity_history import facts_read, lease_recorded
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
 #: The history columns the auditor reads, and the row columns before the declared ones
 #: (the token as its fingerprint, as history shows it).
 HISTORY = entries.COLUMNS
 ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH}), lease_deadline"
-SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE = range(len(entries.COLUMNS))
+SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS = range(len(entries.COLUMNS))
 
 Report = Callable[[str, tuple[int, ...], str], None]
 
@@ -61,8 +62,8 @@ Report = Callable[[str, tuple[int, ...], str], None]
 #: entry names, the fingerprint of the token it presented), evaluated by the predicates
 #: the machines run; of those, the kinds that read the presented token; the kinds that
 #: read the lease, witnessed while history records it; and the kinds that compare a
-#: column, witnessed while the columns are known and no fact is read. The caller's facts
-#: are not recorded.
+#: column or a fact, witnessed while the column is known (``epoch`` always, a declared one
+#: until a checkpoint) and the entry records the facts its caller brought.
 WITNESSED = frozenset({"free", "epoch", "owner"})
 TOKEN_READERS = frozenset({"owner"})
 LEASE_READERS = frozenset({"live", "lapsed"})
@@ -182,7 +183,7 @@ class EntityRules:
         row = RowView(
             ent.state, ent.epoch, ent.holder, lease, ent.columns if ent.columns is not None else {}
         )
-        caller = CallerView(e[EPOCH], e[TOKEN], {}, e[AT])
+        caller = CallerView(e[EPOCH], e[TOKEN], facts_read(e[FACTS]) or {}, e[AT])
         first: str | None = None
         for guards in candidates:
             bad = [
@@ -202,7 +203,11 @@ class EntityRules:
             return True
         if g.kind in LEASE_READERS:
             return lease_recorded(ent.lease)
-        return g.kind in COLUMN_READERS and g.fact is None and ent.columns is not None
+        if g.kind not in COLUMN_READERS:
+            return False
+        if g.fact is not None and e[FACTS] is None:
+            return False  # an entry from before history recorded the caller's facts
+        return g.column in (None, "epoch") or ent.columns is not None
 
     def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
         """``row``: (state, epoch, token fingerprint or None, lease deadline, *declared

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from claimfsm.audit._rules import COLUMNS
 from claimfsm.errors import InvalidArgument, NotFound, SchemaVersionError, StoreError
+from claimfsm.store import _entity_history as entries
 from claimfsm.store._entity_drivers import Driver, Postgres, SQLite
 from claimfsm.store._sqlite import APPLICATION_ID
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
@@ -51,7 +52,8 @@ def entity_streams(
     """A lifecycle store's (history entries ordered by key then seq, rows ordered by key),
     from its tables ``table`` and ``table_history`` (names the store checked);
     ``NotFound`` when they do not exist. A column of ``unrecorded`` that an older history
-    table lacks reads as minus infinity: not recorded (the store adds it when opened)."""
+    table lacks reads as what marks it not recorded (``entries.unrecorded``: the store adds
+    it so when opened)."""
     with _snapshot(url) as (conn, path, schema):
         if path is not None:
             found = conn.execute(
@@ -76,7 +78,9 @@ def entity_streams(
         found = conn.execute(driver.columns_sql, (f"{qualified}_history",)).fetchall()
         present = {r[0] for r in found}
         selected = ", ".join(
-            f"{driver.minus_infinity} AS {c}" if c in unrecorded and c not in present else c
+            f"{entries.unrecorded(c, driver.minus_infinity)} AS {c}"
+            if c in unrecorded and c not in present
+            else c
             for c in history_columns
         )
         queries = (

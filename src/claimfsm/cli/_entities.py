@@ -35,9 +35,14 @@ def print_history(
             entry = dataclasses.asdict(e)
             if not lease_recorded(e.lease_deadline):  # JSON has no infinity
                 entry["lease_deadline"] = "not recorded"
+            if e.facts is None:
+                entry["facts"] = "not recorded"
             click.echo(json.dumps(entry))
         return
-    header = ("seq", "key", "epoch", "event", "from → to", "refused", "token", "lease until")
+    header = (
+        *("seq", "key", "epoch", "event", "from → to", "refused", "token", "lease until"),
+        "facts",
+    )
     rows = [
         (
             str(e.seq),
@@ -48,6 +53,7 @@ def print_history(
             e.refused or "-",
             e.token_fingerprint,
             _deadline(e.lease_deadline),
+            _facts(e.facts),
         )
         for e in entries
     ]
@@ -115,3 +121,10 @@ def _deadline(deadline: float | None) -> str:
     if deadline is None:
         return "-"
     return f"{deadline:.3f}" if lease_recorded(deadline) else "not recorded"
+
+
+def _facts(facts: dict[str, Any] | None) -> str:
+    """The facts a history entry's caller brought, as ``name=value`` (JSON's values)."""
+    if facts is None:
+        return "not recorded"
+    return " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(facts.items())) or "-"

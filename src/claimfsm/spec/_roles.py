@@ -70,6 +70,11 @@ COLUMN_KEYS = {"meaning", "type", "default"}
 #: row's epoch still running?) and ``fenced_through`` (how far the executor is fenced).
 #: The checker's world answers them truthfully; a store's caller brings them.
 LIFECYCLE_FACTS = frozenset({"running", "fenced_through"})
+#: What each of them is: true or false; an epoch (a whole number).
+FACT_KINDS: dict[str, tuple[type, str]] = {
+    "running": (bool, "true or false"),
+    "fenced_through": (int, "a whole number (an epoch)"),
+}
 #: Columns every row has (a declared column may not take these names).
 ROW_COLUMNS = frozenset(
     {"key", "state", "epoch", "token", "token_hash", "owner", "lease_deadline", "target"}

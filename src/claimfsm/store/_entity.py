@@ -54,6 +54,7 @@ from claimfsm.errors import (
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
 from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
+from claimfsm.spec._roles import FACT_KINDS
 from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
 from claimfsm.store import _validate as check
@@ -68,7 +69,7 @@ from claimfsm.store._entity_drivers import (
     Tx,
     rerun,
 )
-from claimfsm.store._entity_history import DEST, EPOCH, EntityHistory
+from claimfsm.store._entity_history import DEST, EPOCH, EntityHistory, facts_text
 from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
@@ -501,7 +502,7 @@ class EntityStore:
         if key is not None:
             query, args = query + f" WHERE key = {self._driver.marker}", (key,)
         found = self._driver.rerun(lambda tx: tx.all(query + " ORDER BY seq", args))
-        return [EntityHistory(*r) for r in found]
+        return [EntityHistory.read(r) for r in found]
 
     def now(self) -> float:
         return self._driver.rerun(self._now)
@@ -615,6 +616,10 @@ class EntityStore:
         unknown = set(facts) - LIFECYCLE_FACTS
         if unknown:
             raise InvalidArgument(f"unknown facts {sorted(unknown)}: use {sorted(LIFECYCLE_FACTS)}")
+        for name, value in facts.items():
+            kind, said = FACT_KINDS[name]
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise InvalidArgument(f"fact {name} must be {said}, not {value!r}")
         call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)
         record, outcome = rerun(
             lambda: self._attempt(call),
@@ -669,7 +674,7 @@ class EntityStore:
                 shown = values.get("new_token_hash") or presented or view.token_hash
                 record = (
                     *(key, new_epoch, event, view.state, state, now),
-                    *(None, fingerprint(shown), lease),
+                    *(None, fingerprint(shown), lease, facts_text(facts)),
                 )
                 tx.defer(self._sql["append"], record)
                 return record, (state, new_epoch)
@@ -716,6 +721,7 @@ class EntityStore:
                     None,
                     label,
                     swept[2],
+                    entries.NO_FACTS,
                 )
                 tx.run(self._sql["append"], swept_record)
                 view = self._view(tx.one(self._sql["locked"], (key,)))
@@ -729,7 +735,7 @@ class EntityStore:
             shown = values.get("new_token_hash") or presented or view.token_hash
             record = (
                 *(key, new_epoch, event, view.state, state, now),
-                *(None, fingerprint(shown), lease),
+                *(None, fingerprint(shown), lease, facts_text(facts)),
             )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
@@ -755,7 +761,7 @@ class EntityStore:
         named = epoch if epoch is not None else view.epoch
         refused = (
             *(key, named, event, row_state, row_state, now),
-            *(first, fingerprint(presented), row_lease),
+            *(first, fingerprint(presented), row_lease, facts_text(facts)),
         )
         tx.defer(self._sql["append"], refused)
         return refused, refusal
@@ -831,13 +837,15 @@ class EntityStore:
         self._upgrade(tx)
 
     def _upgrade(self, tx: Tx) -> None:
-        """A history table made before history recorded the lease gets its column; the
-        entries it holds are marked as not recording it (``entries.UNRECORDED``)."""
-        if "lease_deadline" not in self._driver.columns(tx, self._history_name):
-            driver = self._driver
-            tx.run(
-                entries.add_lease(self.history_table, driver.minus_infinity, driver.add_column), ()
-            )
+        """A history table made before history recorded the lease or the caller's facts
+        gets the columns; the entries it holds are marked as not recording them
+        (``entries.upgrades``)."""
+        driver = self._driver
+        present = driver.columns(tx, self._history_name)
+        for statement in entries.upgrades(
+            self.history_table, present, driver.minus_infinity, driver.add_column
+        ):
+            tx.run(statement, ())
 
     def _schema(self) -> list[str]:
         cols = "".join(f", {c} INTEGER NOT NULL" for c in self._columns)

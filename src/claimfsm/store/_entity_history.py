@@ -4,16 +4,24 @@ Every operation on an entity appends one entry: an event applied (``refused`` is
 stale caller's operation refused (``refused`` names the guard; the row did not change), and
 the ``checkpoint`` entries pruning leaves. An entry records the row as the operation left
 it: its ``epoch``, its state (``dest``; ``source`` is where it was), the token that holds it
-(as ``token_fingerprint``) and its lease deadline (``lease_deadline``, None: no lease). With
-the store's time (``at``) that is what an auditor needs to judge the guards of the next
-entry, the lease's included.
+(as ``token_fingerprint``), its lease deadline (``lease_deadline``, None: no lease) and the
+facts the caller brought (``facts``: the evidence a guard compares, such as a readback's
+``running``; empty for none). With the store's time (``at``) that is what an auditor needs
+to judge the guards of the entry, the lease's and the evidence's included.
+
+A history table made by an earlier claimfsm gains the columns it lacks when the store
+opens it (:func:`upgrades`); the entries it already holds are marked as not recording them:
+a lease of :data:`UNRECORDED`, facts of None.
 
 The store, its upkeep and the audit read these names and indexes from here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 #: The history table's columns, in the order an entry reads them.
 COLUMNS = (
@@ -27,20 +35,35 @@ COLUMNS = (
     "refused",
     "token_fingerprint",
     "lease_deadline",
+    "facts",
 )
 SELECT = ", ".join(COLUMNS)
 #: What the store appends: an entry without its seq (the database numbers it).
 RECORD = COLUMNS[1:]
 #: Indexes into an appended record.
-KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE = range(len(RECORD))
+KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS = range(len(RECORD))
 #: The lease deadline of an entry appended before history recorded it (a store made by an
 #: earlier claimfsm, opened since): not known, so not judged.
 UNRECORDED = float("-inf")
 
 
+#: ``facts`` of an entry whose caller brought none.
+NO_FACTS = "{}"
+
+
 def lease_recorded(deadline: float | None) -> bool:
     """Whether an entry's ``lease_deadline`` is what the row held (not :data:`UNRECORDED`)."""
     return deadline is None or deadline > UNRECORDED
+
+
+def facts_text(facts: Mapping[str, Any]) -> str:
+    """The ``facts`` column of an entry whose caller brought ``facts`` (JSON, keys sorted)."""
+    return json.dumps(dict(facts), sort_keys=True, separators=(",", ":")) if facts else NO_FACTS
+
+
+def facts_read(text: str | None) -> dict[str, Any] | None:
+    """An entry's facts as its ``facts`` column holds them; None: not recorded."""
+    return None if text is None else json.loads(text)
 
 
 def table(name: str, serial: str) -> str:
@@ -49,15 +72,30 @@ def table(name: str, serial: str) -> str:
         f"CREATE TABLE IF NOT EXISTS {name} (seq {serial}, key TEXT NOT NULL,"
         " epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT NULL, dest TEXT NOT"
         " NULL, at DOUBLE PRECISION NOT NULL, refused TEXT, token_fingerprint TEXT NOT NULL,"
-        " lease_deadline DOUBLE PRECISION)"
+        " lease_deadline DOUBLE PRECISION, facts TEXT)"
     )
 
 
-def add_lease(name: str, unrecorded: str, add: str = "ADD COLUMN") -> str:
-    """``ALTER TABLE`` that gives an older history table its ``lease_deadline`` column, its
-    existing entries marked ``unrecorded`` (:data:`UNRECORDED` as the database's literal);
-    ``add``: the database's words for adding a column."""
-    return f"ALTER TABLE {name} {add} lease_deadline DOUBLE PRECISION DEFAULT {unrecorded}"
+#: The columns an earlier history table may lack, each with its type, in the order they
+#: were added.
+ADDED = {"lease_deadline": "DOUBLE PRECISION", "facts": "TEXT"}
+
+
+def unrecorded(column: str, minus_infinity: str) -> str:
+    """What an entry made before ``column`` (of :data:`ADDED`) was recorded holds there,
+    as a literal of the database whose minus infinity is ``minus_infinity``."""
+    return minus_infinity if column == "lease_deadline" else "NULL"
+
+
+def upgrades(name: str, present: set[str], minus_infinity: str, add: str) -> list[str]:
+    """``ALTER TABLE`` statements that give history table ``name``, whose columns are
+    ``present``, the columns of :data:`ADDED` it lacks, its entries marked as not
+    recording them; ``add``: the database's words for adding a column."""
+    return [
+        f"ALTER TABLE {name} {add} {c} {kind} DEFAULT {unrecorded(c, minus_infinity)}"
+        for c, kind in ADDED.items()
+        if c not in present
+    ]
 
 
 @dataclass(frozen=True)
@@ -75,3 +113,13 @@ class EntityHistory:
     token_fingerprint: str
     #: the lease the row holds after the entry; None: no lease; ``-inf``: not recorded
     lease_deadline: float | None = None
+    #: the facts the caller brought ({} for none); None: not recorded
+    facts: dict[str, Any] | None = field(default=None, hash=False)
+
+    @classmethod
+    def read(cls, row: tuple[Any, ...]) -> EntityHistory:
+        """The entry a row of :data:`COLUMNS` holds."""
+        seq, key, epoch, event, source, dest, at, refused, token, lease, facts = row
+        return cls(
+            seq, key, epoch, event, source, dest, at, refused, token, lease, facts_read(facts)
+        )

@@ -118,8 +118,8 @@ def prune(
             (after, cut, batch),
         ):
             if archive is not None:
-                archive([EntityHistory(*r) for r in rows])
-            for seq, key, epoch, _event, _source, dest, at, refused, fp, lease in rows:
+                archive([EntityHistory.read(r) for r in rows])
+            for seq, key, epoch, _event, _source, dest, at, refused, fp, lease, _facts in rows:
                 if refused is None:
                     last[key] = (seq, epoch, dest, at, fp, lease)
                 elif key in last:
@@ -136,7 +136,10 @@ def prune(
         for key, (seq, epoch, state, at, fp, lease) in sorted(
             last.items(), key=lambda kv: kv[1][0]
         ):
-            tx.run(insert, (seq, key, epoch, CHECKPOINT, state, state, at, None, fp, lease))
+            tx.run(
+                insert,
+                (seq, key, epoch, CHECKPOINT, state, state, at, None, fp, lease, entries.NO_FACTS),
+            )
         return Pruned(before, cut, removed, len(last))
 
     try:
