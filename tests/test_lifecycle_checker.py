@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claimfsm.checker import Checker, EntityModelConfig, entity_model
+from claimfsm.checker import Checker, EntityModelConfig, entity_model, replay
 from claimfsm.cli import main
 from claimfsm.errors import SpecError
 from claimfsm.machine import ClaimMachine
@@ -387,3 +387,101 @@ def test_the_review_report_of_a_lifecycle_of_your_own(tmp_path: Path) -> None:
         ],
     )
     assert wrong.exit_code == 2 and "not a variant of other" in wrong.output
+
+
+# -- the searches: a lifecycle's world splits into its rows and its clients --------------------
+STUCK = JOB.replace('op = "<"\nvalue = 3', 'op = "<"\nvalue = 2')  # a job can go nowhere
+SEARCH_CASES: dict[str, tuple[str, dict[str, Any], Any]] = {
+    "two-jobs": ("job", {"workers": 2, "keys": 2, "epochs": 2, "counts": 2}, lambda c: c),
+    "symmetry": ("job", {"workers": 3}, Checker.symmetry),
+    "state-limit": ("job", {"workers": 3, "keys": 2}, lambda c: c.symmetry().max_states(4_000)),
+    "first-counterexample": (
+        "requeue_without_evidence",
+        {"workers": 2},
+        lambda c: c.symmetry().stop_on_violation(),
+    ),
+    "liveness": ("orphan_waits_for_readback", {"workers": 2}, lambda c: c),
+    "deadlock": ("stuck", {"workers": 2}, lambda c: c),
+}
+
+
+def _case_model(tmp_path: Path, design: str, bounds: dict[str, Any]) -> Any:
+    if design == "stuck":
+        spec = load_spec(job(tmp_path, STUCK))
+    elif design == "job":
+        spec = load_spec(declarations_dir() / "job.toml")
+    else:
+        spec = load_spec(declarations_dir() / "wrong" / "job" / f"{design}.toml")
+    return entity_model(spec, EntityModelConfig(**bounds))
+
+
+@pytest.mark.parametrize("case", sorted(SEARCH_CASES))
+def test_a_lifecycle_is_searched_in_arrays_with_what_the_other_searches_report(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows are the shared part and each client's handle its part (the work running
+    on an entity is kept in its row), and a bound that stops a client's next step is
+    decided by that client's part (``ByParts``): so a lifecycle gets the array search.
+    It reports what the packed search one state at a time reports, paths, deadlocks and
+    liveness loops included, and the search over the model's own worlds finds the same
+    counts and verdicts."""
+    import claimfsm.checker._arrays as arrays_module
+
+    from .test_checker import _everything
+
+    design, bounds, configure = SEARCH_CASES[case]
+    model = _case_model(tmp_path, design, bounds)
+    assert model.processes is not None and model.processes.shared_properties
+    used = []
+    real = arrays_module.array_search
+    monkeypatch.setattr(arrays_module, "array_search", lambda *a: used.append(1) or real(*a))
+    arrays = configure(Checker(model)).run()
+    assert used, "the array search was not used"
+    one_at_a_time = configure(Checker(model).arrays(False)).run()
+    assert _everything(arrays) == _everything(one_at_a_time)
+    worlds = configure(Checker(model).packed(False)).run()
+    assert (arrays.unique, arrays.states, arrays.depth, arrays.complete) == (
+        worlds.unique,
+        worlds.states,
+        worlds.depth,
+        worlds.complete,
+    )
+    assert [arrays.outcome(p) for p in model.properties] == [
+        worlds.outcome(p) for p in model.properties
+    ]
+    assert (arrays.deadlock is None) == (worlds.deadlock is None)
+    for name, d in arrays.discoveries.items():
+        assert len(d.path) == len(worlds.discoveries[name].path)
+        assert replay(model, d.token) == d.path
+    expected = {
+        "deadlock": lambda r: r.deadlock is not None,
+        "liveness": lambda r: "orphan_is_requeued" in r.discoveries,
+        "first-counterexample": lambda r: r.stopped_by == "first counterexample",
+        "state-limit": lambda r: not r.complete,
+    }
+    assert expected.get(case, lambda r: r.complete and r.deadlock is None)(arrays)
+
+
+def test_the_work_kept_in_a_row_is_what_the_clients_say() -> None:
+    """Each row's ``working`` (the epochs of the clients whose work on it runs) is the
+    clients' handles, read again, in every state the search reaches."""
+    model = entity_model(
+        load_spec(declarations_dir() / "wrong" / "job" / "requeue_without_evidence.toml"),
+        EntityModelConfig(workers=3, keys=2, epochs=2, counts=2),
+    )
+    start = list(model.init_states())
+    reached, frontier, seen = set(start), start, 0
+    while frontier:
+        world = frontier.pop()
+        for key, row in enumerate(world.rows):
+            running = sorted(
+                h.epoch for h in world.clients if h is not None and h.working and h.key == key
+            )
+            assert list(row.working) == running, model.show_state(world)
+            seen += bool(running)
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if after is not None and after not in reached:
+                reached.add(after)
+                frontier.append(after)
+    assert seen and len(reached) == Checker(model).exhaustive().run().unique

@@ -19,7 +19,9 @@ tuple and a dict look-up. Here a whole level moves at once:
   key's state number beside it. A level's new states are the keys not in it, each first
   found where the packed search would first find it.
 - **Properties** read the shared part alone (the model promises it, ``shared_properties``)
-  and are decided once per shared number, so a level is checked with one array look-up.
+  and are decided once per shared number, so a level is checked with one array look-up;
+  one given as ``ByParts`` (the shared part, or some process's part with it) is decided
+  once per shared number and once per (shared number, part number) pair.
 - **Stops** (every property decided, the first counterexample, a state limit) are placed at
   the parent after which the packed search would stop, and what came after is dropped: a
   stopped search reports the same states as the packed search too. A time limit is looked
@@ -49,6 +51,7 @@ from claimfsm.checker._engine import (
     _token,
     path_from,
 )
+from claimfsm.checker._packed import ByParts
 
 if TYPE_CHECKING:
     from claimfsm.checker._engine import Checker
@@ -222,6 +225,41 @@ class _Facts:
         return decided
 
 
+class _PartFacts:
+    """A :class:`ByParts` predicate over packed rows: the shared number's fact, or some
+    process's (shared number, part number) pair's, each decided once."""
+
+    def __init__(self, f: ByParts[Packed]) -> None:
+        self.f = f
+        self.shared = _Facts(lambda row: f.shared(row[0]))
+        self.pairs: dict[int, bool] = {}
+
+    def of(self, rows: Ints) -> npt.NDArray[np.bool_]:
+        out = self.shared.of(rows)
+        s = rows[:, 0].astype(np.int64) << 32
+        for i in range(1, rows.shape[1]):
+            todo = np.flatnonzero(~out)
+            if not todo.size:
+                break
+            codes = s[todo] | rows[todo, i].astype(np.int64)
+            unique, back = np.unique(codes, return_inverse=True)
+            values = np.fromiter(
+                (self._pair(int(code)) for code in unique.tolist()), np.bool_, len(unique)
+            )
+            out[todo] = values[back]
+        return out
+
+    def _pair(self, code: int) -> bool:
+        found = self.pairs.get(code)
+        if found is None:
+            found = self.pairs[code] = bool(self.f.local(code >> 32, code & 0xFFFFFFFF))
+        return found
+
+
+def _facts(f: Callable[[Packed], bool]) -> _Facts | _PartFacts:
+    return _PartFacts(f) if isinstance(f, ByParts) else _Facts(f)
+
+
 class _Chunks:
     """An array grown a level at a time, joined when read."""
 
@@ -317,8 +355,8 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
     always = [p for p in m.properties if p.kind == "always"]
     sometimes = [p for p in m.properties if p.kind == "sometimes"]
     eventually = [p for p in m.properties if p.kind == "eventually"]
-    facts = {p.name: _Facts(p.holds) for p in always + sometimes}
-    may_stop = _Facts(m.may_stop)
+    facts = {p.name: _facts(p.holds) for p in always + sometimes}
+    may_stop = _facts(m.may_stop)
     start_time = time.perf_counter()
     next_progress = start_time + checker.PROGRESS_EVERY
 
@@ -535,8 +573,8 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
 def _marked(p: Any, rows: Ints, parents: Ints) -> tuple[set[Hashable], list[Hashable]]:
     """The states where ``p`` does not hold, and those of them where its obligation
     starts (its trigger holds; with no trigger, the initial states), nearest first."""
-    bad = ~_Facts(p.holds).of(rows)
-    start = _Facts(p.trigger).of(rows) if p.trigger is not None else parents < 0
+    bad = ~_facts(p.holds).of(rows)
+    start = _facts(p.trigger).of(rows) if p.trigger is not None else parents < 0
     starts: list[Hashable] = list(np.flatnonzero(bad & start).tolist())
     return set(np.flatnonzero(bad).tolist()), starts
 

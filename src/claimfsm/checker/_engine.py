@@ -561,7 +561,7 @@ def _liveness(
         starts = [
             k for k in bad if (seen[k][0] is None if trigger is None else trigger(seen[k][2]))
         ]
-        starts.sort(key=lambda k: seen[k][3])
+        starts.sort(key=lambda k: seen[k][4])  # nearest first, in the order found
     else:
         bad, starts = marked
     if not starts:

@@ -24,6 +24,14 @@ event leads. The properties are the declaration's ``[invariants]`` (``exclusive_
 ``left_only_by``, ``eventually``, and ``reachable`` examples) and the framework's own
 promise that a stale client's operation changes nothing. Nothing here names a state,
 event or guard.
+
+The world splits for the packed and array searches (``Processes``): the rows are the
+shared part and each client's handle its part. A client's action reads and changes the
+rows and its own handle alone; the work running on an entity is kept in its row
+(``Row.working``, derived from the handles), so readback's ``running`` and
+``exclusive_work`` read the rows alone; whether a bound stops a next step is decided for
+the world's events by the rows and for each client's by the rows and that client
+(``ByParts``).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from claimfsm.checker._engine import Model, Property, Step
+from claimfsm.checker._packed import ByParts, Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec, compare, lifecycle_world_problem
@@ -49,6 +58,11 @@ class Row(NamedTuple):
     live: bool = False
     columns: tuple[int, ...] = ()
     fence: int = 0  # the executor rejects work at this epoch or below
+    #: the epochs of the clients whose work on this entity is running, sorted: what the
+    #: clients' handles say, kept beside the row so that the world's evidence (``running``)
+    #: and ``exclusive_work`` read the row alone. Derived from the handles, so it adds no
+    #: state: the counts are the handles' own.
+    working: tuple[int, ...] = ()
 
 
 class Handle(NamedTuple):
@@ -178,7 +192,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             for i in bumps[event]:
                 bumped[i] += 1
             cols = tuple(bumped)
-        return Row(dest, epoch, token, live, cols, row.fence)
+        return Row(dest, epoch, token, live, cols, row.fence, row.working)
 
     def cut(after: Row) -> bool:
         """The step goes beyond a bound: it is not explored."""
@@ -192,24 +206,31 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             clients=(None,) * workers,
         )
 
-    def actions(world: EntityWorld) -> Iterator[Action]:
-        for c, h in enumerate(world.clients):
-            if h is None:
-                for key in range(keys):
-                    for e in takers:
-                        yield ("take", c, key, e)
-            else:
-                for e in owner_events.get(h.seen, ()):
-                    yield ("own", c, e)
-                if cfg["crashes"]:
-                    yield ("crash", c)
-        for key, row in enumerate(world.rows):
-            for e in environment:
-                yield ("env", key, e)
+    def client_actions(shared: Shared, h: Handle | None, c: int) -> list[Action]:
+        """Client ``c``'s actions: an idle client's takes, a handle's owner events and crash."""
+        if h is None:
+            return [("take", c, key, e) for key in range(keys) for e in takers]
+        acts: list[Action] = [("own", c, e) for e in owner_events.get(h.seen, ())]
+        if cfg["crashes"]:
+            acts.append(("crash", c))
+        return acts
+
+    def world_actions(shared: Shared) -> list[Action]:
+        """The environment's actions: operator and sweep events, the clock, the fence."""
+        acts: list[Action] = []
+        for key, row in enumerate(shared[0]):
+            acts += [("env", key, e) for e in environment]
             if row.live and row.state in lease_states:
-                yield ("clock", key)
+                acts.append(("clock", key))
             if fenceable and row.fence < row.epoch:
-                yield ("fence", key)
+                acts.append(("fence", key))
+        return acts
+
+    def actions(world: EntityWorld) -> Iterator[Action]:
+        shared = _split(world)[0]
+        for c, h in enumerate(world.clients):
+            yield from client_actions(shared, h, c)
+        yield from world_actions(shared)
 
     # left_only_by invariants, and the ones each step breaks (few steps: each judged once)
     guarded = [inv for inv in spec.invariants.values() if inv.kind == "left_only_by"]
@@ -282,15 +303,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             before = world.rows[h.key]
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
                 clients[c] = None
+                if h.working:
+                    rows[h.key] = _stops(rows[h.key], h.epoch)
                 return EntityWorld(
-                    world.rows, tuple(clients), world.stale_changed, world.escaped
+                    tuple(rows), tuple(clients), world.stale_changed, world.escaped
                 ), False
             dest, row = result
             stale = (h.epoch, h.token) != (before.epoch, before.token)
-            rows[h.key] = row
             token = row.token if row.epoch == h.epoch else h.token
             work = spec.work(event)
             working = True if work == "starts" else False if work == "ends" else h.working
+            if working != h.working:
+                row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
+            rows[h.key] = row
             done = dest not in owner_events and not working  # nothing more to do with it
             clients[c] = None if done else Handle(h.key, h.epoch, token, dest, working)
             escaped = left(world, before.state, event, dest)
@@ -309,43 +334,49 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if kind == "clock":
             key = action[1]
             r = rows[key]
-            rows[key] = Row(r.state, r.epoch, r.token, False, r.columns, r.fence)
+            rows[key] = r._replace(live=False)
         elif kind == "fence":
             key = action[1]
             r = rows[key]
-            rows[key] = Row(r.state, r.epoch, r.token, r.live, r.columns, r.epoch)
+            rows[key] = r._replace(fence=r.epoch)
         elif kind == "crash":
+            h = clients[action[1]]
             clients[action[1]] = None
+            if h is not None and h.working:
+                rows[h.key] = _stops(rows[h.key], h.epoch)
         return EntityWorld(tuple(rows), tuple(clients), world.stale_changed, world.escaped), False
 
-    def bounded(world: EntityWorld) -> bool:
-        """Whether a bound stops some next step (``_next`` says cut): only an event's step
-        can pass one, and every idle client's take is the same step."""
-        idle = False
-        for h in world.clients:
-            if h is None:
-                if idle:
-                    continue
-                idle = True
-                for key in range(keys):
-                    for e in takers:
-                        result = fire_first(world, key, e, None, False)[1]
-                        if result is not None and result[0] is not None and cut(result[1]):
-                            return True
-            else:
-                for e in owner_events.get(h.seen, ()):
-                    result = fire_first(world, h.key, e, (h.epoch, h.token), True)[1]
-                    if result is not None and result[0] is not None and cut(result[1]):
-                        return True
-        for key in range(keys):
-            for e in environment:
-                result = fire_first(world, key, e, None, True)[1]
-                if result is not None and result[0] is not None and cut(result[1]):
-                    return True
-        return False
+    # Whether a bound stops some next step (``_next`` says cut): only an event's step can
+    # pass one. Decided in parts (``ByParts``): the world's events, by the rows; a client's
+    # (an idle one's takes, a handle's owner events), by the rows and that client.
+    def _cuts(world: EntityWorld, key: int, event: str, caller: Any, named: bool) -> bool:
+        result = fire_first(world, key, event, caller, named)[1]
+        return result is not None and result[0] is not None and cut(result[1])
 
-    def may_stop(world: EntityWorld) -> bool:
-        return all(row.state in terminal for row in world.rows) or bounded(world)
+    def shared_cut(shared: Shared) -> bool:
+        world = EntityWorld(shared[0], (), shared[1], shared[2])
+        return any(_cuts(world, key, e, None, True) for key in range(keys) for e in environment)
+
+    def client_cut(shared: Shared, h: Handle | None) -> bool:
+        world = EntityWorld(shared[0], (), shared[1], shared[2])
+        if h is None:
+            return any(_cuts(world, key, e, None, False) for key in range(keys) for e in takers)
+        caller = (h.epoch, h.token)
+        return any(_cuts(world, h.key, e, caller, True) for e in owner_events.get(h.seen, ()))
+
+    def bounded(world: EntityWorld) -> bool:
+        shared, clients = _split(world)
+        return shared_cut(shared) or any(client_cut(shared, h) for h in clients)
+
+    def or_bounded(done: Callable[[Shared], bool]) -> ByParts[EntityWorld]:
+        """``done`` of the rows, or a bound stops some next step."""
+
+        def whole(world: EntityWorld) -> bool:
+            return done(_split(world)[0]) or bounded(world)
+
+        return ByParts(whole, lambda shared: done(shared) or shared_cut(shared), client_cut)
+
+    may_stop = or_bounded(lambda shared: all(row.state in terminal for row in shared[0]))
 
     def canonical(world: EntityWorld) -> Any:
         # The clients as a multiset: how many are idle, and the handles in order (compared
@@ -365,7 +396,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     ]
     for inv in spec.invariants.values():
         if inv.kind == "eventually":
-            properties.append(_obligation(inv, bounded, roles))
+            properties.append(_obligation(inv, or_bounded, roles))
         elif inv.kind == "reachable":
             properties.append(
                 Property(inv.name, "sometimes", _some_row_in(frozenset(inv.states)), inv.meaning)
@@ -454,7 +485,25 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         show_state=show_state,
         may_stop=may_stop,
         explain=explain,
+        # The rows are the shared part, each client's handle its part: a client's action
+        # reads and changes the rows and its own handle alone (the work running on an
+        # entity is kept in its row), the world's the rows alone.
+        processes=Processes(
+            split=_split,
+            join=lambda shared, clients: EntityWorld(shared[0], clients, shared[1], shared[2]),
+            local_actions=client_actions,
+            shared_actions=world_actions,
+            shared_properties=True,
+        ),
     )
+
+
+Shared = tuple[tuple[Row, ...], bool, frozenset[str]]
+
+
+def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
+    """The world's shared part (rows, stale_changed, escaped) and its clients' handles."""
+    return (world.rows, world.stale_changed, world.escaped), world.clients
 
 
 def world_facts(world: EntityWorld, key: int) -> dict[str, Any]:
@@ -464,11 +513,20 @@ def world_facts(world: EntityWorld, key: int) -> dict[str, Any]:
 
 
 def _running(world: EntityWorld, key: int) -> bool:
-    epoch = world.rows[key].epoch
-    for h in world.clients:
-        if h is not None and h.working and h.key == key and h.epoch == epoch:
-            return True
-    return False
+    row = world.rows[key]
+    return row.epoch in row.working
+
+
+def _starts(row: Row, epoch: int) -> Row:
+    """``row`` with one more client working at ``epoch``."""
+    return row._replace(working=tuple(sorted((*row.working, epoch))))
+
+
+def _stops(row: Row, epoch: int) -> Row:
+    """``row`` with one client fewer working at ``epoch``."""
+    working = list(row.working)
+    working.remove(epoch)
+    return row._replace(working=tuple(working))
 
 
 def entity_word(spec: Spec) -> str:
@@ -536,12 +594,9 @@ def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], b
     if inv.kind == "exclusive_work":
 
         def exclusive(world: EntityWorld) -> bool:
-            seen: set[int] = set()
-            for h in world.clients:
-                if h is not None and h.working and h.epoch > world.rows[h.key].fence:
-                    if h.key in seen:
-                        return False
-                    seen.add(h.key)
+            for row in world.rows:
+                if sum(1 for epoch in row.working if epoch > row.fence) > 1:
+                    return False
             return True
 
         return exclusive
@@ -561,7 +616,7 @@ def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], b
 
 def _obligation(
     inv: Any,
-    bounded: Callable[[EntityWorld], bool],
+    or_bounded: Callable[[Callable[[Shared], bool]], Callable[[EntityWorld], bool]],
     roles: dict[str, str],
 ) -> Property[EntityWorld]:
     """An ``eventually`` invariant as the engine's liveness property.
@@ -578,8 +633,7 @@ def _obligation(
     """
     sources, goals, fair = frozenset(inv.sources), frozenset(inv.goals), frozenset(inv.fair)
 
-    def holds(world: EntityWorld) -> bool:
-        return world.rows[0].state in goals or bounded(world)
+    holds = or_bounded(lambda shared: shared[0][0].state in goals)
 
     def trigger(world: EntityWorld) -> bool:
         return world.rows[0].state in sources

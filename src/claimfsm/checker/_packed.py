@@ -16,7 +16,9 @@ of every action: an action of process ``i`` reads and changes the shared part an
 - with symmetry, the canonical form sorts the part numbers (equal parts have equal numbers,
   so the sorted tuple names the class);
 - properties that read only the shared part (``shared_properties``) are decided once per
-  shared part.
+  shared part; a property (or ``may_stop``) that also asks whether *some* process's part
+  meets a condition is given as :class:`ByParts`, and decided once per shared part and
+  once per (shared part, part) pair.
 
 The search is the same breadth-first search over the packed model, so its counts are the
 model's own; paths are unpacked into the model's states for the report, and a replay token
@@ -55,8 +57,23 @@ class Processes(Generic[S, A]):
     local_actions: Callable[[Any, Any, int], Sequence[A]]
     shared_actions: Callable[[Any], Sequence[A]]
     #: Properties (their ``holds`` and ``trigger``) and ``may_stop`` read the shared part
-    #: alone: each is decided once per shared part.
+    #: alone, or are :class:`ByParts`: each is decided once per shared part (and pair).
     shared_properties: bool = False
+
+
+@dataclass(frozen=True)
+class ByParts(Generic[S]):
+    """A predicate of a state that holds when ``shared`` holds of its shared part, or
+    ``local`` holds of its shared part and some process's part (``local(shared, part)``).
+    Called on a whole state it is ``whole``, which must agree (engines that do not split
+    states call it so); the packed and array searches decide it part by part, once each."""
+
+    whole: Callable[[S], bool]
+    shared: Callable[[Any], bool]
+    local: Callable[[Any, Any], bool]
+
+    def __call__(self, state: S) -> bool:
+        return self.whole(state)
 
 
 class _Interned:
@@ -172,6 +189,8 @@ def pack(model: Model[S, A]) -> Packing[S, A]:
         return p if list(p[1:]) == parts else (p[0], *parts)
 
     def on_shared(f: Callable[[S], bool]) -> Callable[[Packed], bool]:
+        if isinstance(f, ByParts):
+            return by_parts(f)
         if not pr.shared_properties:
             return lambda p: f(decode(p))
         decided: dict[int, bool] = {}
@@ -183,6 +202,30 @@ def pack(model: Model[S, A]) -> Packing[S, A]:
             return found
 
         return holds
+
+    def by_parts(f: ByParts[S]) -> ByParts[Packed]:
+        """``f`` over packed states, and over numbers: ``shared(shared number)``,
+        ``local(shared number, part number)``, each decided once."""
+        shared_known: dict[int, bool] = {}
+        local_known: dict[tuple[int, int], bool] = {}
+
+        def on_shared_number(s: int) -> bool:
+            found = shared_known.get(s)
+            if found is None:
+                found = shared_known[s] = bool(f.shared(shared_of[s]))
+            return found
+
+        def on_pair(s: int, part: int) -> bool:
+            found = local_known.get((s, part))
+            if found is None:
+                found = local_known[(s, part)] = bool(f.local(shared_of[s], local_of[part]))
+            return found
+
+        def whole(p: Packed) -> bool:
+            s = p[0]
+            return on_shared_number(s) or any(on_pair(s, part) for part in p[1:])
+
+        return ByParts(whole, on_shared_number, on_pair)
 
     properties: list[Property[Packed]] = [
         replace(
