@@ -485,3 +485,40 @@ def test_the_work_kept_in_a_row_is_what_the_clients_say() -> None:
                 reached.add(after)
                 frontier.append(after)
     assert seen and len(reached) == Checker(model).exhaustive().run().unique
+
+
+def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: Path) -> None:
+    """A client whose work runs and whose next operation is refused drops its handle: its
+    work stops (the row's ``working`` changes) but the entity does not. The path drawn
+    says refused, with no transition, and playing it on a store agrees."""
+    from claimfsm.checker import Step
+    from claimfsm.checker._entity import entity_path_steps
+    from claimfsm.store import open_entity_store
+    from claimfsm.verify import verify
+
+    spec = load_spec(declarations_dir() / "job.toml")
+    model = entity_model(spec, EntityModelConfig(workers=1))
+    world = next(iter(model.init_states()))
+    path = [Step(None, world)]
+    for action in [("take", 0, 0, "lease"), ("own", 0, "start"), ("clock", 0)]:
+        world = model.next_state(world, action)
+        path.append(Step(action, world))
+    lapse = next(a for a in model.actions(world) if a[0] == "env" and a[2] == "lapse")
+    world = model.next_state(world, lapse)
+    path.append(Step(lapse, world))
+    assert world.rows[0].state == "orphaned" and world.rows[0].working == (1,)
+    refused = model.next_state(world, ("own", 0, "succeed"))
+    assert refused is not None and refused.clients == (None,)
+    assert refused.rows[0].working == () and refused.rows[0].state == "orphaned"
+    path.append(Step(("own", 0, "succeed"), refused))
+    last = entity_path_steps(spec, model, path)[-1]
+    assert (last.event, last.label, last.source, last.dest) == (
+        None,
+        "refused",
+        "orphaned",
+        "orphaned",
+    )
+    # and on a store: the model's shortest paths, this refusal among them, agree
+    url = f"sqlite:///{tmp_path / 'v.sqlite'}"
+    result = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=1)
+    assert result.ok, result

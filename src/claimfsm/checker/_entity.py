@@ -517,6 +517,17 @@ def _running(world: EntityWorld, key: int) -> bool:
     return row.epoch in row.working
 
 
+def stored(row: Row) -> Row:
+    """``row`` as a store keeps it: without the work its clients run (``Row.working``),
+    which a refused client's dropped handle changes while the entity does not."""
+    return row._replace(working=()) if row.working else row
+
+
+def stored_rows(world: EntityWorld) -> tuple[Row, ...]:
+    """The world's rows as a store keeps them (:func:`stored`)."""
+    return tuple(stored(row) for row in world.rows)
+
+
 def _starts(row: Row, epoch: int) -> Row:
     """``row`` with one more client working at ``epoch``."""
     return row._replace(working=tuple(sorted((*row.working, epoch))))
@@ -692,7 +703,7 @@ def entity_path_steps(
         source = before.state.rows[key].state if key >= 0 else None
         dest = after.state.rows[key].state if key >= 0 else None
         event = action[-1] if kind in ("take", "own", "env") else None
-        changed = key >= 0 and before.state.rows[key] != after.state.rows[key]
+        changed = key >= 0 and stored(before.state.rows[key]) != stored(after.state.rows[key])
         if kind == "own" and not changed and after.state.clients[action[1]] is None:
             event = None  # refused: no transition taken
         actor = {

@@ -31,6 +31,7 @@ from hypothesis.stateful import (
 
 from claimfsm.audit import audit_store
 from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model, world_facts
+from claimfsm.checker._entity import stored_rows
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
@@ -170,7 +171,7 @@ def lifecycle_state_machine(
             refused_by_model = expected is None or (
                 action[0] == "own"
                 and expected.clients[action[1]] is None
-                and expected.rows == self.world.rows
+                and stored_rows(expected) == stored_rows(self.world)
             )
             if expected is None and did == "took":
                 # The model does not go beyond its bounds; the program ends here.
@@ -295,7 +296,11 @@ def guided_paths(
             after = model.next_state(world, action)
             if action[0] in ("take", "own", "env"):
                 row = world.rows[0]
-                if after is None or (action[0] == "own" and after.clients[action[1]] is None):
+                if after is None or (
+                    action[0] == "own"
+                    and after.clients[action[1]] is None
+                    and stored_rows(after) == stored_rows(world)
+                ):  # refused: the handle is dropped, the entity unchanged
                     what = f"{action[-1]} from {row.state}: refused"
                 else:
                     what = f"{action[-1]}: {row.state} -> {after.rows[0].state}"
