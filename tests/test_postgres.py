@@ -94,12 +94,18 @@ def _transactions_only(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store, "_single_statement", lambda *args: None)
 
 
+def _acquired(url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """A store with target acct acquired, whose next events take the transaction path."""
+    store = open_store(url)
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    _transactions_only(store, monkeypatch)
+    return store, claim
+
+
 def test_commit_lost_after_the_server_committed_is_found_and_succeeds(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(pg[0])
-    claim = store.acquire("acct", approved_draft(store), "w", 30)
-    _transactions_only(store, monkeypatch)
+    store, claim = _acquired(pg[0], monkeypatch)
     _lose_commit(monkeypatch, after_commit=True)
     claim.begin_send()  # no error: the store re-read history and found its commit
     assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
@@ -109,14 +115,11 @@ def test_commit_lost_after_the_server_committed_is_found_and_succeeds(
 def test_commit_lost_before_the_server_committed_is_run_again(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(pg[0])
-    claim = store.acquire("acct", approved_draft(store), "w", 30)
-    _transactions_only(store, monkeypatch)
+    store, claim = _acquired(pg[0], monkeypatch)
     _lose_commit(monkeypatch, after_commit=False)
     claim.begin_send()  # history shows it did not happen: nothing changed, so it ran again
-    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
-    events = [h.event for h in store.history("acct")]
-    assert events == ["acquire", "begin_send"]  # once, not twice
+    assert store.get_claim("acct").state == "sending"
+    assert [h.event for h in store.history("acct")] == ["acquire", "begin_send"]  # once
     store.close()
 
 
@@ -125,9 +128,7 @@ def test_a_rolled_back_transaction_is_run_again_and_then_given_up(
 ) -> None:
     from claimfsm.store._postgres import _PostgresTx
 
-    store = open_store(pg[0])
-    claim = store.acquire("acct", approved_draft(store), "w", 30)
-    _transactions_only(store, monkeypatch)
+    store, claim = _acquired(pg[0], monkeypatch)
     failures = [
         pg_errors.SerializationFailure("injected"),
         pg_errors.DeadlockDetected("injected again"),
