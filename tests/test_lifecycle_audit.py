@@ -410,3 +410,54 @@ def test_left_only_by_means_in_the_audit_what_it_means_to_the_checker(tmp_path: 
     assert "left orphaned by requeue" in report.violations[0].message
     checked = Checker(entity_model(narrowed, EntityModelConfig(workers=2, keys=1))).run()
     assert [p.name for p in checked.violations] == [name]
+
+
+def test_one_walk_pairs_history_with_rows_for_both_audits(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's audit and a lifecycle's walk a store the same way (``audit._walk``):
+    progress counts entries and keys, rows without history and history without a row are
+    each judged once, and history out of key order is refused, not misread."""
+    import claimfsm.audit._walk as walking
+    from claimfsm.errors import StoreError
+
+    store = _a_busy_store(url, ManualClock())
+    store.close()
+    monkeypatch.setattr(walking, "PROGRESS_EVERY", 7)
+    calls: list[tuple[int, int]] = []
+    report = audit_lifecycle(JOB, url, progress=lambda n, k: calls.append((n, k)))
+    assert report.ok and report.entries == 19
+    assert calls == [(7, 1), (14, 3)]  # a: 7 entries; orphan: 5 more; spent's second entry
+
+    class Names:
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, Any, Any]] = []
+
+        def begin(self, key: str) -> str:
+            return key
+
+        def entry(self, track: str, e: tuple[Any, ...], report: Any) -> None:
+            self.seen.append(("entry", track, e[0]))
+
+        def finish(self, track: str | None, row: tuple[Any, ...] | None, report: Any) -> None:
+            self.seen.append(("finish", track, row))
+            if row is None:
+                report("row_missing", (), "no row")
+
+    names, found = Names(), []
+    history = [(1, "b", "x"), (2, "b", "y"), (3, "d", "z")]
+    rows = [("a", 1), ("b", 2), ("c", 3)]
+    counts = walking.walk(names, history, rows, lambda *v: found.append(v))
+    assert counts == (3, 2, 3)
+    assert names.seen == [  # a key's rows before it are judged when the key closes
+        ("entry", "b", 1),
+        ("entry", "b", 2),
+        ("finish", None, (1,)),
+        ("finish", "b", (2,)),
+        ("entry", "d", 3),
+        ("finish", None, (3,)),
+        ("finish", "d", None),
+    ]
+    assert found == [("row_missing", "d", (), "no row")]
+    with pytest.raises(StoreError, match="out of key order"):
+        walking.walk(Names(), [(1, "b"), (2, "a")], [], lambda *v: None)

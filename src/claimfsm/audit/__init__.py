@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from claimfsm.audit._read import streams
-from claimfsm.audit._rules import TARGET, Rules, Track, Violation
-from claimfsm.errors import InvalidArgument, StoreError
+from claimfsm.audit._rules import Rules, Violation
+from claimfsm.audit._walk import PROGRESS_EVERY, Found, walk
+from claimfsm.errors import InvalidArgument
 from claimfsm.spec import Spec, claim_spec
 
 if TYPE_CHECKING:
     from claimfsm.store import EntityStore
-
-#: How often (in entries) ``audit`` calls its ``progress`` callback.
-PROGRESS_EVERY = 100_000
 
 
 @dataclass
@@ -72,58 +70,22 @@ def audit(
         raise InvalidArgument("keep must be a non-negative int")
     rules = Rules(spec if spec is not None else claim_spec())
     report = AuditReport()
+    with streams(url) as (history, claim_rows):
+        report.entries, report.targets, report.claims = walk(
+            rules, history, claim_rows, _keeper(report, keep), progress
+        )
+    return report
 
-    def violation(kind: str, seqs: tuple[int, ...], message: str) -> None:
+
+def _keeper(report: AuditReport, keep: int) -> Found:
+    """Count every violation in ``report``, and keep the first ``keep`` in full."""
+
+    def violation(kind: str, key: str, seqs: tuple[int, ...], message: str) -> None:
         report.counts[kind] += 1
         if len(report.violations) < keep:
-            report.violations.append(Violation(kind, current, seqs, message))
+            report.violations.append(Violation(kind, key, seqs, message))
 
-    current = ""
-    with streams(url) as (history, claim_rows):
-        claims = iter(claim_rows)
-        claim = next(claims, None)
-
-        def close(track: Track) -> None:
-            nonlocal claim, current
-            # Claim rows of targets before this one have no history at all.
-            while claim is not None and claim[0] < track.target_id:
-                current = claim[0]
-                report.claims += 1
-                rules.finish(None, claim[1:], violation)
-                claim = next(claims, None)
-            current = track.target_id
-            if claim is not None and claim[0] == track.target_id:
-                report.claims += 1
-                rules.finish(track, claim[1:], violation)
-                claim = next(claims, None)
-            else:
-                rules.finish(track, None, violation)
-
-        track: Track | None = None
-        for e in history:
-            if track is None or e[TARGET] != track.target_id:
-                if track is not None:
-                    close(track)
-                    if e[TARGET] < track.target_id:  # the order the merge relies on
-                        raise StoreError(
-                            "the database returned history out of target order; "
-                            "audit needs byte-order (C) sorting of target ids"
-                        )
-                track = Track(e[TARGET])
-                report.targets += 1
-                current = track.target_id
-            rules.entry(track, e, violation)
-            report.entries += 1
-            if progress is not None and report.entries % PROGRESS_EVERY == 0:
-                progress(report.entries, report.targets)
-        if track is not None:
-            close(track)
-        while claim is not None:
-            current = claim[0]
-            report.claims += 1
-            rules.finish(None, claim[1:], violation)
-            claim = next(claims, None)
-    return report
+    return violation
 
 
 def audit_lifecycle(
@@ -138,7 +100,7 @@ def audit_lifecycle(
     ``open_entity_store(spec, url, prefix=prefix)`` keeps), against ``spec``: read-only,
     streamed from one snapshot (``_entity`` says what is checked). In the report, ``targets``
     counts the entities with history and ``claims`` the entity rows."""
-    from claimfsm.audit._entity import HISTORY, ROW, EntityRules, audit_entities
+    from claimfsm.audit._entity import HISTORY, ROW, EntityRules
     from claimfsm.audit._read import entity_streams
     from claimfsm.store._entity import check_storable, table_names
     from claimfsm.store._entity_history import ADDED
@@ -149,25 +111,12 @@ def audit_lifecycle(
         raise InvalidArgument("keep must be a non-negative int")
     check_storable(spec)
     table, _ = table_names(spec, prefix)
-    rules = EntityRules(spec)
     report = AuditReport()
-
-    def violation(kind: str, key: str, seqs: tuple[int, ...], message: str) -> None:
-        report.counts[kind] += 1
-        if len(report.violations) < keep:
-            report.violations.append(Violation(kind, key, seqs, message))
-
-    def counted(history: Any) -> Any:
-        for n, e in enumerate(history, start=1):
-            if progress is not None and n % PROGRESS_EVERY == 0:
-                progress(n, 0)
-            yield e
-
     row_columns = ", ".join([ROW, *spec.columns])
     older = frozenset(ADDED)  # a store made before history recorded the lease or facts
     with entity_streams(url, table, HISTORY, row_columns, older) as (history, rows):
-        report.entries, report.targets, report.claims = audit_entities(
-            rules, counted(history), rows, violation
+        report.entries, report.targets, report.claims = walk(
+            EntityRules(spec), history, rows, _keeper(report, keep), progress
         )
     return report
 
@@ -175,27 +124,21 @@ def audit_lifecycle(
 def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     """:func:`audit_lifecycle` of an open lifecycle store, read through its own connection
     (history and rows in two reads, not one snapshot: for a store at rest, as a test's)."""
-    from claimfsm.audit._entity import EntityRules, audit_entities
+    from claimfsm.audit._entity import EntityRules
     from claimfsm.store._entity_history import facts_text
 
     report = AuditReport()
-
-    def violation(kind: str, key: str, seqs: tuple[int, ...], message: str) -> None:
-        report.counts[kind] += 1
-        if len(report.violations) < keep:
-            report.violations.append(Violation(kind, key, seqs, message))
-
     history = [  # as the history table holds them: the facts as their text
         (*dataclasses.astuple(h)[:-1], None if h.facts is None else facts_text(h.facts))
         for h in store.history()
     ]
-    history.sort(key=lambda e: (e[1], e[0]))  # by key, then seq
-    rows = [
+    history.sort(key=lambda e: (e[1], e[0]))  # by key (code points: byte order), then seq
+    rows = sorted(
         (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, *r.columns.values())
-        for r in store.rows()
-    ]
-    report.entries, report.targets, report.claims = audit_entities(
-        EntityRules(store.spec), history, rows, violation
+        for r in store.rows()  # the database's order may be its locale's
+    )
+    report.entries, report.targets, report.claims = walk(
+        EntityRules(store.spec), history, rows, _keeper(report, keep)
     )
     return report
 

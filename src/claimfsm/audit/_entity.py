@@ -37,7 +37,7 @@ with no history must be as the declaration begins it, and history needs a row
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,49 +239,3 @@ class EntityRules:
                 (),
                 "the row is not what its history leaves: " + ", ".join(differ),
             )
-
-
-def audit_entities(
-    rules: EntityRules,
-    history: Iterable[tuple[Any, ...]],
-    rows: Iterable[tuple[Any, ...]],
-    report: Callable[[str, str, tuple[int, ...], str], None],
-) -> tuple[int, int, int]:
-    """Both streams in key order, merged: (entries, entities with history, rows)."""
-    entries = keys = seen_rows = 0
-    row_iter = iter(rows)
-    row = next(row_iter, None)
-
-    def close(ent: Entity | None, key: str) -> None:
-        nonlocal row, seen_rows
-        while row is not None and row[0] < key:  # rows without history
-            seen_rows += 1
-            rules.finish(None, tuple(row[1:]), _for(report, row[0]))
-            row = next(row_iter, None)
-        if row is not None and row[0] == key:
-            seen_rows += 1
-            rules.finish(ent, tuple(row[1:]), _for(report, key))
-            row = next(row_iter, None)
-        elif ent is not None:
-            rules.finish(ent, None, _for(report, key))
-
-    ent: Entity | None = None
-    for e in history:
-        if ent is None or e[KEY] != ent.key:
-            if ent is not None:
-                close(ent, ent.key)
-            ent = rules.begin(e[KEY])
-            keys += 1
-        rules.entry(ent, e, _for(report, ent.key))
-        entries += 1
-    if ent is not None:
-        close(ent, ent.key)
-    while row is not None:
-        seen_rows += 1
-        rules.finish(None, tuple(row[1:]), _for(report, row[0]))
-        row = next(row_iter, None)
-    return entries, keys, seen_rows
-
-
-def _for(report: Callable[[str, str, tuple[int, ...], str], None], key: str) -> Report:
-    return lambda kind, seqs, message: report(kind, key, seqs, message)

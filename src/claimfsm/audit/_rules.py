@@ -145,6 +145,9 @@ class Rules:
         for t in spec.transitions:
             self.declared.setdefault((t.event, t.source, t.dest), []).append(t.guards)
 
+    def begin(self, target_id: str) -> Track:
+        return Track(target_id)
+
     def entry(self, track: Track, e: tuple[Any, ...], report: Callable[..., None]) -> None:
         """Check entry ``e`` against ``track`` (the target so far), then apply it."""
         event = e[EVENT]
