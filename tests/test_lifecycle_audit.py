@@ -80,11 +80,12 @@ def _forge(
         kw.get("fp", "-"),
         kw.get("lease"),
         kw.get("facts", "{}"),
+        kw.get("owner", ""),
     )
     store._driver.rerun(
         lambda tx: tx.run(
             f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            f" token_fingerprint, lease_deadline, facts) VALUES ({', '.join([m] * 10)})",
+            f" token_fingerprint, lease_deadline, facts, owner) VALUES ({', '.join([m] * 11)})",
             entry,
         )
     )
@@ -127,7 +128,8 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     store.take("b", "lease", owner="w", lease_seconds=10)
     deadline = store.row("b").lease_deadline  # type: ignore[union-attr]
     forged = fingerprint(token_hash("not the holder's token"))
-    _forge(store, "b", 1, "start", "leased", "running", fp=forged, at=clock(), lease=deadline)
+    moved = {"at": clock(), "lease": deadline, "owner": "w"}
+    _forge(store, "b", 1, "start", "leased", "running", fp=forged, **moved)
     _set_row(store, "b", state="running")
     assert _kinds(url)["guard_failed"] == ["b", "orphan"]
 
@@ -136,7 +138,7 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     _forge(store, "c", 0, "succeed", "queued", "succeeded")
     _forge(store, "d", 0, "start", "queued", "leased", refused="owner_matches")
     a_holder = store.history("a")[-1].token_fingerprint
-    _forge(store, "a", 2, "checkpoint", "succeeded", "succeeded", fp=a_holder)
+    _forge(store, "a", 2, "checkpoint", "succeeded", "succeeded", fp=a_holder, owner="w2")
     _forge(store, "spent", 4, "lease", "dead", "leased")
     kinds = _kinds(url)
     assert kinds["undeclared"] == ["c", "spent"]
@@ -148,6 +150,44 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     # A row edited by hand: its counter no longer what history counts.
     _set_row(store, "b", attempts=9)
     assert _kinds(url)["row_mismatch"] == ["b", "orphan", "spent"]
+    store.close()
+
+
+def test_the_owner_is_recorded_and_judged_from_history(url: str) -> None:
+    """Each entry records the owner the row holds after it, as the claim's history does: a
+    taker's name from its take on, kept by the events that do not set it, and unchanged
+    by a refusal. A row whose owner was changed behind history's back, and a refusal that
+    recorded another owner, are found."""
+    clock = ManualClock()
+    store = open_entity_store(JOB, url, clock=clock)
+    first = store.take("j", "lease", owner="w1", lease_seconds=10)
+    store.act(store.act(first, "start"), "fail")
+    store.take("j", "lease", owner="w2", lease_seconds=10)
+    with pytest.raises(StaleClaim):
+        store.act(first, "start")
+    clock.advance(11)
+    store.sweep()
+    owners = [(e.event, e.refused, e.owner) for e in store.history("j")]
+    assert owners == [
+        ("lease", None, "w1"),
+        ("start", None, "w1"),
+        ("fail", None, "w1"),
+        ("lease", None, "w2"),
+        ("start", "owner_matches", "w2"),
+        ("lapse", None, "w2"),
+    ]
+    assert store.row("j").owner == "w2"  # type: ignore[union-attr]
+    listed = CliRunner().invoke(main, ["history", "job", "--db", url])
+    assert listed.exit_code == 0 and " w2 " in listed.output, listed.output
+    assert audit_lifecycle(JOB, url).ok
+    store.take("k", "lease", owner="w1", lease_seconds=10)
+    _set_row(store, "k", owner="someone else")
+    store.take("m", "lease", owner="w1", lease_seconds=10)
+    _forge(store, "m", 0, "start", "leased", "leased", refused="epoch_current", owner="w9")
+    report = audit_lifecycle(JOB, url)
+    found = [(v.kind, v.target_id) for v in report.violations]
+    assert found == [("row_mismatch", "k"), ("refusal_changed", "m")], report.violations
+    assert "owner 'someone else' (history: 'w1')" in report.violations[0].message
     store.close()
 
 
@@ -176,7 +216,9 @@ def test_the_lease_is_judged_from_history(url: str) -> None:
     store.take("k", "lease", owner="w", lease_seconds=10)
     late = store.row("k").lease_deadline + 1  # type: ignore[union-attr]
     holder = store.history("k")[-1].token_fingerprint
-    _forge(store, "k", 1, "start", "leased", "running", at=late, fp=holder, lease=late - 1)
+    _forge(
+        store, "k", 1, "start", "leased", "running", at=late, fp=holder, lease=late - 1, owner="w"
+    )
     _set_row(store, "k", state="running")
     kinds = _kinds(url)
     assert kinds["guard_failed"] == ["j", "k"]
@@ -191,13 +233,14 @@ def test_the_lease_is_judged_from_history(url: str) -> None:
     store.close()
 
 
-@pytest.mark.parametrize("older", [("lease_deadline",), ("lease_deadline", "facts"), ("facts",)])
-def test_a_history_from_before_leases_or_facts_were_recorded(
+@pytest.mark.parametrize(
+    "older", [("lease_deadline",), ("lease_deadline", "facts", "owner"), ("facts",), ("owner",)]
+)
+def test_a_history_from_before_leases_facts_or_owners_were_recorded(
     url: str, older: tuple[str, ...]
 ) -> None:
-    """A store whose history table predates the lease column, or the facts column, is
-    given it when opened; its older entries say it was not recorded, and are not judged
-    by it."""
+    """A store whose history table predates the lease, facts or owner column is given it
+    when opened; its older entries say it was not recorded, and are not judged by it."""
     clock = ManualClock()
     store = open_entity_store(JOB, url, clock=clock)
     store.act(store.take("j", "lease", owner="w", lease_seconds=10), "start")
@@ -217,6 +260,8 @@ def test_a_history_from_before_leases_or_facts_were_recorded(
         assert [e.lease_deadline for e in store.history("j")] == [float("-inf")] * 3
     if "facts" in older:
         assert [e.facts for e in store.history("o")] == [None] * 4
+    if "owner" in older:
+        assert [e.owner for e in store.history("o")] == [None] * 4
     store.close()
     report = audit_lifecycle(JOB, url)
     assert report.ok, report.violations
@@ -232,6 +277,7 @@ def test_a_history_from_before_leases_or_facts_were_recorded(
     store.act(store.take("k", "lease", owner="w", lease_seconds=10), "start")
     assert store.history("k")[-1].lease_deadline == store.row("k").lease_deadline  # type: ignore[union-attr]
     assert store.history("k")[-1].facts == {}
+    assert store.history("k")[-1].owner == "w"
     store.close()
     assert audit_lifecycle(JOB, url).ok
 
@@ -267,7 +313,7 @@ def test_the_evidence_a_caller_brought_is_recorded_and_judged(url: str) -> None:
     row = store.row("o")
     assert row is not None and row.state == "orphaned" and row.epoch == 2
     stale_fence = '{"fenced_through":1,"running":true}'
-    _forge(store, "o", 2, "requeue", "orphaned", "queued", facts=stale_fence, at=clock())
+    _forge(store, "o", 2, "requeue", "orphaned", "queued", facts=stale_fence, at=clock(), owner="w")
     _set_row(store, "o", state="queued")
     report = audit_lifecycle(JOB, url)
     assert [(v.kind, v.target_id) for v in report.violations] == [("guard_failed", "o")]

@@ -129,18 +129,22 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
 
     report = AuditReport()
     history = [  # as the history table holds them: the facts as their text
-        (*dataclasses.astuple(h)[:-1], None if h.facts is None else facts_text(h.facts))
+        (*dataclasses.astuple(h)[:-2], None if h.facts is None else facts_text(h.facts), h.owner)
         for h in store.history()
     ]
     history.sort(key=lambda e: (e[1], e[0]))  # by key (code points: byte order), then seq
-    rows = sorted(
-        (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, *r.columns.values())
-        for r in store.rows()  # the database's order may be its locale's
-    )
+    # sorted here too: the database's ORDER BY key may follow its locale
+    rows = sorted(_row_fields(r) for r in store.rows())
     report.entries, report.targets, report.claims = walk(
         EntityRules(store.spec), history, rows, _keeper(report, keep)
     )
     return report
+
+
+def _row_fields(r: Any) -> tuple[Any, ...]:
+    """An entity row as the lifecycle audit reads it (``_entity.ROW`` and the columns)."""
+    fixed = (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, r.owner)
+    return (*fixed, *r.columns.values())
 
 
 __all__ = [

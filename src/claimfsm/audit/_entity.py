@@ -2,14 +2,15 @@
 
 The auditor walks each entity's history in ``seq`` order, keeping only the row that history
 leaves: its state, its epoch, the fingerprint of the token that holds it, its lease
-deadline, and its declared columns (known from the entity's first entry on; a
+deadline, its owner's name, and its declared columns (known from the entity's first entry on; a
 ``checkpoint`` records state, epoch and lease only, so after one the columns are unknown
 and not compared). For every entry it asks:
 
 - A ``checkpoint`` (written by pruning) may only open an entity's history
   (``checkpoint_inside``).
 - A refused operation (``refused`` names the guard) changes nothing: it stays in the state
-  the entity is in, and records the lease the entity holds (``refusal_changed``).
+  the entity is in, and records the lease and the owner the entity holds
+  (``refusal_changed``).
 - A transition starts where the entity is (``broken_path``) and is declared: some
   transition of its event leads from its source to its destination (``undeclared``).
 - A taker's event begins the next epoch; every other event keeps the current one
@@ -29,10 +30,9 @@ and not compared). For every entry it asks:
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
 
-At the end of an entity, its row must be what its history leaves, its lease included
-(``row_mismatch``); a row
-with no history must be as the declaration begins it, and history needs a row
-(``row_missing``).
+At the end of an entity, its row must be what its history leaves, its lease and owner
+included (``row_mismatch``); a row with no history must be as the declaration begins it,
+and history needs a row (``row_missing``).
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ from claimfsm.store._tokens import FINGERPRINT_LENGTH
 #: The history columns the auditor reads, and the row columns before the declared ones
 #: (the token as its fingerprint, as history shows it).
 HISTORY = entries.COLUMNS
-ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH}), lease_deadline"
-SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS = range(len(entries.COLUMNS))
+ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH}), lease_deadline, owner"
+SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER = range(
+    len(entries.COLUMNS)
+)
 
 Report = Callable[[str, tuple[int, ...], str], None]
 
@@ -79,6 +81,7 @@ class Entity:
     epoch: int = 0
     holder: str = "-"  # the fingerprint of the token that holds the current epoch
     lease: float | None = None  # its deadline; None: no lease; UNRECORDED: not known
+    owner: str | None = None  # the owner's name ("" for none); None: not known
     columns: dict[str, int] | None = field(default_factory=dict)  # None: not known
     entries: int = 0
 
@@ -111,7 +114,7 @@ class EntityRules:
             if ent.entries > 1:
                 report("checkpoint_inside", seq, "a checkpoint after the first entry")
             ent.state, ent.epoch, ent.holder, ent.columns = e[DEST], e[EPOCH], e[TOKEN], None
-            ent.lease = e[LEASE]
+            ent.lease, ent.owner = e[LEASE], e[OWNER]
             return
         if e[REFUSED] is not None:
             if not e[SOURCE] == e[DEST] == ent.state:
@@ -127,6 +130,13 @@ class EntityRules:
                     seq,
                     f"{e[EVENT]} refused ({e[REFUSED]}) but recorded the lease {e[LEASE]!r}"
                     f" where the entity held {ent.lease!r}",
+                )
+            elif None not in (ent.owner, e[OWNER]) and e[OWNER] != ent.owner:
+                report(
+                    "refusal_changed",
+                    seq,
+                    f"{e[EVENT]} refused ({e[REFUSED]}) but recorded the owner {e[OWNER]!r}"
+                    f" where the entity had {ent.owner!r}",
                 )
             return
         event, source, dest = e[EVENT], e[SOURCE], e[DEST]
@@ -155,7 +165,7 @@ class EntityRules:
                     seq,
                     f"{inv.name}: left {source} by {event} ({inv.meaning})",
                 )
-        ent.state, ent.epoch, ent.lease = dest, e[EPOCH], e[LEASE]
+        ent.state, ent.epoch, ent.lease, ent.owner = dest, e[EPOCH], e[LEASE], e[OWNER]
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
         if ent.columns is not None:
@@ -210,24 +220,27 @@ class EntityRules:
         return g.column in (None, "epoch") or ent.columns is not None
 
     def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
-        """``row``: (state, epoch, token fingerprint or None, lease deadline, *declared
-        columns), or None: no row."""
+        """``row``: (state, epoch, token fingerprint or None, lease deadline, owner,
+        *declared columns), or None: no row."""
         if row is None:
             if ent is not None:
                 report("row_missing", (), f"history of {ent.key!r} but no row")
             return
-        state, epoch, token, lease, *values = row
+        state, epoch, token, lease, owner, *values = row
         found = {
             "state": state,
             "epoch": epoch,
             "token": token or "-",
             "lease": lease,
+            "owner": owner or "",
             **dict(zip(self.columns, values, strict=True)),
         }
         base = ent or self.begin("")
         replayed = {"state": base.state, "epoch": base.epoch, "token": base.holder}
         if lease_recorded(base.lease):
             replayed["lease"] = base.lease
+        if base.owner is not None:
+            replayed["owner"] = base.owner
         if base.columns is not None:
             replayed.update(base.columns)
         differ = [

@@ -35,13 +35,14 @@ def print_history(
             entry = dataclasses.asdict(e)
             if not lease_recorded(e.lease_deadline):  # JSON has no infinity
                 entry["lease_deadline"] = "not recorded"
-            if e.facts is None:
-                entry["facts"] = "not recorded"
+            for name in ("facts", "owner"):
+                if entry[name] is None:
+                    entry[name] = "not recorded"
             click.echo(json.dumps(entry))
         return
     header = (
         *("seq", "key", "epoch", "event", "from → to", "refused", "token", "lease until"),
-        "facts",
+        *("owner", "facts"),
     )
     rows = [
         (
@@ -53,6 +54,7 @@ def print_history(
             e.refused or "-",
             e.token_fingerprint,
             _deadline(e.lease_deadline),
+            "not recorded" if e.owner is None else e.owner or "-",
             _facts(e.facts),
         )
         for e in entries

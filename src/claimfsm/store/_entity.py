@@ -141,7 +141,7 @@ def compile_event(
     *,
     clock: str | None = None,
     prior: str = "",
-    returning: str = "state, epoch, lease_deadline",
+    returning: str = "state, epoch, lease_deadline, owner",
 ) -> CompiledEvent:
     """The guarded ``UPDATE`` of ``event``: one statement, whose ``WHERE`` is the guards of
     every transition of the event (each with its source) and whose ``SET`` is the state
@@ -270,7 +270,11 @@ def compile_birth(
     names = ", ".join([*sets, "key", *kept])
     values = ", ".join([*sets.values(), key, *(fresh[c] for c in kept)])
     returning = ", ".join(
-        ["state", "epoch", "lease_deadline", clock, *(fresh[c] for c in [*PRIOR, *spec.columns])]
+        [
+            *("state", "epoch", "lease_deadline", clock),
+            *(fresh[c] for c in [*PRIOR, *spec.columns]),
+            "owner",  # the new row's
+        ]
     )
     sql = (
         f"INSERT INTO {table} ({names}) SELECT {values}"  # noqa: S608
@@ -303,7 +307,7 @@ def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s"
         clock=clock,
         prior="prior",
         returning=", ".join(
-            ["state", "epoch", "lease_deadline", clock, *(f'"prior {c}"' for c in names)]
+            ["state", "epoch", "lease_deadline", clock, *(f'"prior {c}"' for c in names), "owner"]
         ),
     )
     now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
@@ -668,20 +672,21 @@ class EntityStore:
             )
             if found is not None:
                 state, new_epoch, lease, now = found[0], found[1], found[2], float(found[3])
-                view = self._view((key, *found[4:8], None, *found[8:]))
+                view = self._view((key, *found[4:8], None, *found[8:-1]))
                 caller = CallerView(view.epoch if call.current else epoch, presented, facts, now)
                 self._agrees(event, view, caller, True)
                 shown = values.get("new_token_hash") or presented or view.token_hash
                 record = (
                     *(key, new_epoch, event, view.state, state, now),
-                    *(None, fingerprint(shown), lease, facts_text(facts)),
+                    *(None, fingerprint(shown), lease, facts_text(facts), found[-1] or ""),
                 )
                 tx.defer(self._sql["append"], record)
                 return record, (state, new_epoch)
         defaults = tuple(self.spec.columns[c].default for c in self._columns)
         tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
         now = self._now(tx)
-        view = self._view(tx.one(self._sql["locked"], (key,)))
+        locked = tx.one(self._sql["locked"], (key,))
+        view, row_owner = self._view(locked), locked[5] or ""  # history: "" for none
         if call.current:
             epoch = view.epoch
 
@@ -692,7 +697,8 @@ class EntityStore:
             values: Mapping[str, Any] = values,
             facts: Mapping[str, Any] = facts,
         ) -> Any:
-            """The event's compiled guarded write: (state, epoch), or None: refused."""
+            """The event's compiled guarded write: (state, epoch, lease deadline, owner) of
+            the row it left, or None: refused."""
             write = self._writes[event]
             params = self._params(key, values, facts, presented)
             times = {"epoch": epoch, "now": now, "deadline": now + call.lease_seconds}
@@ -722,6 +728,7 @@ class EntityStore:
                     label,
                     swept[2],
                     entries.NO_FACTS,
+                    swept[3] or "",
                 )
                 tx.run(self._sql["append"], swept_record)
                 view = self._view(tx.one(self._sql["locked"], (key,)))
@@ -731,11 +738,11 @@ class EntityStore:
         caller = CallerView(epoch, presented, facts, now)
         taken, failing = self._agrees(event, view, caller, done is not None)
         if done is not None and taken is not None:
-            state, new_epoch, lease = done
+            state, new_epoch, lease, owner = done
             shown = values.get("new_token_hash") or presented or view.token_hash
             record = (
                 *(key, new_epoch, event, view.state, state, now),
-                *(None, fingerprint(shown), lease, facts_text(facts)),
+                *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
             )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
@@ -761,7 +768,7 @@ class EntityStore:
         named = epoch if epoch is not None else view.epoch
         refused = (
             *(key, named, event, row_state, row_state, now),
-            *(first, fingerprint(presented), row_lease, facts_text(facts)),
+            *(first, fingerprint(presented), row_lease, facts_text(facts), row_owner),
         )
         tx.defer(self._sql["append"], refused)
         return refused, refusal
