@@ -467,7 +467,7 @@ def test_the_work_kept_in_a_row_is_what_the_clients_say() -> None:
     clients' handles, read again, in every state the search reaches."""
     model = entity_model(
         load_spec(declarations_dir() / "wrong" / "job" / "requeue_without_evidence.toml"),
-        EntityModelConfig(workers=3, keys=2, epochs=2, counts=2),
+        EntityModelConfig(workers=2, keys=2, epochs=2, counts=2),
     )
     start = list(model.init_states())
     reached, frontier, seen = set(start), start, 0
@@ -478,7 +478,7 @@ def test_the_work_kept_in_a_row_is_what_the_clients_say() -> None:
                 h.epoch for h in world.clients if h is not None and h.working and h.key == key
             )
             assert list(row.working) == running, model.show_state(world)
-            seen += bool(running)
+            seen += len(running) > 1  # a stale client's work beside the current one's
         for action in model.actions(world):
             after = model.next_state(world, action)
             if after is not None and after not in reached:
