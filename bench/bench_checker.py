@@ -108,7 +108,7 @@ def main() -> None:
         world = EntityModelConfig(workers=workers, keys=keys)
         timed = {}
         for symmetry in (True, False):
-            took: dict[str, float] = {}
+            timing: dict[str, float] = {}
             for search in ("arrays", "packed", "worlds") if keys > 1 else ("arrays",):
                 start = time.perf_counter()
                 checked = (
@@ -118,19 +118,19 @@ def main() -> None:
                     .arrays(search == "arrays")
                     .run()
                 )
-                took[search] = time.perf_counter() - start
+                timing[search] = time.perf_counter() - start
                 print(
                     f"  K={workers} jobs={keys} built-in symmetry={'on ' if symmetry else 'off'}"
-                    f" {search}: unique={checked.unique:,} seconds={took[search]:.2f}"
-                    f" states/s={checked.unique / took[search]:,.0f} verdict={checked.verdict}"
+                    f" {search}: unique={checked.unique:,} seconds={timing[search]:.2f}"
+                    f" states/s={checked.unique / timing[search]:,.0f} verdict={checked.verdict}"
                 )
-            timed[symmetry] = took["arrays"]
+            timed[symmetry] = timing["arrays"]
             if keys > 1:
                 print(
                     f"    array search / packed search one state at a time:"
-                    f" {took['arrays'] / took['packed']:.2f} of the time;"
+                    f" {timing['arrays'] / timing['packed']:.2f} of the time;"
                     f" arrays / search over the model's worlds:"
-                    f" {took['arrays'] / took['worlds']:.2f}"
+                    f" {timing['arrays'] / timing['worlds']:.2f}"
                 )
         if why is None:
             start = time.perf_counter()
