@@ -300,6 +300,59 @@ def test_verify_finds_the_store_agreeing_with_the_model(url: str) -> None:
     assert result.guided == len(guided_paths(spec)) and result.steps_run > 100
 
 
+def test_verify_opens_each_workers_store_once_and_closes_every_one(url: str) -> None:
+    """A verify runs a hundred programs or more on one set of stores, one per worker and
+    one for the operator (opening a PostgreSQL store is a connection and a schema check),
+    each program from an empty store at the clock's start; at the end every store it
+    opened is closed."""
+    spec, open_store = opener(JOB_PATH, url)
+    opened: list[EntityStore] = []
+    closed: list[EntityStore] = []
+
+    def counting(clock: ManualClock) -> EntityStore:
+        store = open_store(clock)
+        real = store.close
+
+        def close() -> None:
+            closed.append(store)
+            real()
+
+        store.close = close  # type: ignore[method-assign]
+        opened.append(store)
+        return store
+
+    result = verify(spec, counting, examples=10, steps=20)
+    assert result.ok, result.failure + "\n" + "\n".join(result.program)
+    assert result.guided + result.programs > 50
+    assert len(opened) == result.workers + 1
+    assert sorted(map(id, closed)) == sorted(map(id, opened))
+
+
+def test_a_kept_store_starts_the_next_program_empty_at_the_clocks_start(tmp_path: Path) -> None:
+    from claimfsm.verify._stateful import KeptStores
+
+    spec, open_store = opener(JOB_PATH, f"sqlite:///{tmp_path / 'k.sqlite'}")
+    machine = lifecycle_state_machine(spec, open_store)
+    with KeptStores() as kept:
+        machine.kept = kept  # type: ignore[attr-defined]
+        first = machine()
+        lapse = ("clock", 0)
+        for action in [("take", 0, 0, "lease"), lapse]:
+            first.step(action)  # type: ignore[attr-defined]
+        moved = first.clock.now  # type: ignore[attr-defined]
+        stores = list(first.stores)
+        first.teardown()
+        assert moved > ManualClock.START and len(kept.idle) == 1
+        second = machine()
+        assert second.stores == stores and not kept.idle  # type: ignore[attr-defined]
+        assert second.clock.now == ManualClock.START  # type: ignore[attr-defined]
+        assert stores[0].rows() == [] and stores[0].history() == []
+        second.teardown()
+    assert not kept.idle
+    with pytest.raises(Exception):  # noqa: B017 - closed: any use fails
+        stores[0].rows()
+
+
 @pytest.mark.slow
 def test_verify_long_runs_agree_on_both_backends(url: str) -> None:
     """More and longer random programs, three workers: the store never leaves the model."""

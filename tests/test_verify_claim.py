@@ -36,6 +36,34 @@ def test_verify_claim_finds_the_store_agreeing_with_the_model(tmp_path: Path) ->
     assert result.programs >= 10 and result.steps_run > 0
 
 
+def test_verify_claim_opens_each_workers_store_once_and_closes_every_one(tmp_path: Path) -> None:
+    """Both remotes' guided paths and the random programs run on one set of stores (one
+    per worker and one for the world), each program on a target of its own and a clock at
+    its start; at the end every store opened is closed."""
+    spec = claim_spec()
+    opened: list[Store] = []
+    closed: list[Store] = []
+    real_open = sqlite_opener(tmp_path / "v.sqlite", spec)
+
+    def counting(clock: Callable[[], float]) -> Store:
+        store = real_open(clock)
+        real_close = store.close
+
+        def close() -> None:
+            closed.append(store)
+            real_close()
+
+        store.close = close  # type: ignore[method-assign]
+        opened.append(store)
+        return store
+
+    result = verify_claim(spec, counting, examples=10, steps=20, workers=2)
+    assert result.ok, (result.failure, result.program)
+    assert result.guided > 100 and result.programs >= 10
+    assert len(opened) == 3
+    assert sorted(map(id, closed)) == sorted(map(id, opened))
+
+
 def test_verify_claim_fails_when_the_store_runs_another_protocol(tmp_path: Path) -> None:
     """The model is claim.toml; the stores run readback_present_only, which cannot record
     an absent effect: the first guided path that reconciles absent makes them disagree."""

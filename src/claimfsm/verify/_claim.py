@@ -35,7 +35,13 @@ from claimfsm.errors import ClaimFSMError, InvalidArgument
 from claimfsm.replay import Coverage, Player, ReplayMismatch, coverage_paths
 from claimfsm.spec import Event, RemoteMode, Spec
 from claimfsm.store import Store
-from claimfsm.verify._stateful import StoreProgram, VerifyResult, random_programs
+from claimfsm.verify._stateful import (
+    KeptStores,
+    ManualClock,
+    StoreProgram,
+    VerifyResult,
+    random_programs,
+)
 
 #: Opens a new connection to the one database under test, on the given clock.
 OpenClaimStore = Callable[[Callable[[], float]], Store]
@@ -63,6 +69,10 @@ def _group(action: tuple[Any, ...]) -> str:
     if kind in _WORKER:
         return "worker"
     return "fault" if kind in _FAULT else "world"
+
+
+def _new_time() -> list[float]:
+    return [ManualClock.START]
 
 
 def claim_config(spec: Spec, workers: int | None, remote: str, drafts: int = 2) -> ClaimModelConfig:
@@ -104,16 +114,17 @@ def claim_state_machine(
 
         def __init__(self) -> None:
             super().__init__()
-            self.now = [1_000_000.0]
-            clock = lambda: self.now[0]  # noqa: E731 - every connection of this program
             self.stores: list[Store] = []
             self.program: list[str] = []
             ClaimProgram.last_program = self.program
             ClaimProgram.programs_run += 1
             self.coverage = Coverage(declared=set())
             self.world = start
-            for _ in range(config.workers + 1):
-                self.stores.append(open_store(clock))
+            # every connection of this program reads the time from now[0]
+            self.now, self.stores = self._open_stores(
+                config.workers + 1, _new_time, lambda now: open_store(lambda: now[0])
+            )
+            self.now[0] = ManualClock.START
             self.player = Player(
                 spec,
                 config,
@@ -192,6 +203,23 @@ def verify_claim(
     the model's ``always`` properties are checked after every step of each
     (``guided_first=False``: the random programs alone). The result says whether the store
     agreed with the model at every step, and gives the failing program if not."""
+    with KeptStores() as kept:  # every program's stores, for the next program
+        return _verify_claim(
+            spec, open_store, kept, examples, steps, workers, seed, deep_samples, guided_first
+        )
+
+
+def _verify_claim(
+    spec: Spec,
+    open_store: OpenClaimStore,
+    kept: KeptStores,
+    examples: int,
+    steps: int,
+    workers: int | None,
+    seed: int | None,
+    deep_samples: int,
+    guided_first: bool,
+) -> VerifyResult:
     guided = guided_steps = 0
     for remote, drafts in (("fencing", 2), ("dedup", 1)) if guided_first else ():
         machine = claim_state_machine(
@@ -201,6 +229,7 @@ def verify_claim(
             remote=remote,  # type: ignore[arg-type]
             drafts=drafts,
         )
+        machine.kept = kept
         paths = coverage_paths(machine.model, deep_samples=deep_samples)  # type: ignore[attr-defined]
         guided += len(paths)
         for path in paths:
@@ -224,6 +253,7 @@ def verify_claim(
             finally:
                 run.teardown()
     machine = claim_state_machine(spec, open_store, workers=workers)
+    machine.kept = kept
     failure, program = random_programs(machine, examples, steps, seed)
     return VerifyResult(
         not failure,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
@@ -44,7 +44,10 @@ LEASE_SECONDS = 30.0
 class ManualClock:
     """The stores' time: moved on only by the model's clock steps."""
 
-    def __init__(self, start: float = 1_000_000.0) -> None:
+    #: where every program's time starts
+    START = 1_000_000.0
+
+    def __init__(self, start: float = START) -> None:
         self.now = start
 
     def __call__(self) -> float:
@@ -55,14 +58,71 @@ class ManualClock:
 
 
 OpenStore = Callable[[ManualClock], EntityStore]
+C = TypeVar("C")
+S = TypeVar("S")
+
+
+class KeptStores:
+    """Stores a finished program leaves for the next one to use, with the clock they were
+    opened on: a verify runs hundreds of programs, and opening a store (a connection, the
+    schema checked) costs more on PostgreSQL than a short program's steps. Each program
+    still starts from an empty store on a clock at its start (the programs reset them),
+    and each worker still acts through a connection of its own. Close them all with
+    :meth:`close` (``with KeptStores() as kept``)."""
+
+    def __init__(self) -> None:
+        self.idle: list[tuple[Any, list[Any]]] = []
+
+    def close(self) -> None:
+        while self.idle:
+            _clock, stores = self.idle.pop()
+            _close_all(stores)
+
+    def __enter__(self) -> KeptStores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_all(stores: Sequence[Any]) -> None:
+    for store in stores:
+        with contextlib.suppress(Exception):
+            store.close()
 
 
 class StoreProgram(RuleBasedStateMachine):
     """What the generated stateful tests share: the program so far in words, the stores
-    it opened (closed at the end), and how a failure reads."""
+    it opened (closed at the end, or left in ``kept`` for the next program), and how a
+    failure reads."""
 
     program: list[str]
     stores: list[Any]
+    #: Where a finished program leaves its stores and their clock (None: it closes them).
+    #: ``verify`` and ``verify_claim`` keep them for the whole run; a pytest suite's
+    #: ``TestCase`` opens new ones for every program.
+    kept: KeptStores | None = None
+    _clock_state: Any = None
+
+    def _open_stores(
+        self, count: int, new_clock: Callable[[], C], opener: Callable[[C], S]
+    ) -> tuple[C, list[S]]:
+        """``count`` stores on one new clock, or the ones a finished program kept (and
+        their clock, which the caller sets back to the start)."""
+        kept = type(self).kept
+        fits = [i for i, (_, s) in enumerate(kept.idle) if len(s) == count] if kept else []
+        if kept is not None and fits:
+            clock, stores = kept.idle.pop(fits[-1])
+        else:
+            clock, stores = new_clock(), []
+            try:
+                for _ in range(count):
+                    stores.append(opener(clock))
+            except BaseException:
+                _close_all(stores)
+                raise
+        self._clock_state, self.stores = clock, stores
+        return clock, stores
 
     def _invariants(self, always: Sequence[Any], world: Any) -> None:
         for p in always:
@@ -76,9 +136,12 @@ class StoreProgram(RuleBasedStateMachine):
         return "the store and the model disagree: " + what + "\n" + "\n".join(self.program)
 
     def teardown(self) -> None:
-        for store in self.stores:
-            with contextlib.suppress(Exception):
-                store.close()
+        kept = type(self).kept
+        if kept is not None and self.stores:
+            kept.idle.append((self._clock_state, self.stores))
+        else:
+            _close_all(self.stores)
+        self.stores = []
 
 
 def lifecycle_state_machine(
@@ -112,10 +175,11 @@ def lifecycle_state_machine(
 
         def __init__(self) -> None:
             super().__init__()
-            self.clock = ManualClock()
             self.stores: list[EntityStore] = []
-            for _ in range(resolved["workers"] + 1):
-                self.stores.append(open_store(self.clock))
+            self.clock, self.stores = self._open_stores(
+                resolved["workers"] + 1, ManualClock, open_store
+            )
+            self.clock.now = ManualClock.START
             self.stores[0].reset()
             self.world: EntityWorld = next(iter(model.init_states()))
             self.handles: list[Handle | None] = [None] * resolved["workers"]
@@ -379,6 +443,20 @@ def verify(
     steps. The result says whether the store agreed with the model at every step, and
     gives the failing program if not (for a random one, the shortest Hypothesis finds)."""
     machine = lifecycle_state_machine(spec, open_store, workers=workers)
+    with KeptStores() as kept:
+        machine.kept = kept
+        return _verify(machine, spec, workers, examples, steps, seed, guided_first)
+
+
+def _verify(
+    machine: type[RuleBasedStateMachine],
+    spec: Spec,
+    workers: int | None,
+    examples: int,
+    steps: int,
+    seed: int | None,
+    guided_first: bool,
+) -> VerifyResult:
     chosen = EntityModelConfig(workers=workers, keys=1).resolved(spec)["workers"]
     guided = guided_paths(spec, workers=workers) if guided_first else []
     guided_steps = 0
