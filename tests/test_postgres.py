@@ -521,3 +521,92 @@ def test_the_single_statements_write_what_the_transaction_path_writes(
     # Same rows (token fingerprints aside: every run draws fresh tokens).
     assert [r[:7] + r[8:] for r in one] == [r[:7] + r[8:] for r in transactions]
     assert len(one) == 9
+
+
+# -- a commit still running on the server when its answer is lost ---------------------------
+def _commits_take_a_second(database: str, schema: str, history: str) -> None:
+    """Every COMMIT that wrote history waits a second on the server before it completes (a
+    deferred constraint trigger that sleeps): a window in which the client can lose the
+    connection while the server goes on committing."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(
+            f'CREATE FUNCTION "{schema}".slow_commit() RETURNS trigger LANGUAGE plpgsql'
+            " AS $$ BEGIN PERFORM pg_sleep(1.0); RETURN NULL; END $$"
+        )
+        conn.execute(
+            f"CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON {history}"
+            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW"
+            f' EXECUTE FUNCTION "{schema}".slow_commit()'
+        )
+
+
+def _cut_the_next_connection(pool: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The next connection the store takes from ``pool`` is cut from the client's side
+    0.4 s later (its socket shut down), while the server, still committing, carries on.
+    Returns the timer doing it, to join."""
+    import contextlib
+    import os
+    import socket
+    import threading
+
+    real = pool.connection
+    cutters: list[Any] = []
+
+    @contextlib.contextmanager
+    def connection(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        with real(*args, **kwargs) as conn:
+            if not cutters:
+                sock = socket.socket(fileno=os.dup(conn.fileno()))
+
+                def cut() -> None:
+                    sock.shutdown(socket.SHUT_RDWR)
+                    sock.close()
+
+                cutters.append(threading.Timer(0.4, cut))
+                cutters[0].start()
+            yield conn
+
+    monkeypatch.setattr(pool, "connection", connection)
+    return cutters
+
+
+def _schema_of(url: str) -> str:
+    return url.rsplit("schema=", 1)[1]
+
+
+@pytest.mark.parametrize("path", ["one statement", "transaction"])
+def test_a_claim_write_whose_answer_is_lost_while_the_server_still_commits_succeeds(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Before, the store re-read history at once, missed the commit still in progress, ran
+    begin_send again and reported a refusal for a write that landed a moment later."""
+    store = open_store(pg[0])
+    claim = store.acquire("acct", approved_draft(store), "w", 30)
+    if path == "transaction":
+        _transactions_only(store, monkeypatch)
+    _commits_take_a_second(pg[1], _schema_of(pg[0]), store._q.history)
+    cutters = _cut_the_next_connection(store._pool, monkeypatch)
+    claim.begin_send()  # no error: the store waited for the commit in progress
+    cutters[0].join(5)
+    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
+    assert [e.event for e in store.history("acct")] == ["acquire", "begin_send"]
+    store.close()
+
+
+def test_a_lifecycle_write_whose_answer_is_lost_while_the_server_still_commits_succeeds(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+
+    store = open_entity_store(load_spec(declarations_dir() / "job.toml"), pg[0])
+    handle = store.take("report", "lease", owner="w", lease_seconds=30)
+    _commits_take_a_second(pg[1], _schema_of(pg[0]), store.history_table)
+    cutters = _cut_the_next_connection(store._driver._pool, monkeypatch)  # type: ignore[attr-defined]
+    assert store.act(handle, "start").state == "running"  # no error: it waited
+    cutters[0].join(5)
+    assert [(e.event, e.dest) for e in store.history("report")] == [
+        ("lease", "leased"),
+        ("start", "running"),
+    ]
+    store.close()

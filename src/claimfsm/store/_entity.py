@@ -20,8 +20,9 @@ before the commit; BEGIN goes with it and the history record with COMMIT, so the
 case is two round trips. Refused, and the same transaction goes on as above. A
 transaction the database rolls back (a deadlock, a serialization failure, a connection
 lost before COMMIT) is run again on a fresh connection, up to ``retries`` times; a COMMIT
-whose answer was lost is settled from history: its record there means it happened (the
-drivers: ``_entity_drivers``).
+whose answer was lost is settled by the server's word on the transaction, whose id the one
+statement returns (waiting while the old backend still commits), or else from history:
+its record there means it happened (the drivers: ``_entity_drivers``).
 
 Who may take an event is its declared role (``Spec.role``): :meth:`EntityStore.take` for a
 taker's (a new epoch; the caller gets a :class:`Handle` with a secret token),
@@ -274,6 +275,7 @@ def compile_birth(
             *("state", "epoch", "lease_deadline", clock),
             *(fresh[c] for c in [*PRIOR, *spec.columns]),
             "owner",  # the new row's
+            TRANSACTION_ID,
         ]
     )
     sql = (
@@ -283,6 +285,10 @@ def compile_birth(
     )
     return CompiledEvent(sql, tuple(params))
 
+
+#: The writing transaction's id, the one statement's last column: what settles its commit
+#: should the answer to ``COMMIT`` be lost (``_pg.settled``), at no extra round trip.
+TRANSACTION_ID = "pg_current_xact_id()::text"
 
 #: What the one statement reads back of the row it replaced, besides the declared columns.
 PRIOR = ("state", "epoch", "token_hash", "lease_deadline")
@@ -307,7 +313,11 @@ def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s"
         clock=clock,
         prior="prior",
         returning=", ".join(
-            ["state", "epoch", "lease_deadline", clock, *(f'"prior {c}"' for c in names), "owner"]
+            [
+                *("state", "epoch", "lease_deadline", clock),
+                *(f'"prior {c}"' for c in names),
+                *("owner", TRANSACTION_ID),
+            ]
         ),
     )
     now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
@@ -635,8 +645,9 @@ class EntityStore:
         return record
 
     def _attempt(self, call: _Call) -> tuple[tuple[Any, ...], tuple[str, int] | Refused]:
-        """One transaction of ``call``. A commit lost in flight is settled from history:
-        its record there means it happened; none means it did not (run it again)."""
+        """One transaction of ``call``. A commit lost in flight is settled by the driver
+        where the server can say (the transaction's id); else from history: its record
+        there means it happened; none means it did not (run it again)."""
         decided: list[tuple[tuple[Any, ...], tuple[str, int] | Refused]] = []
         try:
             with self._driver.transaction(durable=call.event in self.spec.durable_events()) as tx:
@@ -671,6 +682,7 @@ class EntityStore:
                 ),
             )
             if found is not None:
+                tx.transaction_id, found = found[-1], found[:-1]
                 state, new_epoch, lease, now = found[0], found[1], found[2], float(found[3])
                 view = self._view((key, *found[4:8], None, *found[8:-1]))
                 caller = CallerView(view.epoch if call.current else epoch, presented, facts, now)

@@ -14,8 +14,11 @@ history row), sent with the commit.
   is two round trips. The URL, the pool and what a failed transaction means are the claim
   store's (``_pg``): deadlocks, serialization failures and a connection lost before
   ``COMMIT`` raise :class:`Retry`, and the store runs the transaction again on a fresh
-  connection; a connection lost *during* ``COMMIT`` raises :class:`LostCommit`, and the
-  store finds out from history whether it happened (:meth:`Postgres.recorded`).
+  connection; a connection lost *during* ``COMMIT`` is settled by the server's word on
+  the transaction (its id read before ``COMMIT``: ``_pg.settled``, which waits while it
+  still commits): committed, the transaction stands; aborted, :class:`Retry`; where the
+  server cannot tell, :class:`LostCommit`, and the store finds out from history whether it
+  happened (:meth:`Postgres.recorded`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 
 class Tx:
     """One SQLite transaction's statements (PostgreSQL's: :class:`_PgTx`)."""
+
+    #: PostgreSQL: the transaction's id where a statement returned it (a lost commit's
+    #: answer is settled by it; else the driver reads it before ``COMMIT``)
+    transaction_id: str | None = None
 
     def __init__(self, cursor: Any) -> None:
         self._c = cursor
@@ -279,15 +286,29 @@ class Postgres(Driver):
     def transaction(self, durable: bool = False) -> Iterator[Tx]:
         import psycopg
 
-        from claimfsm.store._pg import first_line, judged
+        from claimfsm.store._pg import first_line, judged, settled, transaction_id
 
         with self._pool.connection() as conn:
             try:
                 with judged(conn) as attempt:
                     tx = _PgTx(conn)
                     yield tx
+                    if tx.begun and tx.deferred:  # a write: its id settles a lost commit
+                        attempt.xid = tx.transaction_id or transaction_id(conn)
                     attempt.committing = True
                     tx.commit()
+            except LostCommit as lost:
+                happened = None
+                if attempt.xid is not None:
+                    try:
+                        happened = settled(self._pool.connection, attempt.xid)
+                    except psycopg.Error:
+                        happened = None  # the caller reads history instead
+                if happened is False:
+                    raise Retry() from lost.__cause__
+                if happened is None:
+                    raise  # unknown: the caller finds out from history
+                # it committed: the transaction did what it did
             except psycopg.Error as exc:
                 raise StoreError(f"PostgreSQL: {first_line(exc)}; nothing was written") from None
 

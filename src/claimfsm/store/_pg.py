@@ -13,9 +13,16 @@ One place for what the two stores must agree on:
 - **What a failed transaction means** (:func:`judged`). A deadlock, a serialization
   failure, or a connection lost before ``COMMIT`` was sent: the server rolled the
   transaction back, so running it again is safe (:class:`Retry`). A connection lost while
-  ``COMMIT`` was in flight: it may or may not have happened (:class:`LostCommit`); the
-  store finds out from its history. Either way the connection is rolled back where it can
-  be and closed when broken, so the pool opens a fresh one.
+  ``COMMIT`` was in flight: it may or may not have happened (:class:`LostCommit`). Either
+  way the connection is rolled back where it can be and closed when broken, so the pool
+  opens a fresh one.
+- **Settling a lost commit** (:func:`transaction_id`, :func:`settled`). The old backend
+  may still be committing when the client learns that the connection broke, so reading
+  history at once can miss a commit that lands a moment later. A transaction that has
+  written reads its id just before ``COMMIT``; after a lost commit the store asks the
+  server for that transaction's fate (``pg_xact_status``) on a new connection, waiting
+  while it is still in progress, and only then decides. Without an id (nothing written
+  yet) or when the server cannot tell, the store reads its history as before.
 - **Running it again** (:func:`rerun`). One loop for every transaction either store runs
   again: a bounded number of attempts, a short random wait that doubles, and one error
   that says how often it was rolled back, why, and that nothing was written.
@@ -157,6 +164,47 @@ class Attempt:
     """One transaction's progress, as :func:`judged` needs to know it."""
 
     committing = False  #: set just before ``COMMIT`` is sent
+    #: the transaction's id (:func:`transaction_id`), read before ``COMMIT`` where it wrote
+    xid: str | None = None
+
+
+def transaction_id(conn: Any) -> str | None:
+    """The id of the transaction open on ``conn``, if it has one (it has written), read
+    just before ``COMMIT``: what :func:`settled` asks about if the answer is lost."""
+    row = conn.execute("SELECT pg_current_xact_id_if_assigned()::text").fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+#: How long :func:`settled` waits for a transaction still in progress (its backend may be
+#: between receiving ``COMMIT`` and finishing it, or waiting for a lock or a replica).
+SETTLE_SECONDS = 10.0
+
+
+def settled(
+    connection: Callable[[], Any],
+    xid: str,
+    *,
+    seconds: float = SETTLE_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool | None:
+    """Whether transaction ``xid`` committed (True) or not (False), asked on a new
+    connection (``connection()``, a context manager) and waited for while it is in
+    progress: None when it still is after ``seconds`` (its client is gone but its backend
+    has not noticed: COMMIT may never have arrived) or the server can no longer tell."""
+    deadline = time.monotonic() + seconds
+    wait = 0.002
+    while True:
+        with connection() as conn:
+            row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+        status = None if row is None else row[0]
+        if status == "committed":
+            return True
+        if status == "aborted":
+            return False
+        if status is None or time.monotonic() >= deadline:
+            return None
+        sleep(wait)
+        wait = min(wait * 2, 0.1)
 
 
 @contextmanager

@@ -22,13 +22,18 @@ Choices, in one place:
   a connection lost *before* COMMIT roll the transaction back; the store retries it, up to
   ``retries`` times with jitter, then raises ``StoreError``.
 - **A connection lost around a write** leaves the outcome unknown. The store does not
-  guess: it re-reads, on a fresh connection, the history record the write would have made
-  (a single statement: target, event, epoch and the token the row holds after it; a
-  transaction: target, epoch, event and time). Found: it happened and the call succeeds.
-  Not found: for a single statement the transaction path runs it again (the guards refuse
-  a second application), for a transaction ``StoreError`` says nothing changed. Unreadable:
-  ``StoreError`` says the outcome is unknown and how to find out (``history``/``get_claim``).
-  A renew, which may repeat with one token, is simply run again.
+  guess, and it does not read too early: the old backend may still be committing. A
+  transaction reads its id before ``COMMIT`` and asks the server for its fate
+  (``_pg.settled``: committed, the call succeeds; aborted, it runs again). A single
+  statement's re-read first waits for the claim row's lock (``FOR SHARE``), which the
+  statement holds until it commits. Otherwise it re-reads, on a fresh connection, the
+  history record the write would have made (a single statement: target, event, epoch and
+  the token the row holds after it; a transaction: target, epoch, event and time). Found:
+  it happened and the call succeeds. Not found: the write runs again (a single statement
+  by the transaction path, whose guards refuse a second application; a transaction as a
+  retry). Unreadable: ``StoreError`` says the outcome is unknown and how to find out
+  (``history``/``get_claim``). A renew, which may repeat with one token, is simply run
+  again.
 - **Durability**: the server's ``synchronous_commit`` (``on`` by default) makes every
   commit durable, including the one that enters ``sending``.
 - **Placement**: all tables live in one schema (``claimfsm`` unless ``?schema=name`` is in
@@ -42,6 +47,7 @@ Choices, in one place:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,6 +57,7 @@ from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import CHECKPOINT, Clock, HistoryRecord, Store
 from claimfsm.store._pg import (
+    SETTLE_SECONDS,
     LostCommit,
     Retry,
     judged,
@@ -58,7 +65,9 @@ from claimfsm.store._pg import (
     pool_options,
     probe,
     rerun,
+    settled,
     split_url,
+    transaction_id,
 )
 from claimfsm.store._pg import redacted as _redacted
 from claimfsm.store._sql import (
@@ -543,7 +552,9 @@ class PostgresStore(Store):
             query += " AND token_fp = %s"
             params.append(fingerprint(held))
         try:
-            found = self._read_retrying(query + " ORDER BY seq DESC LIMIT 1", params)
+            found = self._read_retrying(
+                query + " ORDER BY seq DESC LIMIT 1", params, after_writer_of=facts.target_id
+            )
         except psycopg.Error as again:
             raise StoreError(
                 f"the connection was lost during {event} for target {facts.target_id!r}, "
@@ -570,13 +581,30 @@ class PostgresStore(Store):
             e.at,
         )
 
-    def _read_retrying(self, query: str, params: list[Any]) -> Any:
+    def _read_retrying(
+        self, query: str, params: list[Any], *, after_writer_of: str | None = None
+    ) -> Any:
         """One row, read again on a fresh connection if a pooled one turns out dead (a
-        server restart or a terminated backend leaves several in the pool)."""
+        server restart or a terminated backend leaves several in the pool).
+
+        ``after_writer_of``: a target whose claim row a lost statement may still be
+        writing (its backend between receiving it and committing): the read waits for the
+        row's lock first (``FOR SHARE``, at most :data:`SETTLE_SECONDS`), so it sees that
+        statement's history if it commits. (A first acquire of a target has no row to
+        wait on yet: there the read is as immediate as before.)"""
         for attempt in range(self._pool.max_size + 1):
             try:
                 with self._pool.connection() as conn:
-                    return conn.execute(query, params).fetchone()
+                    if after_writer_of is None:
+                        return conn.execute(query, params).fetchone()
+                    with conn.transaction():
+                        conn.execute(f"SET LOCAL lock_timeout = '{int(SETTLE_SECONDS * 1000)}ms'")
+                        with contextlib.suppress(pg_errors.LockNotAvailable), conn.transaction():
+                            conn.execute(
+                                f"SELECT 1 FROM {self._q.claims} WHERE target_id = %s FOR SHARE",  # noqa: S608
+                                (after_writer_of,),
+                            )
+                        return conn.execute(query, params).fetchone()
             except psycopg.OperationalError:
                 if attempt == self._pool.max_size:
                     raise
@@ -603,16 +631,30 @@ class PostgresStore(Store):
                     assert found is not None
                     tx = _PostgresTx(conn, self._sql, self._q, self.explicit_clock, float(found[0]))
                     yield tx
+                    if tx.appended:  # a write: its id settles a lost commit
+                        attempt.xid = transaction_id(conn)
                     attempt.committing = True
                     tx.commit()
             except LostCommit as lost:
                 assert tx is not None and lost.__cause__ is not None
-                self._settle_lost_commit(tx, lost.__cause__)
+                self._settle_lost_commit(tx, lost.__cause__, attempt.xid)
 
-    def _settle_lost_commit(self, tx: _PostgresTx, exc: BaseException) -> None:
-        """COMMIT was sent and the connection broke: find out whether it happened. Its
-        history row says so: found, the call succeeds; not found, nothing changed and the
-        transaction runs again (:class:`Retry`), as the lifecycle store does."""
+    def _settle_lost_commit(self, tx: _PostgresTx, exc: BaseException, xid: str | None) -> None:
+        """COMMIT was sent and the connection broke: find out whether it happened. The
+        server says, where the transaction had an id (:func:`settled`, which waits while
+        the old backend is still committing): committed, the call succeeds; aborted,
+        nothing changed and the transaction runs again (:class:`Retry`). Otherwise its
+        history row says so, as the lifecycle store's does: found, the call succeeds; not
+        found, it runs again."""
+        if xid is not None:
+            try:
+                happened = settled(self._pool.connection, xid)
+            except psycopg.Error:
+                happened = None  # history, below, decides
+            if happened is True:
+                return
+            if happened is False:
+                raise Retry() from exc
         if not tx.appended:
             raise StoreError(
                 "the connection was lost during COMMIT of a draft operation; its outcome is "
