@@ -540,34 +540,40 @@ def _commits_take_a_second(database: str, schema: str, history: str) -> None:
         )
 
 
-def _cut_the_next_connection(pool: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+def _cut_the_next_connection(pool: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The next connection the store takes from ``pool`` is cut from the client's side
     0.4 s later (its socket shut down), while the server, still committing, carries on.
-    Returns the timer doing it, to join."""
+    Returns the timer doing it (``cutter``, to join) and the most connections the store
+    asked for or held at once (``most``)."""
     import contextlib
     import os
     import socket
     import threading
 
     real = pool.connection
-    cutters: list[Any] = []
+    seen: dict[str, Any] = {"cutter": None, "held": 0, "most": 0}
 
     @contextlib.contextmanager
     def connection(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        with real(*args, **kwargs) as conn:
-            if not cutters:
-                sock = socket.socket(fileno=os.dup(conn.fileno()))
+        seen["held"] += 1  # asked for, held, or both
+        seen["most"] = max(seen["most"], seen["held"])
+        try:
+            with real(*args, **kwargs) as conn:
+                if seen["cutter"] is None:
+                    sock = socket.socket(fileno=os.dup(conn.fileno()))
 
-                def cut() -> None:
-                    sock.shutdown(socket.SHUT_RDWR)
-                    sock.close()
+                    def cut() -> None:
+                        sock.shutdown(socket.SHUT_RDWR)
+                        sock.close()
 
-                cutters.append(threading.Timer(0.4, cut))
-                cutters[0].start()
-            yield conn
+                    seen["cutter"] = threading.Timer(0.4, cut)
+                    seen["cutter"].start()
+                yield conn
+        finally:
+            seen["held"] -= 1
 
     monkeypatch.setattr(pool, "connection", connection)
-    return cutters
+    return seen
 
 
 def _schema_of(url: str) -> str:
@@ -580,14 +586,18 @@ def test_a_claim_write_whose_answer_is_lost_while_the_server_still_commits_succe
 ) -> None:
     """Before, the store re-read history at once, missed the commit still in progress, ran
     begin_send again and reported a refusal for a write that landed a moment later."""
-    store = open_store(pg[0])
+    from claimfsm.store._postgres import PostgresStore
+
+    store = PostgresStore(pg[0], pool_size=1)
     claim = store.acquire("acct", approved_draft(store), "w", 30)
     if path == "transaction":
         _transactions_only(store, monkeypatch)
     _commits_take_a_second(pg[1], _schema_of(pg[0]), store._q.history)
-    cutters = _cut_the_next_connection(store._pool, monkeypatch)
+    seen = _cut_the_next_connection(store._pool, monkeypatch)
     claim.begin_send()  # no error: the store waited for the commit in progress
-    cutters[0].join(5)
+    seen["cutter"].join(5)
+    # settled on a new connection after giving the broken one back: a pool of one suffices
+    assert seen["most"] == 1
     assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
     assert [e.event for e in store.history("acct")] == ["acquire", "begin_send"]
     store.close()
@@ -599,14 +609,30 @@ def test_a_lifecycle_write_whose_answer_is_lost_while_the_server_still_commits_s
     from claimfsm.spec import declarations_dir, load_spec
     from claimfsm.store import open_entity_store
 
-    store = open_entity_store(load_spec(declarations_dir() / "job.toml"), pg[0])
+    store = open_entity_store(load_spec(declarations_dir() / "job.toml"), pg[0], pool_size=1)
     handle = store.take("report", "lease", owner="w", lease_seconds=30)
     _commits_take_a_second(pg[1], _schema_of(pg[0]), store.history_table)
-    cutters = _cut_the_next_connection(store._driver._pool, monkeypatch)  # type: ignore[attr-defined]
+    seen = _cut_the_next_connection(store._driver._pool, monkeypatch)  # type: ignore[attr-defined]
     assert store.act(handle, "start").state == "running"  # no error: it waited
-    cutters[0].join(5)
+    seen["cutter"].join(5)
+    assert seen["most"] == 1  # settled after giving the broken connection back
     assert [(e.event, e.dest) for e in store.history("report")] == [
         ("lease", "leased"),
         ("start", "running"),
     ]
+    store.close()
+
+
+def test_a_lifecycle_store_whose_pool_stays_busy_says_so(pg: tuple[str, str]) -> None:
+    """Every connection of the pool held elsewhere: a clear error, not the pool's own."""
+    from claimfsm.errors import StoreError as Failed
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+
+    store = open_entity_store(load_spec(declarations_dir() / "job.toml"), pg[0], pool_size=1)
+    pool = store._driver._pool  # type: ignore[attr-defined]
+    pool.timeout = 0.2
+    with pool.connection(), pytest.raises(Failed, match=r"pool_size=1\); nothing was written"):
+        store.take("report", "lease", owner="w")
+    assert store.row("report") is None  # and the store works once a connection is free
     store.close()

@@ -285,32 +285,47 @@ class Postgres(Driver):
     @contextmanager
     def transaction(self, durable: bool = False) -> Iterator[Tx]:
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         from claimfsm.store._pg import first_line, judged, settled, transaction_id
 
-        with self._pool.connection() as conn:
+        lost: LostCommit | None = None
+        try:
+            with self._pool.connection() as conn:
+                try:
+                    with judged(conn) as attempt:
+                        tx = _PgTx(conn)
+                        yield tx
+                        if tx.begun and tx.deferred:  # a write: its id settles a lost commit
+                            attempt.xid = tx.transaction_id or transaction_id(conn)
+                        attempt.committing = True
+                        tx.commit()
+                except LostCommit as exc:
+                    lost = exc
+                except psycopg.Error as exc:
+                    raise StoreError(
+                        f"PostgreSQL: {first_line(exc)}; nothing was written"
+                    ) from None
+        except PoolTimeout:
+            raise StoreError(
+                f"PostgreSQL at {self._url}: no connection of the store's pool came free"
+                f" within {self._pool.timeout:g} s (pool_size={self._pool.max_size}); nothing"
+                " was written: give the store a larger pool, or fewer threads"
+            ) from None
+        if lost is None:
+            return
+        # Settled on a new connection, the broken one given back (a pool of one has no other).
+        happened = None
+        if attempt.xid is not None:
             try:
-                with judged(conn) as attempt:
-                    tx = _PgTx(conn)
-                    yield tx
-                    if tx.begun and tx.deferred:  # a write: its id settles a lost commit
-                        attempt.xid = tx.transaction_id or transaction_id(conn)
-                    attempt.committing = True
-                    tx.commit()
-            except LostCommit as lost:
-                happened = None
-                if attempt.xid is not None:
-                    try:
-                        happened = settled(self._pool.connection, attempt.xid)
-                    except psycopg.Error:
-                        happened = None  # the caller reads history instead
-                if happened is False:
-                    raise Retry() from lost.__cause__
-                if happened is None:
-                    raise  # unknown: the caller finds out from history
-                # it committed: the transaction did what it did
-            except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL: {first_line(exc)}; nothing was written") from None
+                happened = settled(self._pool.connection, attempt.xid)
+            except psycopg.Error:
+                happened = None  # the caller reads history instead
+        if happened is False:
+            raise Retry() from lost.__cause__
+        if happened is None:
+            raise lost  # unknown: the caller finds out from history
+        # it committed: the transaction did what it did
 
     def server_now(self, tx: Tx) -> float:
         found = tx.one(f"SELECT {SERVER_NOW}", ())

@@ -621,21 +621,27 @@ class PostgresStore(Store):
 
     @contextmanager
     def _transaction(self, *, durable: bool = False) -> Iterator[_PostgresTx]:
-        with self._translate("write"), self._pool.connection() as conn:
+        with self._translate("write"):
             tx: _PostgresTx | None = None
-            try:
-                with judged(conn) as attempt:
-                    cur = conn.execute(_BEGIN)
-                    cur.nextset()
-                    found = cur.fetchone()
-                    assert found is not None
-                    tx = _PostgresTx(conn, self._sql, self._q, self.explicit_clock, float(found[0]))
-                    yield tx
-                    if tx.appended:  # a write: its id settles a lost commit
-                        attempt.xid = transaction_id(conn)
-                    attempt.committing = True
-                    tx.commit()
-            except LostCommit as lost:
+            lost: LostCommit | None = None
+            with self._pool.connection() as conn:
+                try:
+                    with judged(conn) as attempt:
+                        cur = conn.execute(_BEGIN)
+                        cur.nextset()
+                        found = cur.fetchone()
+                        assert found is not None
+                        tx = _PostgresTx(
+                            conn, self._sql, self._q, self.explicit_clock, float(found[0])
+                        )
+                        yield tx
+                        if tx.appended:  # a write: its id settles a lost commit
+                            attempt.xid = transaction_id(conn)
+                        attempt.committing = True
+                        tx.commit()
+                except LostCommit as exc:
+                    lost = exc
+            if lost is not None:  # settled on a new connection, the broken one given back
                 assert tx is not None and lost.__cause__ is not None
                 self._settle_lost_commit(tx, lost.__cause__, attempt.xid)
 
