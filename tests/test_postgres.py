@@ -603,6 +603,27 @@ def test_a_claim_write_whose_answer_is_lost_while_the_server_still_commits_succe
     store.close()
 
 
+def test_a_first_acquire_whose_answer_is_lost_while_the_server_still_commits_succeeds(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target has no claim row for the re-read to wait on: it waits on the draft's,
+    which the new row's reference holds until the commit. Before, the caller was told the
+    target was busy, with its own claim, which no handle held, left to lapse."""
+    from claimfsm.store._postgres import PostgresStore
+
+    store = PostgresStore(pg[0], pool_size=1)
+    draft = approved_draft(store)
+    _commits_take_a_second(pg[1], _schema_of(pg[0]), store._q.history)
+    seen = _cut_the_next_connection(store._pool, monkeypatch)
+    claim = store.acquire("acct", draft, "w", 30)
+    seen["cutter"].join(5)
+    assert seen["most"] == 1
+    assert claim.epoch == 1 and [e.event for e in store.history("acct")] == ["acquire"]
+    claim.begin_send()  # the handle the caller got holds the claim
+    assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
+    store.close()
+
+
 def test_a_lifecycle_write_whose_answer_is_lost_while_the_server_still_commits_succeeds(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

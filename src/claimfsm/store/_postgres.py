@@ -25,15 +25,17 @@ Choices, in one place:
   guess, and it does not read too early: the old backend may still be committing. A
   transaction reads its id before ``COMMIT`` and asks the server for its fate
   (``_pg.settled``: committed, the call succeeds; aborted, it runs again). A single
-  statement's re-read first waits for the claim row's lock (``FOR SHARE``), which the
-  statement holds until it commits. Otherwise it re-reads, on a fresh connection, the
-  history record the write would have made (a single statement: target, event, epoch and
-  the token the row holds after it; a transaction: target, epoch, event and time). Found:
-  it happened and the call succeeds. Not found: the write runs again (a single statement
-  by the transaction path, whose guards refuse a second application; a transaction as a
-  retry). Unreadable: ``StoreError`` says the outcome is unknown and how to find out
-  (``history``/``get_claim``). A renew, which may repeat with one token, is simply run
-  again.
+  statement has no id to ask about: its re-read first waits for the claim row's lock
+  (``FOR SHARE``), which the statement holds until it commits (a first acquire's new row
+  is invisible until then: the re-read waits for the lock the row's reference holds on
+  the draft's row). Then, and where the server cannot tell a transaction's fate, the store
+  re-reads, on a fresh connection, the history record the write would have made (a single
+  statement: target, event, epoch and the token the row holds after it; a transaction:
+  target, epoch, event and time). Found: it happened and the call succeeds. Not found:
+  the write runs again (a single statement by the transaction path, whose guards refuse a
+  second application; a transaction as a retry). Unreadable: ``StoreError`` says the
+  outcome is unknown and how to find out (``history``/``get_claim``). A renew, which may
+  repeat with one token, is simply run again.
 - **Durability**: the server's ``synchronous_commit`` (``on`` by default) makes every
   commit durable, including the one that enters ``sending``.
 - **Placement**: all tables live in one schema (``claimfsm`` unless ``?schema=name`` is in
@@ -553,7 +555,10 @@ class PostgresStore(Store):
             params.append(fingerprint(held))
         try:
             found = self._read_retrying(
-                query + " ORDER BY seq DESC LIMIT 1", params, after_writer_of=facts.target_id
+                query + " ORDER BY seq DESC LIMIT 1",
+                params,
+                after_writer_of=facts.target_id,
+                draft_id=facts.draft_id if event == self._acquire else None,
             )
         except psycopg.Error as again:
             raise StoreError(
@@ -582,7 +587,12 @@ class PostgresStore(Store):
         )
 
     def _read_retrying(
-        self, query: str, params: list[Any], *, after_writer_of: str | None = None
+        self,
+        query: str,
+        params: list[Any],
+        *,
+        after_writer_of: str | None = None,
+        draft_id: int | None = None,
     ) -> Any:
         """One row, read again on a fresh connection if a pooled one turns out dead (a
         server restart or a terminated backend leaves several in the pool).
@@ -590,8 +600,10 @@ class PostgresStore(Store):
         ``after_writer_of``: a target whose claim row a lost statement may still be
         writing (its backend between receiving it and committing): the read waits for the
         row's lock first (``FOR SHARE``, at most :data:`SETTLE_SECONDS`), so it sees that
-        statement's history if it commits. (A first acquire of a target has no row to
-        wait on yet: there the read is as immediate as before.)"""
+        statement's history if it commits. ``draft_id``: the draft a lost acquire pins. A
+        first acquire of a target creates its claim row, which no one else sees until it
+        commits; the row's reference to the draft holds the draft's row (``FOR KEY
+        SHARE``) until then, so the read waits for that instead (``FOR UPDATE``)."""
         for attempt in range(self._pool.max_size + 1):
             try:
                 with self._pool.connection() as conn:
@@ -604,6 +616,12 @@ class PostgresStore(Store):
                                 f"SELECT 1 FROM {self._q.claims} WHERE target_id = %s FOR SHARE",  # noqa: S608
                                 (after_writer_of,),
                             )
+                            if draft_id is not None:  # after the claim row, as writers lock
+                                conn.execute(
+                                    f"SELECT 1 FROM {self._q.drafts} WHERE draft_id = %s"  # noqa: S608
+                                    " FOR UPDATE",
+                                    (draft_id,),
+                                )
                         return conn.execute(query, params).fetchone()
             except psycopg.OperationalError:
                 if attempt == self._pool.max_size:
