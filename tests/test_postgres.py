@@ -560,7 +560,8 @@ def _cut_the_next_connection(pool: Any, monkeypatch: pytest.MonkeyPatch) -> dict
         try:
             with real(*args, **kwargs) as conn:
                 if seen["cutter"] is None:
-                    sock = socket.socket(fileno=os.dup(conn.fileno()))
+                    raw = getattr(conn, "_conn", conn)  # the asyncio face's adapter: its own
+                    sock = socket.socket(fileno=os.dup(raw.fileno()))
 
                     def cut() -> None:
                         sock.shutdown(socket.SHUT_RDWR)
@@ -622,6 +623,71 @@ def test_a_first_acquire_whose_answer_is_lost_while_the_server_still_commits_suc
     claim.begin_send()  # the handle the caller got holds the claim
     assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
     store.close()
+
+
+def _commit_sent_then_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next claim transaction sends its writes and COMMIT, then its socket is shut down
+    before the answer can come: the client settles at once, while the server (its commits
+    slowed) is still committing."""
+    import os
+    import socket
+
+    from claimfsm.store._postgres import _PostgresTx
+
+    real = _PostgresTx.commit
+    armed = [True]
+
+    def commit(self: Any) -> None:
+        if not armed:
+            real(self)
+            return
+        armed.clear()
+        for query, rows in self._deferred:
+            with self.conn.cursor() as cur:
+                cur.executemany(query, rows)
+        raw = getattr(self.conn, "_conn", self.conn)  # the asyncio face's adapter: its own
+        raw.pgconn.send_query(b"COMMIT")
+        raw.pgconn.flush()
+        with socket.socket(fileno=os.dup(raw.fileno())) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(_PostgresTx, "commit", commit)
+
+
+def test_the_asyncio_face_settles_a_commit_still_running_without_blocking_its_loop(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same store code on psycopg's async pool: its waits for the old transaction,
+    still in progress when it asks, go through the loop (the face's own sleep), not
+    ``time.sleep``, which would block every other task."""
+    import asyncio
+
+    from claimfsm import AsyncStore
+
+    async def main() -> None:
+        store = await AsyncStore.open(pg[0], pool_size=1)
+        draft = await store.create_draft("acct", "hello")
+        await store.approve_draft(draft.draft_id)
+        claim = await store.acquire("acct", draft.draft_id, "w", 30)
+        core = store.store
+        _transactions_only(core, monkeypatch)
+        _commits_take_a_second(pg[1], _schema_of(pg[0]), core._q.history)  # type: ignore[attr-defined]
+        _commit_sent_then_cut(monkeypatch)
+        waited: list[float] = []
+        real_sleep = core._sleep  # type: ignore[attr-defined]
+
+        def sleep(seconds: float) -> None:
+            waited.append(seconds)
+            real_sleep(seconds)
+
+        monkeypatch.setattr(core, "_sleep", sleep)
+        await claim.begin_send()  # no error: it waited, on the loop, for the commit
+        assert waited  # the transaction was still in progress when the store first asked
+        assert [e.event for e in await store.history("acct")] == ["acquire", "begin_send"]
+        await store.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 def test_a_lifecycle_write_whose_answer_is_lost_while_the_server_still_commits_succeeds(

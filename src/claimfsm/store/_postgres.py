@@ -672,7 +672,7 @@ class PostgresStore(Store):
         found, it runs again."""
         if xid is not None:
             try:
-                happened = settled(self._pool.connection, xid)
+                happened = settled(self._pool.connection, xid, sleep=self._sleep)
             except psycopg.Error:
                 happened = None  # history, below, decides
             if happened is True:
