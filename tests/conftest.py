@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -345,6 +346,30 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) ->
 @pytest.fixture
 def store(backend: Backend) -> Store:
     return backend.open()
+
+
+class CountedOpener:
+    """An opener of stores that counts what it opened and which of those were closed."""
+
+    def __init__(self, open_store: Callable[[Any], Any]) -> None:
+        self._open = open_store
+        self.opened: list[Any] = []
+        self.closed: list[Any] = []
+
+    def __call__(self, clock: Any) -> Any:
+        store = self._open(clock)
+        real = store.close
+
+        def close() -> None:
+            self.closed.append(store)
+            real()
+
+        store.close = close
+        self.opened.append(store)
+        return store
+
+    def all_closed(self) -> bool:
+        return sorted(map(id, self.closed)) == sorted(map(id, self.opened))
 
 
 def approved_draft(store: Store, target: str = "acct", content: str = "hello") -> int:

@@ -35,7 +35,7 @@ from claimfsm.store import EntityStore, compile_event, open_entity_store
 from claimfsm.store import _entity as entity_module
 from claimfsm.verify import ManualClock, guided_paths, lifecycle_state_machine, verify
 
-from .conftest import drop_schema, pg_schema_url
+from .conftest import CountedOpener, drop_schema, pg_schema_url
 
 JOB_PATH = declarations_dir() / "job.toml"
 JOB = JOB_PATH.read_text()
@@ -306,26 +306,11 @@ def test_verify_opens_each_workers_store_once_and_closes_every_one(url: str) -> 
     each program from an empty store at the clock's start; at the end every store it
     opened is closed."""
     spec, open_store = opener(JOB_PATH, url)
-    opened: list[EntityStore] = []
-    closed: list[EntityStore] = []
-
-    def counting(clock: ManualClock) -> EntityStore:
-        store = open_store(clock)
-        real = store.close
-
-        def close() -> None:
-            closed.append(store)
-            real()
-
-        store.close = close  # type: ignore[method-assign]
-        opened.append(store)
-        return store
-
+    counting = CountedOpener(open_store)
     result = verify(spec, counting, examples=10, steps=20)
     assert result.ok, result.failure + "\n" + "\n".join(result.program)
     assert result.guided + result.programs > 50
-    assert len(opened) == result.workers + 1
-    assert sorted(map(id, closed)) == sorted(map(id, opened))
+    assert len(counting.opened) == result.workers + 1 and counting.all_closed()
 
 
 def test_a_kept_store_starts_the_next_program_empty_at_the_clocks_start(tmp_path: Path) -> None:

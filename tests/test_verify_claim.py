@@ -19,6 +19,7 @@ from claimfsm.store import SQLiteStore, Store
 from claimfsm.verify import claim_state_machine, verify_claim
 
 from ._renamed import write_renamed
+from .conftest import CountedOpener
 
 
 def sqlite_opener(path: Path, spec: Spec) -> Callable[[Callable[[], float]], Store]:
@@ -41,27 +42,11 @@ def test_verify_claim_opens_each_workers_store_once_and_closes_every_one(tmp_pat
     per worker and one for the world), each program on a target of its own and a clock at
     its start; at the end every store opened is closed."""
     spec = claim_spec()
-    opened: list[Store] = []
-    closed: list[Store] = []
-    real_open = sqlite_opener(tmp_path / "v.sqlite", spec)
-
-    def counting(clock: Callable[[], float]) -> Store:
-        store = real_open(clock)
-        real_close = store.close
-
-        def close() -> None:
-            closed.append(store)
-            real_close()
-
-        store.close = close  # type: ignore[method-assign]
-        opened.append(store)
-        return store
-
+    counting = CountedOpener(sqlite_opener(tmp_path / "v.sqlite", spec))
     result = verify_claim(spec, counting, examples=10, steps=20, workers=2)
     assert result.ok, (result.failure, result.program)
     assert result.guided > 100 and result.programs >= 10
-    assert len(opened) == 3
-    assert sorted(map(id, closed)) == sorted(map(id, opened))
+    assert len(counting.opened) == 3 and counting.all_closed()
 
 
 def test_verify_claim_fails_when_the_store_runs_another_protocol(tmp_path: Path) -> None:
