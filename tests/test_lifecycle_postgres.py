@@ -90,6 +90,30 @@ def test_an_event_is_one_statement_in_two_round_trips(
     store.close()
 
 
+def test_the_transaction_path_learns_its_id_with_the_locked_row(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What settles a lost commit (the transaction's id) comes back with a statement the
+    path sends anyway: no query of its own, on either path."""
+    store = open_entity_store(JOB, pg_url, clock=ManualClock())
+    handle = store.take("j", "lease", owner="w")
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    monkeypatch.setattr(store, "_one_statement", {})  # the transaction path
+    handle = store.act(handle, "start")
+    assert handle.state == "running" and sent
+    assert not [q for q in sent if "xact_id" in q and "FOR UPDATE" not in q], sent
+    assert any("pg_current_xact_id()" in q and "FOR UPDATE" in q for q in sent), sent
+    monkeypatch.undo()
+    store.close()
+
+
 def test_the_one_statement_writes_what_the_transaction_path_writes(
     pg_database: str,
 ) -> None:

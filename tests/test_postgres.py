@@ -690,14 +690,19 @@ def test_the_asyncio_face_settles_a_commit_still_running_without_blocking_its_lo
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+@pytest.mark.parametrize("path", ["one statement", "transaction"])
 def test_a_lifecycle_write_whose_answer_is_lost_while_the_server_still_commits_succeeds(
-    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
+    """The transaction's id comes back with the one statement, or with the locked row on
+    the transaction path: either way it costs no round trip of its own."""
     from claimfsm.spec import declarations_dir, load_spec
     from claimfsm.store import open_entity_store
 
     store = open_entity_store(load_spec(declarations_dir() / "job.toml"), pg[0], pool_size=1)
     handle = store.take("report", "lease", owner="w", lease_seconds=30)
+    if path == "transaction":
+        monkeypatch.setattr(store, "_one_statement", {})
     _commits_take_a_second(pg[1], _schema_of(pg[0]), store.history_table)
     seen = _cut_the_next_connection(store._driver._pool, monkeypatch)  # type: ignore[attr-defined]
     assert store.act(handle, "start").state == "running"  # no error: it waited

@@ -21,7 +21,8 @@ case is two round trips. Refused, and the same transaction goes on as above. A
 transaction the database rolls back (a deadlock, a serialization failure, a connection
 lost before COMMIT) is run again on a fresh connection, up to ``retries`` times; a COMMIT
 whose answer was lost is settled by the server's word on the transaction, whose id the one
-statement returns (waiting while the old backend still commits), or else from history:
+statement returns, or the locked row on the transaction path (no round trip of its own),
+waiting while the old backend still commits; or else from history:
 its record there means it happened (the drivers: ``_entity_drivers``).
 
 Who may take an event is its declared role (``Spec.role``): :meth:`EntityStore.take` for a
@@ -392,7 +393,10 @@ class EntityStore:
         self._sql = {
             "row": f"SELECT {select} FROM {t} WHERE key = {m}",  # noqa: S608
             "rows": f"SELECT {select} FROM {t} ORDER BY key",  # noqa: S608
-            "locked": f"SELECT {select} FROM {t} WHERE key = {m}{driver.lock_clause}",  # noqa: S608
+            # the row, locked; on PostgreSQL also the transaction's id (the lock gives it
+            # one), which settles a lost commit without a round trip of its own
+            "locked": f"SELECT {select}{driver.transaction_id_column}"  # noqa: S608
+            f" FROM {t} WHERE key = {m}{driver.lock_clause}",
             "history": f"SELECT {entries.SELECT} FROM {h}",  # noqa: S608
             "append": f"INSERT INTO {h} ({', '.join(entries.RECORD)})"  # noqa: S608
             f" VALUES ({', '.join([m] * len(entries.RECORD))})",
@@ -697,7 +701,7 @@ class EntityStore:
         defaults = tuple(self.spec.columns[c].default for c in self._columns)
         tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
         now = self._now(tx)
-        locked = tx.one(self._sql["locked"], (key,))
+        locked = self._locked(tx, key)
         view, row_owner = self._view(locked), locked[5] or ""  # history: "" for none
         if call.current:
             epoch = view.epoch
@@ -743,7 +747,7 @@ class EntityStore:
                     swept[3] or "",
                 )
                 tx.run(self._sql["append"], swept_record)
-                view = self._view(tx.one(self._sql["locked"], (key,)))
+                view = self._view(self._locked(tx, key))
                 done = guarded(event, epoch, presented)
                 if done is None:
                     tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
@@ -800,6 +804,14 @@ class EntityStore:
             "key": key,
             "token_hash": presented,
         }
+
+    def _locked(self, tx: Tx, key: str) -> tuple[Any, ...]:
+        """The entity's row, locked for the rest of ``tx`` (its transaction id kept in
+        ``tx`` where the driver reads one with it)."""
+        found = tx.one(self._sql["locked"], (key,))
+        if self._driver.transaction_id_column:
+            tx.transaction_id, found = found[-1], found[:-1]
+        return tuple(found)
 
     def _view(self, row: tuple[Any, ...]) -> RowView:
         """A row as the declaration's guards read it."""

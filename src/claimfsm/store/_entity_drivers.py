@@ -72,6 +72,8 @@ class Driver:
     marker = "?"
     serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
     lock_clause = ""
+    #: a column that reads the transaction's id, appended to the locked row's (PostgreSQL)
+    transaction_id_column = ""
     #: whether the guarded write of an existing entity may be tried as one statement first
     #: that also reads the row it replaced (PostgreSQL's writable CTEs)
     one_statement = False
@@ -253,6 +255,7 @@ class Postgres(Driver):
     marker = "%s"
     serial = "BIGSERIAL PRIMARY KEY"
     lock_clause = " FOR UPDATE"
+    transaction_id_column = ", pg_current_xact_id()::text"
     one_statement = True
 
     def __init__(self, url: str, create: bool = True, pool_size: int = 4) -> None:
