@@ -73,6 +73,7 @@ from claimfsm.store._entity_drivers import (
 )
 from claimfsm.store._entity_history import DEST, EPOCH, EntityHistory, facts_text
 from claimfsm.store._entity_upkeep import Swept
+from claimfsm.store._pg import TRANSACTION_ID
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, new_token, token_hash
 
@@ -286,10 +287,6 @@ def compile_birth(
     )
     return CompiledEvent(sql, tuple(params))
 
-
-#: The writing transaction's id, the one statement's last column: what settles its commit
-#: should the answer to ``COMMIT`` be lost (``_pg.settled``), at no extra round trip.
-TRANSACTION_ID = "pg_current_xact_id()::text"
 
 #: What the one statement reads back of the row it replaced, besides the declared columns.
 PRIOR = ("state", "epoch", "token_hash", "lease_deadline")

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from claimfsm.errors import StoreError
-from claimfsm.store._pg import LostCommit, Retry, rerun
+from claimfsm.store._pg import TRANSACTION_ID, LostCommit, Retry, rerun
 
 __all__ = ["Driver", "LostCommit", "Postgres", "Retry", "SQLite", "Tx", "rerun"]
 
@@ -255,7 +255,7 @@ class Postgres(Driver):
     marker = "%s"
     serial = "BIGSERIAL PRIMARY KEY"
     lock_clause = " FOR UPDATE"
-    transaction_id_column = ", pg_current_xact_id()::text"
+    transaction_id_column = f", {TRANSACTION_ID}"
     one_statement = True
 
     def __init__(self, url: str, create: bool = True, pool_size: int = 4) -> None:

@@ -168,9 +168,15 @@ class Attempt:
     xid: str | None = None
 
 
+#: SQL for the id of the transaction it runs in (giving it one if it has none yet): a
+#: column the stores append to a statement they send anyway, where they can.
+TRANSACTION_ID = "pg_current_xact_id()::text"
+
+
 def transaction_id(conn: Any) -> str | None:
     """The id of the transaction open on ``conn``, if it has one (it has written), read
-    just before ``COMMIT``: what :func:`settled` asks about if the answer is lost."""
+    just before ``COMMIT`` in a round trip of its own, where no statement returned it
+    (:data:`TRANSACTION_ID`): what :func:`settled` asks about if the answer is lost."""
     row = conn.execute("SELECT pg_current_xact_id_if_assigned()::text").fetchone()
     return None if row is None or row[0] is None else str(row[0])
 

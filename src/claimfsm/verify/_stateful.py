@@ -110,7 +110,8 @@ class StoreProgram(RuleBasedStateMachine):
         """``count`` stores on one new clock, or the ones a finished program kept (and
         their clock, which the caller sets back to the start)."""
         kept = type(self).kept
-        fits = [i for i, (_, s) in enumerate(kept.idle) if len(s) == count] if kept else []
+        idle = kept.idle if kept is not None else []
+        fits = [i for i, (_, s) in enumerate(idle) if len(s) == count]
         if kept is not None and fits:
             clock, stores = kept.idle.pop(fits[-1])
         else:
@@ -175,7 +176,7 @@ def lifecycle_state_machine(
 
         def __init__(self) -> None:
             super().__init__()
-            self.stores: list[EntityStore] = []
+            self.stores: list[EntityStore]
             self.clock, self.stores = self._open_stores(
                 resolved["workers"] + 1, ManualClock, open_store
             )
