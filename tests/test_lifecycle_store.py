@@ -338,6 +338,39 @@ def test_a_kept_store_starts_the_next_program_empty_at_the_clocks_start(tmp_path
         stores[0].rows()
 
 
+@pytest.mark.parametrize("kept_first", [False, True], ids=["new", "kept"])
+def test_a_program_that_fails_to_start_closes_its_stores(tmp_path: Path, kept_first: bool) -> None:
+    """Hypothesis tears down only a program that began: a program whose start fails (the
+    store cannot be emptied) closes the stores it opened or took from the kept ones, and
+    the error goes on."""
+    from claimfsm.verify._stateful import KeptStores
+
+    spec, open_store = opener(JOB_PATH, f"sqlite:///{tmp_path / 'f.sqlite'}")
+    counting = CountedOpener(open_store)
+    machine = lifecycle_state_machine(spec, counting)
+    with KeptStores() as kept:
+        machine.kept = kept  # type: ignore[attr-defined]
+        if kept_first:
+            machine().teardown()
+            assert len(kept.idle) == 1 and not counting.closed
+
+        def broken_reset() -> None:
+            raise RuntimeError("the reset failed")
+
+        for store in counting.opened:
+            store.reset = broken_reset
+        real_open = counting._open
+        counting._open = lambda clock: _with_broken_reset(real_open(clock), broken_reset)
+        with pytest.raises(RuntimeError, match="the reset failed"):
+            machine()
+        assert counting.opened and counting.all_closed() and not kept.idle
+
+
+def _with_broken_reset(store: EntityStore, broken: object) -> EntityStore:
+    store.reset = broken  # type: ignore[method-assign]
+    return store
+
+
 @pytest.mark.slow
 def test_verify_long_runs_agree_on_both_backends(url: str) -> None:
     """More and longer random programs, three workers: the store never leaves the model."""

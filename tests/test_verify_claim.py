@@ -49,6 +49,28 @@ def test_verify_claim_opens_each_workers_store_once_and_closes_every_one(tmp_pat
     assert len(counting.opened) == 3 and counting.all_closed()
 
 
+def test_a_claim_program_that_fails_to_start_closes_its_stores(tmp_path: Path) -> None:
+    """Hypothesis tears down only a program that began: a program whose start fails (the
+    target's drafts cannot be created) closes the stores it opened, and the error goes on."""
+    spec = claim_spec()
+    opener = sqlite_opener(tmp_path / "v.sqlite", spec)
+
+    def broken(clock: Callable[[], float]) -> Store:
+        store = opener(clock)
+
+        def create_draft(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("no drafts today")
+
+        store.create_draft = create_draft  # type: ignore[method-assign]
+        return store
+
+    counting = CountedOpener(broken)
+    program = claim_state_machine(spec, counting, workers=1)
+    with pytest.raises(RuntimeError, match="no drafts today"):
+        program()
+    assert len(counting.opened) == 2 and counting.all_closed()
+
+
 def test_verify_claim_fails_when_the_store_runs_another_protocol(tmp_path: Path) -> None:
     """The model is claim.toml; the stores run readback_present_only, which cannot record
     an absent effect: the first guided path that reconciles absent makes them disagree."""

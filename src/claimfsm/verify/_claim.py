@@ -122,16 +122,18 @@ def claim_state_machine(
             self.world = start
             # every connection of this program reads the time from now[0]
             self.now, self.stores = self._open_stores(
-                config.workers + 1, _new_time, lambda now: open_store(lambda: now[0])
+                config.workers + 1,
+                _new_time,
+                lambda now: open_store(lambda: now[0]),
+                self._start,
             )
-            self.now[0] = ManualClock.START
+
+        def _start(self, now: list[float], stores: list[Store]) -> None:
+            """The program's start: the clock at its start, the world's first state
+            played onto a new target."""
+            now[0] = ManualClock.START
             self.player = Player(
-                spec,
-                config,
-                self.stores[0],
-                self.stores[1:],
-                self.now,
-                target=f"verify-{secrets.token_hex(6)}",
+                spec, config, stores[0], stores[1:], now, target=f"verify-{secrets.token_hex(6)}"
             )
             self.player.start(start)
 

@@ -85,6 +85,12 @@ class KeptStores:
         self.close()
 
 
+def _restart(clock: ManualClock, stores: Sequence[EntityStore]) -> None:
+    """A lifecycle program's start: the clock at its start, the store empty."""
+    clock.now = ManualClock.START
+    stores[0].reset()
+
+
 def _close_all(stores: Sequence[Any]) -> None:
     for store in stores:
         with contextlib.suppress(Exception):
@@ -105,10 +111,17 @@ class StoreProgram(RuleBasedStateMachine):
     _clock_state: Any = None
 
     def _open_stores(
-        self, count: int, new_clock: Callable[[], C], opener: Callable[[C], S]
+        self,
+        count: int,
+        new_clock: Callable[[], C],
+        opener: Callable[[C], S],
+        start: Callable[[C, list[S]], object],
     ) -> tuple[C, list[S]]:
-        """``count`` stores on one new clock, or the ones a finished program kept (and
-        their clock, which the caller sets back to the start)."""
+        """``count`` stores on one new clock, or the ones a finished program kept, made
+        ready for a program by ``start(clock, stores)`` (the clock set back to its start,
+        the store emptied). If opening or ``start`` fails, the stores are closed before
+        the error goes on: Hypothesis tears down only a program that began, so nothing
+        else would close them."""
         kept = type(self).kept
         idle = kept.idle if kept is not None else []
         fits = [i for i, (_, s) in enumerate(idle) if len(s) == count]
@@ -116,12 +129,13 @@ class StoreProgram(RuleBasedStateMachine):
             clock, stores = kept.idle.pop(fits[-1])
         else:
             clock, stores = new_clock(), []
-            try:
-                for _ in range(count):
-                    stores.append(opener(clock))
-            except BaseException:
-                _close_all(stores)
-                raise
+        try:
+            while len(stores) < count:
+                stores.append(opener(clock))
+            start(clock, stores)
+        except BaseException:
+            _close_all(stores)
+            raise
         self._clock_state, self.stores = clock, stores
         return clock, stores
 
@@ -178,10 +192,8 @@ def lifecycle_state_machine(
             super().__init__()
             self.stores: list[EntityStore]
             self.clock, self.stores = self._open_stores(
-                resolved["workers"] + 1, ManualClock, open_store
+                resolved["workers"] + 1, ManualClock, open_store, _restart
             )
-            self.clock.now = ManualClock.START
-            self.stores[0].reset()
             self.world: EntityWorld = next(iter(model.init_states()))
             self.handles: list[Handle | None] = [None] * resolved["workers"]
             self.program: list[str] = []
