@@ -152,20 +152,20 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         when it is refused; None when the event has no transition from the row's state.
         ``caller``: the handle's (epoch, token); ``named``: the current epoch is named."""
         row = world.rows[key]
-        running = event in reads_running and _running(world, key)
-        situation = (row, event, caller, named, running)
+        situation = (row, event, caller, named)  # the row holds the evidence it needs
         found = fired.get(situation, fired)
         if found is not fired:
             return found  # type: ignore[return-value]
-        found = fired[situation] = _fire(row, event, caller, named, running)
+        found = fired[situation] = _fire(row, event, caller, named)
         return found
 
     def _fire(
-        row: Row, event: str, caller: tuple[int, int] | None, named: bool, running: bool
+        row: Row, event: str, caller: tuple[int, int] | None, named: bool
     ) -> tuple[str, Row] | tuple[None, str] | None:
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
             return None
+        running = event in reads_running and _running_on(row)
         seen = _RowView(row, col_index)
         who = _CallerView(row, caller, named, {"running": running, "fenced_through": row.fence})
         failing: list[str] = []
@@ -513,7 +513,11 @@ def world_facts(world: EntityWorld, key: int) -> dict[str, Any]:
 
 
 def _running(world: EntityWorld, key: int) -> bool:
-    row = world.rows[key]
+    return _running_on(world.rows[key])
+
+
+def _running_on(row: Row) -> bool:
+    """Whether some client's work at the row's epoch is running (``Row.working``)."""
     return row.epoch in row.working
 
 
