@@ -19,6 +19,7 @@ from claimfsm.store import EntityHistory, EntityStore, open_entity_store
 from claimfsm.store import _entity_drivers as drivers
 from claimfsm.verify import ManualClock
 
+from ._proxy import CommitSwallower, lose_the_next_commit, through
 from .conftest import drop_schema, pg_schema_url
 
 JOB = load_spec(declarations_dir() / "job.toml")
@@ -216,6 +217,29 @@ def test_a_commit_whose_answer_was_lost_is_settled_from_history(
     assert lost and handle.state == "running"
     assert [h.event for h in store.history("j")] == ["lease", "start"]
     store.close()
+
+
+@pytest.mark.parametrize("path", ["one statement", "transaction"])
+def test_a_commit_the_server_never_heard_is_ended_and_run_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """A partition loses COMMIT on its way: the client's connection breaks while the
+    server's stays open, its transaction idle and holding the row's lock. The store's
+    settle ends that backend, finds the transaction rolled back and runs the event again.
+    Before, the settle gave up after 10 s and the rerun waited on the abandoned
+    transaction's lock until the server's TCP keepalive noticed the client was gone (two
+    hours by default)."""
+    with CommitSwallower(pg_url) as proxy:
+        store = open_entity_store(JOB, through(pg_url, proxy), clock=ManualClock(), pool_size=1)
+        try:
+            handle = store.take("j", "lease", owner="w")
+            if path == "transaction":
+                monkeypatch.setattr(store, "_one_statement", {})
+            handle = lose_the_next_commit(proxy, lambda: store.act(handle, "start"))
+            assert handle.state == "running"
+            assert [h.event for h in store.history("j")] == ["lease", "start"]  # once
+        finally:
+            store.close()
 
 
 def test_a_lifecycle_runs_through_pgbouncer_without_prepared_statements(

@@ -604,6 +604,30 @@ def test_a_claim_write_whose_answer_is_lost_while_the_server_still_commits_succe
     store.close()
 
 
+def test_a_claim_commit_the_server_never_heard_is_ended_and_run_again(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition loses the transaction path's COMMIT on its way: the server's side of
+    the connection stays open, its transaction holding the claim row's lock. The settle
+    ends that backend, finds the transaction rolled back, and begin_send runs again.
+    Before, the settle gave up after 10 s and the rerun waited on the lock for as long as
+    the server took to notice the client was gone."""
+    from claimfsm.store._postgres import PostgresStore
+
+    from ._proxy import CommitSwallower, lose_the_next_commit, through
+
+    with CommitSwallower(pg[0]) as proxy:
+        store = PostgresStore(through(pg[0], proxy), pool_size=1)
+        try:
+            claim = store.acquire("acct", approved_draft(store), "w", 30)
+            _transactions_only(store, monkeypatch)
+            lose_the_next_commit(proxy, claim.begin_send)
+            assert store.get_claim("acct").state == "sending"  # type: ignore[union-attr]
+            assert [e.event for e in store.history("acct")] == ["acquire", "begin_send"]
+        finally:
+            store.close()
+
+
 def test_a_first_acquire_whose_answer_is_lost_while_the_server_still_commits_succeeds(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,7 +22,10 @@ One place for what the two stores must agree on:
   written reads its id just before ``COMMIT``; after a lost commit the store asks the
   server for that transaction's fate (``pg_xact_status``) on a new connection, waiting
   while it is still in progress, and only then decides. Without an id (nothing written
-  yet) or when the server cannot tell, the store reads its history as before.
+  yet) or when the server cannot tell, the store reads its history as before. A
+  transaction whose backend still waits for its client after the client gave it up never
+  received its ``COMMIT``: the store ends that backend (:func:`end_abandoned`), which
+  frees its row locks, and the server's answer becomes final.
 - **Running it again** (:func:`rerun`). One loop for every transaction either store runs
   again: a bounded number of attempts, a short random wait that doubles, and one error
   that says how often it was rolled back, why, and that nothing was written.
@@ -195,14 +198,18 @@ def settled(
 ) -> bool | None:
     """Whether transaction ``xid`` committed (True) or not (False), asked on a new
     connection (``connection()``, a context manager) and waited for while it is in
-    progress: None when it still is after ``seconds`` (its client is gone but its backend
-    has not noticed: COMMIT may never have arrived) or the server can no longer tell."""
+    progress, its backend ended if it waits idle for a ``COMMIT`` that will not come
+    (:func:`end_abandoned`): None when it is still in progress after ``seconds`` or the
+    server can no longer tell."""
     deadline = time.monotonic() + seconds
     wait = 0.002
+    ended = False
     while True:
         with connection() as conn:
             row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
-        status = None if row is None else row[0]
+            status = None if row is None else row[0]
+            if status == "in progress" and not ended:
+                ended = end_abandoned(conn, xid)
         if status == "committed":
             return True
         if status == "aborted":
@@ -211,6 +218,32 @@ def settled(
             return None
         sleep(wait)
         wait = min(wait * 2, 0.1)
+
+
+#: The backend running transaction %s (its 32-bit id), ended if it waits for its client.
+_END_ABANDONED = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE backend_xid::text::bigint = %s AND wait_event = 'ClientRead'"
+)
+
+
+def end_abandoned(conn: Any, xid: str) -> bool:
+    """End the backend of transaction ``xid`` if it waits for its client; whether one did.
+
+    Waiting there (idle in the transaction, or between the statements of a pipeline), its
+    ``COMMIT`` has not arrived, and the client (this store, which lost the connection and
+    closed it) will send nothing more; a backend that has its ``COMMIT`` is left to finish
+    it. A partition or a reset the server did not see leaves it so, holding its row
+    locks, until the server's TCP keepalive notices, two hours by default; a rerun of the
+    write would wait that long for them. Ending it decides nothing by itself: the caller
+    goes on asking ``pg_xact_status``, which answers ``aborted``, or ``committed`` if a
+    late ``COMMIT`` landed first. Where the store's role may not end it (another role's
+    backend), the caller waits as before."""
+    try:
+        row = conn.execute(_END_ABANDONED, (int(xid) % 2**32,)).fetchone()
+    except pg_errors.InsufficientPrivilege:
+        return False
+    return row is not None and bool(row[0])
 
 
 @contextmanager
