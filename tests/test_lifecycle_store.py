@@ -212,6 +212,8 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
 
     with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
         open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
+    # refused before the store opens anything: no database file is left behind
+    assert not (tmp_path / "x").exists()
 
 
 NO_LEASE = """\

@@ -913,6 +913,7 @@ def open_entity_store(
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if not _WORD.fullmatch(prefix):
         raise InvalidArgument(f"prefix must be a lower-case word, not {prefix!r}")
+    check_storable(spec)  # before the driver opens: a refused declaration creates nothing
     driver: Driver
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
         driver = SQLite(":memory:")
