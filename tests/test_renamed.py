@@ -114,10 +114,12 @@ def test_a_claim_whose_shape_lacks_a_step_is_refused_by_the_model_saying_which(
     path.write_text(broken)
     with pytest.raises(SpecError) as caught:
         claim_model(load_spec(path), ClaimModelConfig(workers=1))
-    assert str(caught.value).startswith(f"{path}: the claim protocol needs exactly one other event")
-    assert f"from {n['uncertain']!r} into a lease state; this declaration has none" in str(
-        caught.value
+    # the event declaring remote = "resends" is the retry; it no longer sends again
+    assert str(caught.value).startswith(
+        f"{path}: the event declaring remote = 'resends' (the claim's retry), {n['retry']!r},"
+        f" must lead from {n['uncertain']!r} back into {n['sending']!r}"
     )
+    assert f"from there it leads into {n['reconciled']!r}" in str(caught.value)
 
 
 def test_claimfsm_check_replay_and_report_take_the_renamed_claim(renamed: Path) -> None:

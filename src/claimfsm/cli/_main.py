@@ -245,6 +245,7 @@ def spec(declaration: str | None, as_json: bool) -> None:
                 e: {
                     "by": s.role(e),
                     "work": s.work(e),
+                    "remote": s.remote_role(e),
                     "sets": list(s.effects[e].sets) if e in s.effects else [],
                     "bumps": list(s.effects[e].bumps) if e in s.effects else [],
                     "durable": e in s.durable_events(),
@@ -294,7 +295,8 @@ def spec(declaration: str | None, as_json: bool) -> None:
         trans.add_row(t.event, source, dest, ", ".join(t.guards) or "-")
     console.print(trans)
     events = Table(title=f"{s.name}: events")
-    for col in ("event", "by", "work", "writes"):
+    remote = any(s.remote_role(e) for e in s.events)
+    for col in ("event", "by", "work", *(("remote",) if remote else ()), "writes"):
         events.add_column(col, no_wrap=col != "writes", overflow="fold")
     for e in s.events:
         decl = s.effects.get(e)
@@ -303,7 +305,8 @@ def spec(declaration: str | None, as_json: bool) -> None:
             writes.insert(0, f"{s.first(e)} first")
         if e in s.durable_events():
             writes.append("(durable)")
-        events.add_row(e, s.role(e), s.work(e) or "-", ", ".join(writes) or "-")
+        said = (s.remote_role(e) or "-",) if remote else ()
+        events.add_row(e, s.role(e), s.work(e) or "-", *said, ", ".join(writes) or "-")
     console.print(events)
     if s.columns:
         columns = Table(title=f"{s.name}: columns")

@@ -179,6 +179,7 @@ def _declaration(spec: Spec) -> str:
         "<th>guards</th></tr>" + "".join(rows) + "</table>"
     )
     rows = []
+    remote = any(spec.remote_role(e) for e in spec.events)
     for event in spec.events:
         decl = spec.effects.get(event)
         writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
@@ -186,11 +187,15 @@ def _declaration(spec: Spec) -> str:
             writes.insert(0, f"{spec.first(event)} first")
         rows.append(
             f"<tr><td><code>{_e(event)}</code></td><td>{_e(spec.role(event))}</td>"
-            f"<td>{_e(spec.work(event) or '-')}</td><td>{_e(', '.join(writes) or '-')}"
+            f"<td>{_e(spec.work(event) or '-')}</td>"
+            + (f"<td>{_e(spec.remote_role(event) or '-')}</td>" if remote else "")
+            + f"<td>{_e(', '.join(writes) or '-')}"
             f"{' (durable)' if event in spec.durable_events() else ''}</td></tr>"
         )
     events = (
-        "<table id='events'><tr><th>event</th><th>by</th><th>work</th><th>writes</th></tr>"
+        "<table id='events'><tr><th>event</th><th>by</th><th>work</th>"
+        + ("<th>remote</th>" if remote else "")
+        + "<th>writes</th></tr>"
         + "".join(rows)
         + "</table>"
     )

@@ -46,6 +46,9 @@ class EventDecl:
     by: str | None = None  # who takes it (spec.ROLES); None: as its guards say (Spec.role)
     bumps: tuple[str, ...] = ()  # declared columns it adds one to
     work: str | None = None  # "starts" or "ends" the owner's external work
+    #: how it stands to the claim world's remote (spec.REMOTE_ROLES): answered, unanswered,
+    #: resends; None: not a step on the remote
+    remote: str | None = None
     #: a sweep's event applied where this one is refused as the row is, before it is tried
     #: again, in the same transaction (the claim's acquire lapses a lapsed lease first)
     first: str | None = None
@@ -184,6 +187,12 @@ class Spec:
         """``starts`` or ``ends`` if ``event`` starts or ends the owner's external work."""
         decl = self.effects.get(event)
         return None if decl is None else decl.work
+
+    def remote_role(self, event: str) -> str | None:
+        """How ``event`` stands to the claim world's remote (``answered``, ``unanswered``,
+        ``resends``: ``REMOTE_ROLES``), or None."""
+        decl = self.effects.get(event)
+        return None if decl is None else decl.remote
 
     def first(self, event: str) -> str | None:
         """The sweep's event applied to the key's current epoch where ``event`` is refused

@@ -70,7 +70,7 @@ def differences(base: Spec, variant: Spec) -> Differences:
         events=tuple(
             (e, key, _said(getattr(base.effects.get(e), key, None)), _said(new_value))
             for e in variant.events
-            for key in ("by", "work", "sets", "bumps", "durable", "first")
+            for key in ("by", "work", "remote", "sets", "bumps", "durable", "first")
             if (new_value := getattr(variant.effects.get(e), key, None))
             != getattr(base.effects.get(e), key, None)
             and (new_value or getattr(base.effects.get(e), key, None))

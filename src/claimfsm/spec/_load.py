@@ -23,6 +23,7 @@ from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._guards import COLUMNS, FACTS, GUARD_KINDS, OPERATORS
 from claimfsm.spec._invariants import parse_invariants
 from claimfsm.spec._roles import (
+    REMOTE_ROLES,
     ROLES,
     WORD,
     WORK,
@@ -50,7 +51,7 @@ _TOP_KEYS = {
     "drafts",
 }
 _DRAFTS_KEYS = {"one_live_per_target"}
-_EVENT_KEYS = {"sets", "durable", "by", "bumps", "work", "first"}
+_EVENT_KEYS = {"sets", "durable", "by", "bumps", "work", "first", "remote"}
 _OVERLAY_KEYS = {
     "base",
     "name",
@@ -558,6 +559,9 @@ def _events(
             raise fail(f"{what}: by {by!r} is not a role; use one of {sorted(ROLES)}")
         if work is not None and (not isinstance(work, str) or work not in WORK):
             raise fail(f"{what}: work {work!r} must be one of {sorted(WORK)}")
+        remote = body.get("remote")
+        if remote is not None and (not isinstance(remote, str) or remote not in REMOTE_ROLES):
+            raise fail(f"{what}: remote {remote!r} must be one of {list(REMOTE_ROLES)}")
         bumps = body.get("bumps", [])
         if not isinstance(bumps, list) or not all(isinstance(c, str) for c in bumps):
             raise fail(f"{what}: bumps must be a list of column names")
@@ -571,7 +575,14 @@ def _events(
         if first is not None and (not isinstance(first, str) or first not in events):
             raise fail(f"{what}: first {first!r} must name an event some transition fires")
         found[event] = EventDecl(
-            event, tuple(sets), bool(body.get("durable", False)), by, tuple(bumps), work, first
+            event,
+            tuple(sets),
+            bool(body.get("durable", False)),
+            by,
+            tuple(bumps),
+            work,
+            remote,
+            first,
         )
     return found
 

@@ -11,6 +11,8 @@ named invariants are ``_invariants``'). stdlib only.
 - ``work`` on ``[events.NAME]``: ``starts`` (after it the owner's external work may be
   running: a send, a job's run) or ``ends`` (the owner's work is over once it takes it,
   refused or not).
+- ``remote`` on ``[events.NAME]``: how the event stands to the claim world's remote
+  (:data:`REMOTE_ROLES`): taken on its answer, on giving up waiting, or sending again.
 - ``[world]``: the bounds and faults of the checker's world (:data:`WORLD_OPTIONS`);
   ``claimfsm check`` flags override them. Two worlds read them: the claim world (drafts and
   a remote: :data:`CLAIM_WORLD`) and the world of a lifecycle of your own
@@ -37,6 +39,20 @@ ROLES: dict[str, str] = {
 
 #: What an event does to the owner's external work.
 WORK = {"starts": "the owner's external work may run from now on", "ends": "the work is over"}
+
+#: How an event stands to the claim world's remote (``remote`` on ``[events.NAME]``): the
+#: roles the claim world's steps are found by, declared rather than read off the shape.
+REMOTE_ROLES = {
+    "answered": "the owner takes it once the remote has answered its request (the claim's confirm)",
+    "unanswered": (
+        "the owner takes it when it stops waiting for an answer; its request may still be in"
+        " flight and land later (the claim's timeout)"
+    ),
+    "resends": (
+        "a worker takes the epoch over and sends its request again, with the epoch's"
+        " idempotency key unless the event sets fresh_key (the claim's retry)"
+    ),
+}
 
 #: ``[world]`` options: name -> (default, lowest, highest, meaning). Booleans have no
 #: range; ``remote`` is one of the remote modes.
@@ -156,6 +172,13 @@ def lifecycle_problem(spec: Any) -> str | None:
                 f"event {event!r} sets fresh_key, the claim row's idempotency key; a"
                 " lifecycle of your own has none: count what you need in a column of your own"
             )
+    remote = sorted(e for e, d in spec.effects.items() if d.remote is not None)
+    if remote:
+        return (
+            f"events {remote} declare remote, a role in the claim world's remote (requests in"
+            " flight, answers, resends); a lifecycle of your own has no remote: mark the"
+            ' external work with work = "starts" and work = "ends" instead'
+        )
     if spec.drafts is not None:
         return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
     return None

@@ -4,13 +4,14 @@ Code needs to name a few of the claim's steps (a store sets a lease on acquire, 
 dispatcher records the intent to send); :class:`Event` and :class:`State` make such names
 typo-proof, and their values are ``claim.toml``'s. The declaration owns what they mean,
 how they connect and what they are called: :func:`claim_steps` finds each of the claim's
-steps in a declaration by its shape, so the checker's model, the machine, the stores and
-the replays run a renamed copy of ``claim.toml`` as the same protocol, in its own names.
+steps in a declaration by its shape and its declared roles, so the checker's model, the
+machine, the stores and the replays run a renamed copy of ``claim.toml`` as the same
+protocol, in its own names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -98,10 +99,11 @@ class ClaimSteps:
     state renews; the one with an internal transition records a stale owner's refusal
     (discard, into the discarded state from the expired one). Of the other events, from the
     reserved state: into a lease state, the intent to send (into the sending state), into
-    a state without a lease, release (into the released state); from the sending state:
-    into a terminal state, confirm, into another, timeout (into the uncertain state); from
-    the uncertain state: into a lease state, retry, into a state without a lease,
-    reconcile (into the reconciled state).
+    a state without a lease, release (into the released state). How the rest stand to the
+    remote is declared (``remote`` on ``[events.NAME]``), not read off the shape: the
+    event taken once the remote answered confirms, the one taken on giving up waiting
+    times out (into the uncertain state), the one that sends again retries; the other
+    event from the uncertain state reconciles (into the reconciled state).
     """
 
     events: Mapping[Event, str]
@@ -141,7 +143,8 @@ def claim_steps(spec: Any) -> ClaimSteps:
             raise SpecError(
                 f"{where}: the claim protocol needs exactly one {what}; this declaration has"
                 f" {names or 'none'} (the claim's steps are read from the declaration's"
-                " shape: docs/declarations.md, 'The claim protocol's steps')"
+                " shape and its declared roles: docs/declarations.md, 'The claim protocol's"
+                " steps')"
             )
         return str(names[0])
 
@@ -185,16 +188,56 @@ def claim_steps(spec: Any) -> ClaimSteps:
     def enters(state: str, event: str) -> str:
         return one((t.dest for t in leaving(state) if t.event == event), f"state {event!r} enters")
 
-    lease_or_not = ("into a lease state", "into a state without a lease")
-    begin_send, release = split(reserved, lease, *lease_or_not)
+    def declared(
+        role: str, step: str, source: str, into: Callable[[str], bool], says: str
+    ) -> tuple[str, str]:
+        """The one event declaring ``remote = role``, and the state it enters from
+        ``source``, which ``into`` must accept (``says`` what it needs, for the error)."""
+        event = one(
+            (e for e in spec.events if spec.remote_role(e) == role),
+            f"event declaring remote = {role!r} under [events.NAME] (the claim's {step})",
+        )
+        dests = sorted({t.dest for t in leaving(source) if t.event == event})
+        if len(dests) != 1 or not into(dests[0]):
+            raise SpecError(
+                f"{where}: the event declaring remote = {role!r} (the claim's {step}),"
+                f" {event!r}, must lead from {source!r} {says}; from there it leads"
+                f" {'into ' + ', '.join(map(repr, dests)) if dests else 'nowhere'}: declare the"
+                " role on the event that does (docs/declarations.md, 'The claim protocol's"
+                " steps')"
+            )
+        return event, dests[0]
+
+    begin_send, release = split(
+        reserved, lease, "into a lease state", "into a state without a lease"
+    )
     sending = enters(reserved, begin_send)
     known |= {begin_send, release}
-    confirm, timeout = split(
-        sending, terminal, "into a terminal state", "into a state that is not terminal"
+    confirm, confirmed = declared(
+        "answered",
+        "confirm",
+        sending,
+        lambda s: s in terminal,
+        "into a terminal state (the remote answered: the attempt is over)",
     )
-    confirmed, uncertain = enters(sending, confirm), enters(sending, timeout)
+    timeout, uncertain = declared(
+        "unanswered",
+        "timeout",
+        sending,
+        lambda s: s not in terminal,
+        "into a state that is not terminal (its request may still land: readback or a"
+        " resend must leave that state)",
+    )
     known |= {confirm, timeout}
-    retry, reconcile = split(uncertain, lease, *lease_or_not)
+    retry, _ = declared(
+        "resends",
+        "retry",
+        uncertain,
+        lambda s: s == sending,
+        f"back into {sending!r} (its request is in flight again)",
+    )
+    known.add(retry)
+    reconcile = one((t.event for t in leaving(uncertain)), f"other event from {uncertain!r}")
     discard = one(
         (t.event for t in spec.transitions if t.internal), "event with an internal transition"
     )
