@@ -21,6 +21,7 @@ JOB = (declarations_dir() / "job.toml").read_text()
 VARIANTS = [p.read_text() for p in sorted((declarations_dir() / "wrong").glob("*.toml"))]
 VALUES = ['"x"', "3", "true", "[]", '["a"]', "{}", '"*"', '""', "-1", '"reserved"', "1.5"]
 VALUES += ['"lapse"']  # an event name: first = "lapse" on the wrong event, or a guard
+VALUES += ['"answered"']  # a remote role, moved onto another event or given twice
 
 
 @st.composite
@@ -38,7 +39,7 @@ def mutated(draw: st.DrawFn) -> str:
             lines[i] = f"{key}= {draw(st.sampled_from(VALUES))}"
         elif kind == "key" and "=" in lines[i]:
             value = lines[i].split("=", 1)[1]
-            keys = ["event", "source", "dest", "guards", "terminal", "first", "x"]
+            keys = ["event", "source", "dest", "guards", "terminal", "first", "remote", "x"]
             key = draw(st.sampled_from(keys))
             lines[i] = f"{key} ={value}"
         elif kind == "garbage":
