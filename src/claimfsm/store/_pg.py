@@ -198,8 +198,9 @@ def settled(
 ) -> bool | None:
     """Whether transaction ``xid`` committed (True) or not (False), asked on a new
     connection (``connection()``, a context manager) and waited for while it is in
-    progress, its backend ended if it waits idle for a ``COMMIT`` that will not come
-    (:func:`end_abandoned`): None when it is still in progress after ``seconds`` or the
+    progress, its backend ended if it waits for its client (``ClientRead``) for a
+    ``COMMIT`` that will not come (:func:`end_abandoned`, asked on each poll until it ends
+    one: a backend still between a pipeline's statements may come to wait there): None when it is still in progress after ``seconds`` or the
     server can no longer tell."""
     deadline = time.monotonic() + seconds
     wait = 0.002
