@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import multiprocessing
@@ -752,3 +753,56 @@ def test_a_lifecycle_store_whose_pool_stays_busy_says_so(pg: tuple[str, str]) ->
         store.take("report", "lease", owner="w")
     assert store.row("report") is None  # and the store works once a connection is free
     store.close()
+
+
+def test_a_settle_whose_role_may_not_end_the_backend_waits_and_the_owner_role_ends_it(
+    pg_database: str,
+) -> None:
+    # end_abandoned's refusal branch: a role that sees the abandoned backend but may not
+    # end it (pg_read_all_stats without the right to signal a superuser's backend) leaves
+    # it running and the settle waits, with no error; the backend's own role ends it.
+    import functools
+    import secrets
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg.sql
+
+    from claimfsm.store._pg import settled
+
+    role = f"claimfsm_test_viewer_{secrets.token_hex(3)}"
+    ident = psycopg.sql.Identifier(role)
+    viewer_url = urlunsplit(urlsplit(pg_database)._replace(netloc=f"{role}@127.0.0.1:5432"))
+    with psycopg.connect(pg_database, autocommit=True) as admin:
+        if not admin.execute(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()[0]:  # type: ignore[index]
+            pytest.skip("needs a superuser to hold the abandoned transaction")
+        admin.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+        admin.execute(psycopg.sql.SQL("GRANT pg_read_all_stats TO {}").format(ident))
+    abandoned = psycopg.connect(pg_database)  # a transaction idle, waiting for its client
+    try:
+        begun = abandoned.execute("SELECT pg_current_xact_id()")
+        xid = str(begun.fetchone()[0])  # type: ignore[index]
+        pid = abandoned.info.backend_pid
+
+        def alive() -> bool:
+            with psycopg.connect(pg_database, autocommit=True) as c:
+                q = "SELECT wait_event FROM pg_stat_activity WHERE pid = %s"
+                row = c.execute(q, (pid,)).fetchone()
+                return row is not None and row[0] == "ClientRead"
+
+        assert alive()
+        viewer = functools.partial(psycopg.connect, viewer_url, autocommit=True)
+        with viewer() as c:  # it sees the backend: the refusal is the server's, not a blind spot
+            q = "SELECT count(*) FROM pg_stat_activity WHERE backend_xid::text::bigint = %s"
+            assert c.execute(q, (int(xid) % 2**32,)).fetchone()[0] == 1  # type: ignore[index]
+        assert settled(viewer, xid, seconds=0.3) is None  # still in progress: unknown
+        assert alive()
+        owner = functools.partial(psycopg.connect, pg_database, autocommit=True)
+        assert settled(owner, xid, seconds=10) is False  # ended: aborted, decided
+        assert not alive()
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            abandoned.close()
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            admin.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
