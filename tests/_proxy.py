@@ -7,7 +7,10 @@ names (``through(url, proxy)`` is the same URL through the proxy). Once ``proxy.
 is set, the next chunk a client sends that holds the statement ``COMMIT`` is never
 forwarded: the client's socket is reset (it sees the connection break while waiting for
 COMMIT's answer) and the server's socket is kept open, sending nothing, until the proxy
-closes. Everything else is forwarded as it comes.
+closes. Everything else is forwarded as it comes. With ``on_commit``, the client's socket
+is not reset but left open and silent too, and ``on_commit()`` is called: a test cuts the
+client's network there (``_netns``), so the client learns nothing at all. ``host`` is the
+address it listens on.
 """
 
 from __future__ import annotations
@@ -16,16 +19,20 @@ import contextlib
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 
 
 class CommitSwallower:
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, *, host: str = "127.0.0.1", on_commit: Callable[[], None] | None = None
+    ) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(url)
         self._server = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._on_commit = on_commit
+        self._listener = socket.create_server((host, 0))
         self.port: int = self._listener.getsockname()[1]
         self.armed = False
         self.swallowed = 0
@@ -78,6 +85,9 @@ class CommitSwallower:
                     sink.shutdown(socket.SHUT_WR)
                 return
             if from_client and self._swallow(chunk):
+                if self._on_commit is not None:
+                    self._on_commit()  # both sides kept open and silent
+                    return
                 # reset the client's side; keep the server's open and silent
                 source.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 with contextlib.suppress(OSError):

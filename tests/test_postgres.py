@@ -806,3 +806,95 @@ def test_a_settle_whose_role_may_not_end_the_backend_waits_and_the_owner_role_en
             abandoned.close()
         with psycopg.connect(pg_database, autocommit=True) as admin:
             admin.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
+
+
+@pytest.mark.slow
+def test_a_worker_cut_off_from_its_database_host_mid_commit_is_told_the_outcome_is_unknown(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database's host vanishes (dies, or a partition cuts it off) just after a
+    transaction's COMMIT went out: nothing resets the connection, and the operating
+    system's defaults would keep the worker waiting for the answer for hours. The store's
+    connections carry libpq's TCP keepalives and user timeout (``_pg.DEAD_HOST_SETTINGS``):
+    the wait breaks, the settle cannot reach the server either, and begin_send says its
+    outcome is unknown. Once the host is back, the claim is as the server left it."""
+    import threading
+    from urllib.parse import urlsplit, urlunsplit
+
+    from claimfsm.store._postgres import PostgresStore
+
+    from . import _netns
+    from ._proxy import CommitSwallower
+
+    why = _netns.unavailable()
+    if why is not None:
+        pytest.skip(why)
+    url = pg[0]
+    # client -> host.address:5432 (the namespace) -> gateway:relay -> the server
+    with (
+        _netns.IsolatedHost() as host,
+        CommitSwallower(url, host=host.gateway, on_commit=host.cut) as relay,
+    ):
+        host.forward(5432, relay.port)
+        parts = urlsplit(url)
+        user = parts.netloc.rsplit("@", 1)[0]
+        far = urlunsplit(parts._replace(netloc=f"{user}@{host.address}:5432"))
+        store = PostgresStore(far, pool_size=1)
+        claim = store.acquire("acct", approved_draft(store), "w", 30)
+        _transactions_only(store, monkeypatch)
+        found: dict[str, BaseException] = {}
+
+        def send() -> None:
+            try:
+                claim.begin_send()
+            except BaseException as exc:  # handed to the test's thread
+                found["error"] = exc
+
+        relay.armed = True
+        worker = threading.Thread(target=send, daemon=True)
+        worker.start()
+        # a bound far above the settings' (about 25 s to notice, then the settle's
+        # attempts); the operating system's own keepalive waits two hours
+        worker.join(300)
+        assert relay.swallowed == 1, "no COMMIT went through the relay"
+        assert not worker.is_alive(), "still waiting for COMMIT's answer from a dead host"
+        error = found.get("error")
+        assert isinstance(error, StoreError), error
+        assert "unknown" in str(error)
+        with contextlib.suppress(Exception):
+            store.close()
+    # the relay closed: the abandoned backend ends, its transaction rolled back
+    near = open_store(url)
+    try:
+        assert near.get_claim("acct").state == "reserved"  # type: ignore[union-attr]
+    finally:
+        near.close()
+
+
+def test_both_stores_connections_notice_a_dead_host_unless_the_url_says_otherwise(
+    pg: tuple[str, str],
+) -> None:
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+    from claimfsm.store._pg import DEAD_HOST_SETTINGS
+    from claimfsm.store._postgres import PostgresStore
+
+    def settings(pool: Any) -> dict[str, str]:
+        with pool.connection() as conn:
+            params = conn.info.get_parameters()
+        return {k: params[k] for k in DEAD_HOST_SETTINGS}
+
+    job = load_spec(declarations_dir() / "job.toml")
+    own = "&keepalives_idle=3&tcp_user_timeout=0"
+    for url, expected in (
+        (pg[0], DEAD_HOST_SETTINGS),
+        (pg[0] + own, {**DEAD_HOST_SETTINGS, "keepalives_idle": "3", "tcp_user_timeout": "0"}),
+    ):
+        claims = PostgresStore(url, pool_size=1)
+        jobs = open_entity_store(job, url, pool_size=1)
+        try:
+            assert settings(claims._pool) == expected
+            assert settings(jobs._driver._pool) == expected  # type: ignore[attr-defined]
+        finally:
+            claims.close()
+            jobs.close()

@@ -271,7 +271,10 @@ class Postgres(Driver):
             self._libpq,
             open=False,
             **pool_options(
-                prepared=prepared, pool_size=pool_size, name=f"claimfsm-lc-{self.schema}"
+                url=self._libpq,
+                prepared=prepared,
+                pool_size=pool_size,
+                name=f"claimfsm-lc-{self.schema}",
             ),
         )
         open_pool(self._pool, self._url, 15)

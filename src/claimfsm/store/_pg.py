@@ -8,8 +8,10 @@ One place for what the two stores must agree on:
 - **Opening.** One plain connection first (:func:`probe`), so a wrong URL, database or
   password is reported at once with the server's reason; a pool that cannot connect would
   only retry, quietly, until its timeout. Then the pool, of autocommit connections that
-  prepare nothing on the server when the URL says ``prepared_statements=off``
-  (:func:`pool_options`, :func:`open_pool`).
+  prepare nothing on the server when the URL says ``prepared_statements=off``, and notice
+  a dead or cut-off server host within half a minute where the URL does not set libpq's
+  TCP settings itself (:data:`DEAD_HOST_SETTINGS`; :func:`pool_options`,
+  :func:`open_pool`).
 - **What a failed transaction means** (:func:`judged`). A deadlock, a serialization
   failure, or a connection lost before ``COMMIT`` was sent: the server rolled the
   transaction back, so running it again is safe (:class:`Retry`). A connection lost while
@@ -54,6 +56,22 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 #: seconds a single connection attempt may take
 CONNECT_SECONDS = 10
+
+#: libpq's TCP settings for every connection a store opens, unless its URL gives its own:
+#: a server host that dies or is cut off mid-call is noticed in about half a minute, not
+#: the hours the operating system's defaults take (a write whose ``COMMIT`` went out
+#: then waits for an answer on a connection no one closes). ``tcp_user_timeout``: data
+#: unacknowledged for 30 s breaks the connection; keepalives: a connection waiting for an
+#: answer is probed after 10 s of silence, every 5 s, and broken after 3 probes go
+#: unanswered. A live server's host answers both whatever its statements wait for, so a
+#: long lock wait or a slow query is not cut short; Unix-domain sockets ignore them.
+DEAD_HOST_SETTINGS = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
 
 R = TypeVar("R")
 
@@ -134,11 +152,13 @@ def probe(
         raise StoreError(f"cannot connect to PostgreSQL at {shown_url}: {reason}") from None
 
 
-def pool_options(*, prepared: bool, pool_size: int, name: str) -> dict[str, Any]:
-    """A store's pool: autocommit connections (each transaction says ``BEGIN`` itself) and,
-    with ``prepared_statements=off``, nothing prepared on the server (a transaction pooler
-    may run each transaction on another server connection; psycopg prepares a statement
-    on its fifth use)."""
+def pool_options(*, url: str, prepared: bool, pool_size: int, name: str) -> dict[str, Any]:
+    """A store's pool of connections to the libpq ``url``: autocommit connections (each
+    transaction says ``BEGIN`` itself); with ``prepared_statements=off``, nothing prepared
+    on the server (a transaction pooler may run each transaction on another server
+    connection; psycopg prepares a statement on its fifth use); and
+    :data:`DEAD_HOST_SETTINGS`, each where the URL does not set it."""
+    given = {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
     return {
         "min_size": 1,
         "max_size": pool_size,
@@ -146,6 +166,7 @@ def pool_options(*, prepared: bool, pool_size: int, name: str) -> dict[str, Any]
             "autocommit": True,
             "connect_timeout": CONNECT_SECONDS,
             "prepare_threshold": 5 if prepared else None,
+            **{k: v for k, v in DEAD_HOST_SETTINGS.items() if k not in given},
         },
         "name": name,
     }
@@ -200,8 +221,8 @@ def settled(
     connection (``connection()``, a context manager) and waited for while it is in
     progress, its backend ended if it waits for its client (``ClientRead``) for a
     ``COMMIT`` that will not come (:func:`end_abandoned`, asked on each poll until it ends
-    one: a backend still between a pipeline's statements may come to wait there): None when it is still in progress after ``seconds`` or the
-    server can no longer tell."""
+    one: a backend still between a pipeline's statements may come to wait there): None
+    when it is still in progress after ``seconds`` or the server can no longer tell."""
     deadline = time.monotonic() + seconds
     wait = 0.002
     ended = False

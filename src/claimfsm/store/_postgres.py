@@ -445,7 +445,12 @@ class PostgresStore(Store):
         self._connect_seconds = connect_seconds
         self._probe(shown)
         self._pool = self._make_pool(
-            **pool_options(prepared=prepared, pool_size=pool_size, name=f"claimfsm-{self.schema}")
+            **pool_options(
+                url=self.url,
+                prepared=prepared,
+                pool_size=pool_size,
+                name=f"claimfsm-{self.schema}",
+            )
         )
         open_pool(self._pool, shown, connect_seconds)
         try:
