@@ -214,6 +214,9 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
         open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
     # refused before the store opens anything: no database file is left behind
     assert not (tmp_path / "x").exists()
+    with pytest.raises(InvalidArgument, match=r"spec must be a declaration, not PosixPath"):
+        open_entity_store(tmp_path / "two.toml", "sqlite:///" + str(tmp_path / "x"))  # type: ignore[arg-type]
+    assert not (tmp_path / "x").exists()
 
 
 NO_LEASE = """\

@@ -338,7 +338,7 @@ def test_bad_urls_are_clear_errors() -> None:
 def test_a_wrong_database_is_named_with_the_servers_reason(pg_database: str) -> None:
     """A server that answers but refuses the connection says why, at once: both stores make
     one plain connection before their pools (a pool only retries until its timeout)."""
-    from claimfsm.spec import declarations_dir
+    from claimfsm.spec import declarations_dir, load_spec
     from claimfsm.store import open_entity_store
     from claimfsm.store._postgres import PostgresStore
 
@@ -346,7 +346,7 @@ def test_a_wrong_database_is_named_with_the_servers_reason(pg_database: str) -> 
     with pytest.raises(StoreError, match='database "claimfsm_no_such_database" does not exist'):
         PostgresStore(wrong, connect_seconds=30)
     with pytest.raises(StoreError, match='database "claimfsm_no_such_database" does not exist'):
-        open_entity_store(declarations_dir() / "job.toml", wrong)
+        open_entity_store(load_spec(declarations_dir() / "job.toml"), wrong)
 
 
 def _worker(url: str, index: int, cycles: int, queue: Any) -> None:

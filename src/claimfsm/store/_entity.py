@@ -907,6 +907,11 @@ def open_entity_store(
     file or missing tables are ``NotFound``, and nothing is created. Threads may share the
     store: on PostgreSQL each transaction takes a connection from its pool (at most
     ``pool_size``); on SQLite its one connection runs one transaction at a time."""
+    if not isinstance(spec, Spec):
+        raise InvalidArgument(
+            f"spec must be a declaration, not {type(spec).__name__}: load it first"
+            " (claimfsm.spec.load_spec(path))"
+        )
     if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= 100:
         raise InvalidArgument(f"pool_size must be an int from 1 to 100, not {pool_size!r}")
     if not isinstance(url, str):
