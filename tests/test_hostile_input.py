@@ -232,6 +232,7 @@ def _never_valid(value: str) -> bool:
     except ValueError:
         return value.strip() not in {
             *designs(),
+            "all",  # diagram --design all: every design
             "claim",
             "fencing",
             "dedup",
