@@ -214,6 +214,17 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
         open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
     # refused before the store opens anything: no database file is left behind
     assert not (tmp_path / "x").exists()
+    # a store given a driver owns it: refusing the declaration closes it
+    import sqlite3
+
+    from claimfsm.store._entity import EntityStore
+    from claimfsm.store._entity_drivers import SQLite
+
+    driver = SQLite(":memory:")
+    with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
+        EntityStore(claim_spec(), driver)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        driver._c.execute("SELECT 1")
     with pytest.raises(InvalidArgument, match=r"spec must be a declaration, not PosixPath"):
         open_entity_store(tmp_path / "two.toml", "sqlite:///" + str(tmp_path / "x"))  # type: ignore[arg-type]
     assert not (tmp_path / "x").exists()

@@ -361,6 +361,22 @@ class EntityStore:
         retries: int = 5,
         create: bool = True,
     ) -> None:
+        try:
+            self._open(spec, driver, clock, prefix, retries, create)
+        except BaseException:
+            driver.close()  # the store owns the driver from here: nothing is left open
+            raise
+
+    def _open(
+        self,
+        spec: Spec,
+        driver: Driver,
+        clock: Clock | None,
+        prefix: str,
+        retries: int,
+        create: bool,
+    ) -> None:
+        """Compile ``spec``'s writes for ``driver``, then create or check the tables."""
         check_storable(spec)
         self.spec = spec
         #: The declaration's ``transitions`` machine: it explains what the SQL refused.
@@ -408,20 +424,16 @@ class EntityStore:
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
         self._constants = guard_constants(spec)
-        try:
-            if create:
-                driver.rerun(self._create)
-            elif not driver.has_table(table):
-                raise NotFound(
-                    f"no {spec.name} store here: table {self.table} does not exist; open it"
-                    " once from the library (open_entity_store) to create it, or check the"
-                    " URL and the declaration"
-                )
-            else:
-                driver.rerun(self._upgrade)
-        except BaseException:
-            driver.close()
-            raise
+        if create:
+            driver.rerun(self._create)
+        elif not driver.has_table(table):
+            raise NotFound(
+                f"no {spec.name} store here: table {self.table} does not exist; open it"
+                " once from the library (open_entity_store) to create it, or check the"
+                " URL and the declaration"
+            )
+        else:
+            driver.rerun(self._upgrade)
 
     # -- the three ways to act -------------------------------------------------------------
     def take(
