@@ -315,7 +315,7 @@ def test_what_only_the_claim_world_answers_is_refused_by_name(tmp_path: Path) ->
         'fact = "running"\nop = "="\nvalue = false', 'fact = "outcome"\nop = "="\nvalue = "absent"'
     )
     with pytest.raises(
-        SpecError, match=r"reads the fact 'outcome', which only the claim protocol's callers bring"
+        SpecError, match=r"reads the fact 'outcome', the remote's evidence, and no event declares"
     ):
         entity_model(load_spec(job(tmp_path, text)))
     drafts = JOB.replace('kind = "free"', 'kind = "draft_ready"')

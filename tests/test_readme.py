@@ -58,7 +58,12 @@ def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_readme_tutorial_saves_its_declarations() -> None:
-    assert [name for name, _ in FILES] == ["deploy.toml", "hasty.toml"]
+    assert [name for name, _ in FILES] == [
+        "deploy.toml",
+        "hasty.toml",
+        "charge.toml",
+        "unfenced.toml",
+    ]
 
 
 #: In order: each may read what an earlier one wrote (``make test`` runs on several

@@ -2,11 +2,13 @@
 off the shape: the claim world takes the event declared ``answered`` when the remote's
 answer arrives, ``unanswered`` when the owner stops waiting, and ``resends`` to send again.
 A declaration that leaves a role out, or puts it on an event the claim world cannot take
-that way, is refused by every consumer with one error naming the file; a lifecycle of
-your own, which has no remote, refuses the key."""
+that way, is refused by every consumer with one error naming the file. A lifecycle of
+your own may declare a remote too (answered and unanswered), where the world of a
+declared lifecycle can run it (tests/test_lifecycle_remote.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -121,14 +123,35 @@ def test_the_spec_command_and_the_report_show_the_roles(tmp_path: Path) -> None:
     assert "<th>remote</th>" in page and "<td>unanswered</td>" in page
 
 
-def test_a_lifecycle_of_your_own_has_no_remote_and_says_so(tmp_path: Path) -> None:
+ENDS = 'work = "ends"'
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "count", "says"),
+    [
+        # one role, where every event that ends the work needs one
+        (ENDS, ENDS + '\nremote = "answered"', 1, "events ['fail'] end the work but declare no"),
+        # the claim's resend takes an epoch over: a lifecycle sends from a new epoch
+        ('by = "operator"', 'by = "operator"\nremote = "resends"', 1, 'remote = "resends", which'),
+        # only the client that sent the request hears its answer
+        ('by = "sweep"', 'by = "sweep"\nremote = "answered"', 1, "['lapse'] declare a remote role"),
+        # both ends give up waiting: nothing is ever answered
+        (ENDS, ENDS + '\nremote = "unanswered"', -1, 'no event declares remote = "answered"'),
+    ],
+)
+def test_a_lifecycle_s_remote_is_refused_by_name_where_it_cannot_run(
+    tmp_path: Path, old: str, new: str, count: int, says: str
+) -> None:
+    """A lifecycle of your own may declare a remote (docs/declarations.md); the roles it
+    gives must let the checker's world run it, or ``check`` and the store refuse it, by
+    name, before anything is created."""
     job = (declarations_dir() / "job.toml").read_text()
     path = tmp_path / "job.toml"
-    path.write_text(job.replace('work = "ends"', 'work = "ends"\nremote = "answered"', 1))
+    path.write_text(job.replace(old, new, count))
     assert path.read_text() != job
-    says = "declare remote, a role in the claim world's remote"
     result = CliRunner().invoke(main, ["check", str(path)])
     assert result.exit_code == 1 and says in result.output, result.output
-    with pytest.raises(SpecError, match=says):
+    assert str(path) in result.output and "Traceback" not in result.output
+    with pytest.raises(SpecError, match=re.escape(says)):
         open_entity_store(load_spec(path), f"sqlite:///{tmp_path / 'jobs.db'}")
     assert not (tmp_path / "jobs.db").exists()

@@ -46,7 +46,16 @@ from claimfsm.checker._engine import Model, Property, Step
 from claimfsm.checker._packed import ByParts, Processes
 from claimfsm.checker._path import PathStep
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import Spec, compare, lifecycle_world_problem
+from claimfsm.spec import (
+    ABSENT,
+    PRESENT,
+    REMOTE_MODES,
+    RemoteRules,
+    Spec,
+    compare,
+    has_remote,
+    lifecycle_world_problem,
+)
 from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another
 from claimfsm.spec._predicates import build_guards
 
@@ -63,6 +72,11 @@ class Row(NamedTuple):
     #: and ``exclusive_work`` read the row alone. Derived from the handles, so it adds no
     #: state: the counts are the handles' own.
     working: tuple[int, ...] = ()
+    #: the remote (a declaration that declares one): the epochs of the requests in flight
+    #: to it, and of those that took effect there, sorted. Every request carries the
+    #: entity's idempotency key, the same in every epoch.
+    in_flight: tuple[int, ...] = ()
+    landed: tuple[int, ...] = ()
 
 
 class Handle(NamedTuple):
@@ -71,6 +85,9 @@ class Handle(NamedTuple):
     token: int
     seen: str  # the state the client last moved the row into
     working: bool = False  # its external work is running
+    #: its request to the remote (a declaration with one): "" none, "S" it may send,
+    #: "W" sent and waiting, "A" answered
+    phase: str = ""
 
 
 class EntityWorld(NamedTuple):
@@ -79,6 +96,8 @@ class EntityWorld(NamedTuple):
     stale_changed: bool = False  # a stale client's operation changed a row
     # the left_only_by invariants broken so far: a row left their states by another event
     escaped: frozenset[str] = frozenset()
+    # a request arrived at the remote while one of another epoch of its entity was in flight
+    overlap: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,9 +109,11 @@ class EntityModelConfig:
     epochs: int | None = None
     counts: int | None = None
     crashes: bool | None = None
+    #: the remote's mode (plain, fencing, dedup), for a declaration that declares a remote
+    remote: str | None = None
 
     def resolved(self, spec: Spec) -> dict[str, Any]:
-        from claimfsm.spec._roles import LIFECYCLE_WORLD, WORLD_OPTIONS
+        from claimfsm.spec._roles import LIFECYCLE_WORLD, WORLD_OPTIONS, has_remote
 
         out: dict[str, Any] = {}
         for name, (_default, low, high, _meaning) in WORLD_OPTIONS.items():
@@ -105,6 +126,15 @@ class EntityModelConfig:
             ):
                 raise InvalidArgument(f"{name} must be an int from {low} to {high}, got {value!r}")
             out[name] = value
+        if has_remote(spec):
+            mode = spec.world["remote"] if self.remote is None else self.remote
+            if mode not in REMOTE_MODES:
+                raise InvalidArgument(f"remote must be one of {list(REMOTE_MODES)}, got {mode!r}")
+            out["remote"] = mode
+        elif self.remote is not None:
+            raise InvalidArgument(
+                f"{spec.name} declares no remote (no event has a remote role): leave out remote"
+            )
         return out
 
 
@@ -122,7 +152,16 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     lease_states = frozenset(spec.states_where("lease"))
     terminal = frozenset(spec.states_where("terminal"))
     roles = {e: spec.role(e) for e in spec.events}
-    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values())
+    # The remote, where the declaration declares one: the owner sends one request once
+    # its work starts, hears an answer only once a request of its epoch took effect, and
+    # takes an ``answered`` event only then, an ``unanswered`` one while it waits.
+    rules = RemoteRules(cfg["remote"]) if "remote" in cfg else None
+    answered = frozenset(e for e in spec.events if spec.remote_role(e) == "answered")
+    unanswered = frozenset(e for e in spec.events if spec.remote_role(e) == "unanswered")
+    # The fence: the executor's (no remote) or the remote's, which only a fencing one has.
+    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
+        rules is None or rules.fences
+    )
     guards = build_guards(spec)  # the machines' predicates, read on the world's rows
     bumps = {e: tuple(col_index[c] for c in d.bumps) for e, d in spec.effects.items()}
     sets = {e: frozenset(d.sets) for e, d in spec.effects.items()}
@@ -167,7 +206,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return None
         running = event in reads_running and _running_on(row)
         seen = _RowView(row, col_index)
-        who = _CallerView(row, caller, named, {"running": running, "fenced_through": row.fence})
+        facts: dict[str, Any] = {"running": running, "fenced_through": row.fence}
+        if rules is not None:
+            facts["outcome"] = PRESENT if row.landed else ABSENT
+            facts["remote_dedups"] = rules.dedups
+        who = _CallerView(row, caller, named, facts)
         failing: list[str] = []
         for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
@@ -192,12 +235,17 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             for i in bumps[event]:
                 bumped[i] += 1
             cols = tuple(bumped)
-        return Row(dest, epoch, token, live, cols, row.fence, row.working)
+        return Row(
+            dest, epoch, token, live, cols, row.fence, row.working, row.in_flight, row.landed
+        )
 
     def cut(after: Row) -> bool:
         """The step goes beyond a bound: it is not explored."""
         return (
-            after.epoch > epochs or after.token > counts or any(c > counts for c in after.columns)
+            after.epoch > epochs
+            or after.token > counts
+            or any(c > counts for c in after.columns)
+            or len(after.in_flight) > counts
         )
 
     def init_states() -> Iterator[EntityWorld]:
@@ -210,7 +258,22 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         """Client ``c``'s actions: an idle client's takes, a handle's owner events and crash."""
         if h is None:
             return [("take", c, key, e) for key in range(keys) for e in takers]
-        acts: list[Action] = [("own", c, e) for e in owner_events.get(h.seen, ())]
+        acts: list[Action]
+        if rules is None:
+            acts = [("own", c, e) for e in owner_events.get(h.seen, ())]
+        else:
+            acts = [
+                ("own", c, e)
+                for e in owner_events.get(h.seen, ())
+                if (e not in answered or h.phase == "A")
+                and (e not in unanswered or h.phase in ("S", "W"))
+            ]
+            if h.phase == "S":
+                acts.append(("send", c))
+            elif h.phase == "W":
+                row = shared[0][h.key]
+                if h.epoch in row.landed and h.epoch not in row.in_flight:
+                    acts.append(("ack", c))
         if cfg["crashes"]:
             acts.append(("crash", c))
         return acts
@@ -224,6 +287,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 acts.append(("clock", key))
             if fenceable and row.fence < row.epoch:
                 acts.append(("fence", key))
+            if row.in_flight:
+                acts += [("land", key, epoch) for epoch in sorted(set(row.in_flight))]
         return acts
 
     def actions(world: EntityWorld) -> Iterator[Action]:
@@ -268,6 +333,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             world.clients,
             world.stale_changed,
             left(world, world.rows[key].state, first, dest),
+            world.overlap,
         )
         again = fire(moved, key, event, caller, named)
         if again is None or again[0] is None:
@@ -293,7 +359,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             # a handle from which its holder can do nothing more is forgotten at once
             clients[c] = Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
             escaped = left(world, world.rows[key].state, event, dest)
-            return EntityWorld(tuple(rows), tuple(clients), world.stale_changed, escaped), cut(row)
+            return EntityWorld(
+                tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
+            ), cut(row)
         if kind == "own":
             _, c, event = action
             h = world.clients[c]
@@ -306,21 +374,29 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 if h.working:
                     rows[h.key] = _stops(rows[h.key], h.epoch)
                 return EntityWorld(
-                    tuple(rows), tuple(clients), world.stale_changed, world.escaped
+                    tuple(rows), tuple(clients), world.stale_changed, world.escaped, world.overlap
                 ), False
             dest, row = result
             stale = (h.epoch, h.token) != (before.epoch, before.token)
             token = row.token if row.epoch == h.epoch else h.token
             work = spec.work(event)
             working = True if work == "starts" else False if work == "ends" else h.working
+            phase = h.phase
+            if rules is not None:
+                if work == "starts":
+                    phase = "S"  # it may send its request now
+                elif event in answered or event in unanswered:
+                    phase, working = "", False  # its part is over; a request may stay in flight
             if working != h.working:
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row
             done = dest not in owner_events and not working  # nothing more to do with it
-            clients[c] = None if done else Handle(h.key, h.epoch, token, dest, working)
+            clients[c] = None if done else Handle(h.key, h.epoch, token, dest, working, phase)
             escaped = left(world, before.state, event, dest)
             changed = world.stale_changed or stale
-            return EntityWorld(tuple(rows), tuple(clients), changed, escaped), cut(row)
+            return EntityWorld(tuple(rows), tuple(clients), changed, escaped, world.overlap), cut(
+                row
+            )
         if kind == "env":
             _, key, event = action
             world, result = fire_first(world, key, event, None, True)
@@ -329,8 +405,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             rows = list(world.rows)
             rows[key] = result[1]
             escaped = left(world, world.rows[key].state, event, result[0])
-            world = EntityWorld(tuple(rows), tuple(clients), world.stale_changed, escaped)
+            world = EntityWorld(
+                tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
+            )
             return world, cut(result[1])
+        overlap = world.overlap
         if kind == "clock":
             key = action[1]
             r = rows[key]
@@ -338,13 +417,52 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         elif kind == "fence":
             key = action[1]
             r = rows[key]
-            rows[key] = r._replace(fence=r.epoch)
+            if rules is None:
+                rows[key] = r._replace(fence=r.epoch)
+            else:  # the remote rejects what is in flight at or below the fence: dropped now
+                fence = rules.fence_through(r.fence, r.epoch)
+                kept = tuple(e for e in r.in_flight if e > fence)
+                rows[key] = r._replace(fence=fence, in_flight=kept)
         elif kind == "crash":
             h = clients[action[1]]
             clients[action[1]] = None
             if h is not None and h.working:
                 rows[h.key] = _stops(rows[h.key], h.epoch)
-        return EntityWorld(tuple(rows), tuple(clients), world.stale_changed, world.escaped), False
+        elif kind == "send":
+            assert rules is not None
+            c = action[1]
+            h = clients[c]
+            assert h is not None
+            clients[c] = h._replace(phase="W")
+            r = rows[h.key]
+            arrived = rules.arrives(r.fence, h.epoch)
+            if arrived is not None:  # else rejected on arrival: the sender will stop waiting
+                overlap = overlap or any(e != h.epoch for e in r.in_flight)
+                sent = tuple(sorted((*r.in_flight, h.epoch)))
+                rows[h.key] = r._replace(in_flight=sent, fence=arrived)
+            world = EntityWorld(
+                tuple(rows), tuple(clients), world.stale_changed, world.escaped, overlap
+            )
+            return world, len(rows[h.key].in_flight) > counts
+        elif kind == "land":
+            assert rules is not None
+            _, key, epoch = action
+            r = rows[key]
+            flying = list(r.in_flight)
+            flying.remove(epoch)
+            landed = r.landed
+            # every request carries the entity's key: applied once anywhere is applied
+            if rules.lands(r.fence, epoch, bool(landed)) == "applied":
+                landed = tuple(sorted((*landed, epoch)))
+            rows[key] = r._replace(in_flight=tuple(flying), landed=landed)
+        elif kind == "ack":
+            c = action[1]
+            h = clients[c]
+            assert h is not None
+            clients[c] = h._replace(phase="A")
+        return EntityWorld(
+            tuple(rows), tuple(clients), world.stale_changed, world.escaped, overlap
+        ), False
 
     # Whether a bound stops some next step (``_next`` says cut): only an event's step can
     # pass one. Decided in parts (``ByParts``): the world's events, by the rows; a client's
@@ -354,14 +472,18 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         return result is not None and result[0] is not None and cut(result[1])
 
     def shared_cut(shared: Shared) -> bool:
-        world = EntityWorld(shared[0], (), shared[1], shared[2])
+        world = EntityWorld(shared[0], (), *shared[1:])
         return any(_cuts(world, key, e, None, True) for key in range(keys) for e in environment)
 
     def client_cut(shared: Shared, h: Handle | None) -> bool:
-        world = EntityWorld(shared[0], (), shared[1], shared[2])
+        world = EntityWorld(shared[0], (), *shared[1:])
         if h is None:
             return any(_cuts(world, key, e, None, False) for key in range(keys) for e in takers)
         caller = (h.epoch, h.token)
+        if h.phase == "S" and rules is not None:  # its send, if it arrives, may pass a bound
+            row = shared[0][h.key]
+            if len(row.in_flight) >= counts and rules.arrives(row.fence, h.epoch) is not None:
+                return True
         return any(_cuts(world, h.key, e, caller, True) for e in owner_events.get(h.seen, ()))
 
     def bounded(world: EntityWorld) -> bool:
@@ -384,7 +506,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         handles = [h for h in world.clients if h is not None]
         handles.sort()
         idle = len(world.clients) - len(handles)
-        return (world.rows, idle, tuple(handles), world.stale_changed, world.escaped)
+        return (world.rows, idle, tuple(handles), world.stale_changed, world.escaped, world.overlap)
 
     properties: list[Property[EntityWorld]] = [
         Property(
@@ -402,7 +524,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 Property(inv.name, "sometimes", _some_row_in(frozenset(inv.states)), inv.meaning)
             )
         else:
-            properties.append(Property(inv.name, "always", _invariant(inv, col_index), inv.meaning))
+            properties.append(
+                Property(inv.name, "always", _invariant(inv, col_index, rules), inv.meaning)
+            )
 
     def show_row(key: int, row: Row) -> str:
         parts = [f"{row.state} e{row.epoch}"]
@@ -411,12 +535,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         parts += [f"{c}={v}" for c, v in zip(columns, row.columns, strict=True)]
         if row.fence:
             parts.append(f"fenced through e{row.fence}")
+        if row.in_flight:
+            parts.append("in flight " + ",".join(f"e{e}" for e in row.in_flight))
+        if row.landed:
+            parts.append("took effect " + ",".join(f"e{e}" for e in row.landed))
         return f"{key_word} {key}: " + ", ".join(parts)
 
     def show_client(c: int, h: Handle | None) -> str:
         if h is None:
             return f"worker {c} idle"
         doing = " working" if h.working else ""
+        doing += {"S": ", about to send", "W": ", waiting for an answer", "A": ", answered"}.get(
+            h.phase, ""
+        )
         return f"worker {c} holds {key_word} {h.key} e{h.epoch} (saw {h.seen}){doing}"
 
     def show_state(world: EntityWorld) -> str:
@@ -434,7 +565,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if kind == "clock":
             return f"clock: the lease of {key_word} {action[1]} lapses"
         if kind == "fence":
-            return f"operator: fence the executor of {key_word} {action[1]} through its epoch"
+            whose = "executor" if rules is None else "remote"
+            return f"operator: fence the {whose} of {key_word} {action[1]} through its epoch"
+        if kind == "send":
+            return f"worker {action[1]}: sends its request to the remote"
+        if kind == "land":
+            return f"remote: the request of e{action[2]} for {key_word} {action[1]} lands"
+        if kind == "ack":
+            return f"worker {action[1]}: hears the remote's answer"
         return f"worker {action[1]} crashes (its work stops, its handle is gone)"
 
     def explain(
@@ -490,7 +628,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         # entity is kept in its row), the world's the rows alone.
         processes=Processes(
             split=_split,
-            join=lambda shared, clients: EntityWorld(shared[0], clients, shared[1], shared[2]),
+            join=_join,
             local_actions=client_actions,
             shared_actions=world_actions,
             shared_properties=True,
@@ -498,18 +636,36 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     )
 
 
-Shared = tuple[tuple[Row, ...], bool, frozenset[str]]
+Shared = tuple[tuple[Row, ...], bool, frozenset[str], bool]
+
+
+def _join(shared: Shared, clients: tuple[Handle | None, ...]) -> EntityWorld:
+    """The world of a shared part and its clients' handles (``_split``'s inverse), built
+    as a tuple at C speed: the searches join a world for every state they expand."""
+    rows, stale_changed, escaped, overlap = shared
+    return _new_world(EntityWorld, (rows, clients, stale_changed, escaped, overlap))
+
+
+_new_world = tuple.__new__
 
 
 def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
-    """The world's shared part (rows, stale_changed, escaped) and its clients' handles."""
-    return (world.rows, world.stale_changed, world.escaped), world.clients
+    """The world's shared part (rows, stale_changed, escaped, overlap) and its clients'
+    handles."""
+    return (world.rows, world.stale_changed, world.escaped, world.overlap), world.clients
 
 
-def world_facts(world: EntityWorld, key: int) -> dict[str, Any]:
+def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict[str, Any]:
     """The world's truthful evidence about entity ``key`` (LIFECYCLE_FACTS): whether some
-    client's work at the row's epoch is running, and how far the executor is fenced."""
-    return {"running": _running(world, key), "fenced_through": world.rows[key].fence}
+    client's work at the row's epoch is running, and how far the executor (or the remote)
+    is fenced; against a remote of mode ``remote`` also readback's ``outcome`` (did a
+    request with the entity's key take effect?) and whether it deduplicates."""
+    row = world.rows[key]
+    facts: dict[str, Any] = {"running": _running(world, key), "fenced_through": row.fence}
+    if remote is not None:
+        facts["outcome"] = PRESENT if row.landed else ABSENT
+        facts["remote_dedups"] = remote == "dedup"
+    return facts
 
 
 def _running(world: EntityWorld, key: int) -> bool:
@@ -523,8 +679,11 @@ def _running_on(row: Row) -> bool:
 
 def stored(row: Row) -> Row:
     """``row`` as a store keeps it: without the work its clients run (``Row.working``),
-    which a refused client's dropped handle changes while the entity does not."""
-    return row._replace(working=()) if row.working else row
+    which a refused client's dropped handle changes while the entity does not, and
+    without the remote's requests."""
+    if row.working or row.in_flight or row.landed:
+        return row._replace(working=(), in_flight=(), landed=())
+    return row
 
 
 def stored_rows(world: EntityWorld) -> tuple[Row, ...]:
@@ -602,10 +761,17 @@ def _some_row_in(states: frozenset[str]) -> Callable[[EntityWorld], bool]:
     return lambda world: any(row.state in states for row in world.rows)
 
 
-def _invariant(inv: Any, col_index: dict[str, int]) -> Callable[[EntityWorld], bool]:
+def _invariant(
+    inv: Any, col_index: dict[str, int], rules: RemoteRules | None
+) -> Callable[[EntityWorld], bool]:
     if inv.kind == "left_only_by":
         name = inv.name
         return lambda world: name not in world.escaped
+    if inv.kind == "effect_once":  # with a remote: the entity's key took effect once at most
+        return lambda world: all(len(row.landed) <= 1 for row in world.rows)
+    if inv.kind == "exclusive_work" and rules is not None:
+        # with a remote: no request arrived while another epoch's was in flight
+        return lambda world: not world.overlap
     if inv.kind == "exclusive_work":
 
         def exclusive(world: EntityWorld) -> bool:
@@ -687,20 +853,23 @@ def entity_path_steps(
 ) -> list[PathStep]:
     """A path of :func:`entity_model` as declaration-level steps, for the state diagram and
     the sequence chart: who did what, the transition the entity took (none for a refusal),
-    and the epochs whose work is running (on the executor's lifeline) after each step."""
+    and the epochs whose work is running (on the executor's lifeline) after each step; with
+    a remote, the requests in flight to it and the effects it applied, as (entity, epoch)."""
     roles = {e: spec.role(e) for e in spec.events}
+    remote = has_remote(spec)
     steps: list[PathStep] = []
+    effects: tuple[tuple[int, int], ...] = ()
     for before, after in itertools.pairwise(path):
         action = after.action
         assert action is not None
         kind = action[0]
-        if kind == "own":
+        if kind in ("own", "send", "ack"):
             h = before.state.clients[action[1]]
             assert h is not None
             key = h.key
         elif kind == "take":
             key = action[2]
-        elif kind in ("env", "clock", "fence"):
+        elif kind in ("env", "clock", "fence", "land"):
             key = action[1]
         else:
             key = -1
@@ -714,14 +883,37 @@ def entity_path_steps(
             "take": f"worker {action[1]}",
             "own": f"worker {action[1]}",
             "crash": f"worker {action[1]}",
+            "send": f"worker {action[1]}",
             "clock": "clock",
             "fence": "operator",
+            "land": "remote",
+            "ack": "remote",
         }.get(kind, roles.get(event or "", "store"))
-        to = {"crash": actor, "clock": "clock", "fence": "remote"}.get(kind, "store")
-        label = {"clock": "lease lapses", "fence": "fence", "crash": "crash"}.get(
-            kind, event or "refused"
-        )
-        running = tuple(sorted(h.epoch for h in after.state.clients if h is not None and h.working))
+        to = {
+            "crash": actor,
+            "clock": "clock",
+            "fence": "remote",
+            "send": "remote",
+            "land": "remote",
+            "ack": f"worker {action[1]}",
+        }.get(kind, "store")
+        label = {
+            "clock": "lease lapses",
+            "fence": "fence",
+            "crash": "crash",
+            "send": "request",
+            "land": "lands",
+            "ack": "answer",
+        }.get(kind, event or "refused")
+        if remote:  # the requests in flight to the remote, and the effects it applied
+            row = after.state.rows[max(key, 0)]
+            running = row.in_flight
+            if kind == "land" and len(row.landed) > len(before.state.rows[key].landed):
+                effects = (*effects, (key, action[2]))
+        else:
+            running = tuple(
+                sorted(h.epoch for h in after.state.clients if h is not None and h.working)
+            )
         parts = model.explain(before.state, action, after.state) if model.explain else [("", None)]
         first = spec.first(event or "")
         if len(parts) == 2 and first is not None and source is not None:
@@ -744,9 +936,12 @@ def entity_path_steps(
                     source=source,
                     dest=middle,
                     label=first,
-                    in_flight=tuple(
+                    in_flight=before.state.rows[key].in_flight
+                    if remote
+                    else tuple(
                         sorted(h.epoch for h in before.state.clients if h is not None and h.working)
                     ),
+                    effects=effects,
                 )
             )
             source = middle
@@ -762,6 +957,7 @@ def entity_path_steps(
                 dest=dest,
                 label=label,
                 in_flight=running,
+                effects=effects,
             )
         )
     return steps

@@ -47,7 +47,10 @@ from claimfsm.checker._entity import (
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import Spec, runs_on_the_claim_model
+from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model
+
+#: The readback words a remote's ``outcome`` fact takes, by their code in the Promela.
+TEXT = {"present": 1, "absent": 2}
 
 
 class SpinUnavailable(ClaimFSMError):
@@ -77,7 +80,14 @@ def promela(
     class: if a class is possible from some point on, it is taken infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
+    # The remote (a declaration with one): per row, how many requests of each epoch are in
+    # flight (fly) and took effect (took), which is the built-in model's sorted tuples of
+    # epochs; per client, its request's phase (0 none, 1 due, 2 in flight, 3 answered).
+    rules = RemoteRules(cfg["remote"]) if "remote" in cfg else None
+    answered = {e for e in spec.events if spec.remote_role(e) == "answered"}
+    unanswered = {e for e in spec.events if spec.remote_role(e) == "unanswered"}
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
+    each_epoch = range(1, epochs + 1)
     # Every variable starts at 0, which is the initial world: the initial state is number 0
     # and a column is kept as its distance from its default.
     states = [spec.initial, *(s for s in spec.states if s != spec.initial)]
@@ -88,7 +98,9 @@ def promela(
     lease_states = sorted(spec.states_where("lease"))
     terminal = sorted(spec.states_where("terminal"))
     frees = sorted(set(spec.states_where("frees_target")) | {spec.initial})
-    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values())
+    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
+        rules is None or rules.fences
+    )
     sets = {e: set(d.sets) for e, d in spec.effects.items()}
     bumps = {e: list(d.bumps) for e, d in spec.effects.items()}
     by_event = {e: [t for t in spec.transitions if t.event == e] for e in spec.events}
@@ -100,7 +112,9 @@ def promela(
                 seen.append(t.event)
     takers = [e for e in spec.events if roles[e] == "taker"]
     environment = [e for e in spec.events if roles[e] in ("operator", "sweep")]
-    client_fields = ("has", "key", "ep", "tok", "seen", "working")
+    client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
+    if rules is not None:
+        client_fields += ("phase",)
     # left_only_by invariants, each a sticky bit: a row left its states by another event
     guarded = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
 
@@ -114,6 +128,10 @@ def promela(
         if name == "epoch":
             return f"{r}.ep"
         return f"({r}.col[{columns.index(name)}] + {default[name]})"
+
+    def took_any(r: str) -> str:
+        """Some request took effect at the row's remote (the entity's key is applied)."""
+        return any_of([f"{r}.took[{e}] > 0" for e in each_epoch])
 
     def running(k: str, r: str) -> str:
         return any_of(
@@ -151,6 +169,10 @@ def promela(
         def fact(name: str) -> Operand | None:
             if name == "running":
                 return (running(k, r), "1", "int")
+            if rules is not None and name == "outcome":  # present 1, absent 2 (``TEXT``)
+                return (f"({took_any(r)} -> 1 : 2)", "1", "str")
+            if rules is not None and name == "remote_dedups":
+                return ("1" if rules.dedups else "0", "1", "int")
             return (f"{r}.fence", "1", "int") if name == "fenced_through" else None
 
         mine = caller is not None
@@ -161,6 +183,7 @@ def promela(
             free=free,
             fact=fact,
             column=read_column,
+            text=TEXT.get,
         )
         return promela_guard(spec, name, reading)
 
@@ -317,12 +340,20 @@ def promela(
                 ]
                 if work in ("starts", "ends"):
                     body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
+                if rules is not None and work == "starts":
+                    body.append(f"c[{c}].phase = 1")  # its request is due
+                elif rules is not None and e in answered | unanswered:
+                    body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
                 if t.dest not in owner_events:  # done with the handle unless work runs
                     body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
                 branches.append((holds(t, k, c, True), body))
                 bodies.append((t, body))
             branches += first_ways(e, k, c, True, bodies)
             possible = f"c[{c}].has && " + any_of([f"c[{c}].seen == {sid[s]}" for s in seen_in])
+            if rules is not None and e in answered:
+                possible += f" && c[{c}].phase == 3"  # only with the remote's answer
+            elif rules is not None and e in unanswered:
+                possible += f" && (c[{c}].phase == 1 || c[{c}].phase == 2)"
             fires = any_of([f"({b})" for b, _ in branches])
             # a refusal drops the handle and stops the work; only a step that fires is cut
             options.append(
@@ -331,6 +362,31 @@ def promela(
                     possible,
                     f"({fires} && {cut_of(e, k, False, branches)})",
                     chain(branches, drop(c)),
+                )
+            )
+        if rules is not None:
+            r = f"r[c[{c}].key]"
+            arrives = f"(c[{c}].ep > {r}.fence)" if rules.fences else "true"
+            other = any_of([f"({r}.fly[{e}] > 0 && c[{c}].ep != {e})" for e in each_epoch])
+            flying = " + ".join(f"{r}.fly[{e}]" for e in each_epoch)
+            sent = [f"overlap = overlap || {other}", f"{r}.fly[c[{c}].ep] = {r}.fly[c[{c}].ep] + 1"]
+            if rules.fences:  # the highest epoch that arrived fences every lower one
+                sent.append(f"{r}.fence = (c[{c}].ep - 1 > {r}.fence -> c[{c}].ep - 1 : {r}.fence)")
+            options.append(
+                (
+                    ("send", c),
+                    f"c[{c}].has && c[{c}].phase == 1",
+                    f"({arrives} && {flying} + 1 > {counts})",
+                    [f"c[{c}].phase = 2", *chain([(arrives, sent)], [])],
+                )
+            )
+            heard = f"{r}.took[c[{c}].ep] > 0 && {r}.fly[c[{c}].ep] == 0"
+            options.append(
+                (
+                    ("ack", c),
+                    f"c[{c}].has && c[{c}].phase == 2 && {heard}",
+                    "false",
+                    [f"c[{c}].phase = 3"],
                 )
             )
         if cfg["crashes"]:
@@ -348,22 +404,53 @@ def promela(
         lease = in_states(r, lease_states)
         options.append((("clock", key), f"({r}.live && {lease})", "false", [f"{r}.live = 0"]))
         if fenceable:
-            options.append(
-                (("fence", key), f"({r}.fence < {r}.ep)", "false", [f"{r}.fence = {r}.ep"])
+            # with a remote: what is in flight at or below the fence is dropped at once
+            dropped = (
+                [f"{r}.fly[{e}] = ({e} <= {r}.ep -> 0 : {r}.fly[{e}])" for e in each_epoch]
+                if rules is not None
+                else []
             )
+            options.append(
+                (
+                    ("fence", key),
+                    f"({r}.fence < {r}.ep)",
+                    "false",
+                    [*dropped, f"{r}.fence = {r}.ep"],
+                )
+            )
+        if rules is not None:
+            for ep in each_epoch:
+                applies = {"fencing": f"{ep} > {r}.fence", "dedup": f"!{took_any(r)}"}
+                land = [f"{r}.fly[{ep}] = {r}.fly[{ep}] - 1"]
+                land += chain(
+                    [(applies.get(rules.mode, "true"), [f"{r}.took[{ep}] = {r}.took[{ep}] + 1"])],
+                    [],
+                )
+                options.append((("land", key, ep), f"{r}.fly[{ep}] > 0", "false", land))
 
     head = [
         f"/* {spec.name}: generated by claimfsm from its declaration; do not edit. */",
         f"/* world: {workers} workers, {keys} entities, {epochs} epochs, counts up to {counts},"
-        f" crashes {'on' if cfg['crashes'] else 'off'} */",
+        f" crashes {'on' if cfg['crashes'] else 'off'}"
+        + (f", a {rules.mode} remote" if rules is not None else "")
+        + " */",
         "/* states: " + ", ".join(f"{i} {s}" for s, i in sid.items()) + " */",
         "typedef Row { byte st; byte ep; byte tok; bit live; "
         + (f"byte col[{len(columns)}]; " if columns else "")
-        + "byte fence }",
-        "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working }",
+        + "byte fence"
+        + (f"; byte fly[{epochs + 1}]; byte took[{epochs + 1}]" if rules is not None else "")
+        + " }",
+        "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
+        + ("; byte phase" if rules is not None else "")
+        + " }",
         f"Row r[{keys}];",
         f"Client c[{workers}];",
         "bit stale;  /* a stale client's operation changed a row */",
+        *(
+            ["bit overlap;  /* a request arrived while another epoch's was in flight */"]
+            if rules is not None
+            else []
+        ),
         *(f"bit esc_{n};  /* {inv.name} broken */" for n, inv in enumerate(guarded)),
     ]
     if liveness is not None:
@@ -371,7 +458,7 @@ def promela(
         return _with_ltl(spec, liveness, options, sid, head, some_cut)
     invariants = [p for p in model.properties if p.kind == "always"]
     checks = [
-        f"assert({_invariant(spec, p.name, workers, keys, columns, default, sid)})"
+        f"assert({_invariant(spec, p.name, workers, keys, columns, default, sid, epochs, rules)})"
         for p in invariants
     ]
     # examples (kind reachable): C fragments that print SOMETIMES n when first met
@@ -512,6 +599,8 @@ def _invariant(
     columns: list[str],
     default: dict[str, int],
     sid: dict[str, int],
+    epochs: int = 0,
+    rules: RemoteRules | None = None,
 ) -> str:
     """A safety property of the built-in model as a Promela expression."""
     if name == "stale_operations_change_nothing":
@@ -520,6 +609,14 @@ def _invariant(
     if inv.kind == "left_only_by":
         guarded = [n for n, i in spec.invariants.items() if i.kind == "left_only_by"]
         return f"!esc_{guarded.index(name)}"
+    if inv.kind == "exclusive_work" and rules is not None:
+        return "!overlap"
+    if inv.kind == "effect_once":  # with a remote: the entity's key took effect once at most
+        took = [
+            "(" + " + ".join(f"r[{k}].took[{e}]" for e in range(1, epochs + 1)) + ") <= 1"
+            for k in range(keys)
+        ]
+        return "(" + " && ".join(took) + ")"
     if inv.kind == "exclusive_work":
         pairs = [
             f"!(c[{i}].has && c[{j}].has && c[{i}].working && c[{j}].working"

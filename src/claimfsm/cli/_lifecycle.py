@@ -32,6 +32,7 @@ def check_lifecycle(
     no_symmetry: bool,
     limits: dict[str, Any],
     token: str | None,
+    remote: str | None = None,
     as_json: bool,
     draw: Callable[[Any], list[Path]] | None = None,
     spin: dict[str, Any] | None = None,
@@ -39,11 +40,14 @@ def check_lifecycle(
 ) -> None:
     """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine."""
     from claimfsm.checker import Checker, EntityModelConfig, entity_model, explained, replay
+    from claimfsm.spec import has_remote
 
+    own_remote = has_remote(spec)
     given = [
         name
         for name in CLAIM_ONLY
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        and not (name == "remote" and own_remote)
     ]
     if given:
         flags = ", ".join(f"--{n}" for n in given)
@@ -51,9 +55,14 @@ def check_lifecycle(
             f"{flags}: the claim protocol's world only (drafts, its remote, its stores);"
             f" {spec.name} is a lifecycle of its own: its world is its [world] table, and"
             " --workers, --targets (its entities), --epochs and --no-crashes"
+            + ("" if own_remote else ", and --remote where an event declares a remote role")
         )
     config = EntityModelConfig(
-        workers=workers, keys=keys, epochs=epochs, crashes=False if no_crashes else None
+        workers=workers,
+        keys=keys,
+        epochs=epochs,
+        crashes=False if no_crashes else None,
+        remote=remote if own_remote else None,
     )
     model = entity_model(spec, config)
     world = config.resolved(spec)
@@ -304,6 +313,8 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
     if spec.columns:
         parts.append(f"counters up to {world['counts']}")
     parts.append("with crashes and stale wake-ups" if world["crashes"] else "without crashes")
+    if "remote" in world:
+        parts.append(f"a {world['remote']} remote")
     return ", ".join(parts)
 
 

@@ -839,6 +839,7 @@ def check(
                 keys=targets,
                 epochs=epochs,
                 no_crashes=no_crashes,
+                remote=remote,
                 no_symmetry=no_symmetry,
                 limits={
                     "max_depth": max_depth,
@@ -1160,23 +1161,19 @@ def _draw_counterexamples(spec: Any, report: Any, out: Path) -> list[Path]:
     from claimfsm.diagrams import (
         CLAIM_LANES,
         GraphvizMissing,
-        Lanes,
+        lifecycle_lanes,
         render,
         sequence_mermaid,
         sequence_svg,
         to_dot,
     )
-    from claimfsm.spec import base_of, differences, runs_on_the_claim_model
+    from claimfsm.spec import base_of, differences, has_remote, runs_on_the_claim_model
 
     out.mkdir(parents=True, exist_ok=True)
     base = base_of(spec)
     changes = differences(base, spec) if base is not None else None
     own = not runs_on_the_claim_model(spec)
-    lanes = (
-        Lanes(f"{entity_word(spec)} store", "executor", "work", "running", "ends")
-        if own
-        else CLAIM_LANES
-    )
+    lanes = lifecycle_lanes(entity_word(spec), has_remote(spec)) if own else CLAIM_LANES
     written = []
     for prop in report.violations:
         found = report.discoveries.get(prop.name)

@@ -246,9 +246,18 @@ class Lanes(NamedTuple):
     item: str = "request"  # what a bar on the remote's lifeline is
     doing: str = "in flight"  # what it is doing while the bar lasts
     ends: str = "ends: no new effect"  # said when it stops without an effect
+    effect: str = "draft"  # whose effect a mark on the remote's lifeline is
 
 
 CLAIM_LANES = Lanes()
+
+
+def lifecycle_lanes(word: str, remote: bool) -> Lanes:
+    """A lifecycle's lifelines: its store (``word``: what an entity is called) and the
+    executor its work runs on, or the remote its requests go to, where it declares one."""
+    if remote:
+        return Lanes(f"{word} store", "remote", effect=word)
+    return Lanes(f"{word} store", "executor", "work", "running", "ends")
 
 
 def sequence_mermaid(steps: Sequence[DrawnStep], title: str, lanes: Lanes = CLAIM_LANES) -> str:

@@ -167,7 +167,8 @@ def _remote_bars(
             drafts_done.add(draft)
             colour = _RED if again else "#2e7d32"
             emit(f'<circle cx="{x}" cy="{mid}" r="6" fill="{colour}"/>')
-            words = f"duplicate effect of draft {draft}" if again else f"effect: draft {draft}"
+            whose = f"{names.effect} {draft}"
+            words = f"duplicate effect of {whose}" if again else f"effect: {whose}"
             notes.append((colour, "bold" if again else "normal", f"{words} (e{epoch})"))
         ended = prev_lanes - now
         if ended and not new_effects:

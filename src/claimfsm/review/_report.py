@@ -34,6 +34,7 @@ from claimfsm.diagrams import (
     CLAIM_LANES,
     GraphvizMissing,
     Lanes,
+    lifecycle_lanes,
     render,
     sequence_svg,
     to_dot,
@@ -98,10 +99,11 @@ def _kind(spec: Spec, config: ClaimModelConfig | EntityModelConfig) -> _Kind:
         return _Kind(
             model=lambda s: entity_model(s, cfg),
             steps=entity_path_steps,
-            lanes=Lanes(f"{word} store", "executor", "work", "running", "ends"),
+            lanes=lifecycle_lanes(word, "remote" in world),
             bounds=f"{_count(world['workers'], 'worker')}, {_count(world['keys'], word)}, "
             f"{_count(world['epochs'], 'epoch')} per {word}"
-            + (", with crashes and stale wake-ups" if world["crashes"] else ""),
+            + (", with crashes and stale wake-ups" if world["crashes"] else "")
+            + (f", a {world['remote']} remote" if "remote" in world else ""),
             after=f"{word} and workers after it",
             bars="the bars are each epoch's work running",
             replay=f"--workers {world['workers']}",

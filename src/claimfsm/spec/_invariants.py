@@ -25,6 +25,7 @@ from claimfsm.spec._roles import (
     ColumnDecl,
     Fail,
     check_column_compare,
+    has_remote,
     lifecycle_problem,
     named_tables,
 )
@@ -32,12 +33,13 @@ from claimfsm.spec._roles import (
 #: Invariant kinds, with the sentence the docs use.
 INVARIANT_KINDS: dict[str, str] = {
     "exclusive_work": "at most one client's external work on an entity is running at a time,"
-    " apart from work at an epoch the executor has fenced off (the claim world: the remote"
-    " never has requests of two epochs of one target in flight at once)",
+    " apart from work at an epoch the executor has fenced off (with a remote, and in the claim"
+    " world: the remote never has requests of two epochs of one entity in flight at once)",
     "row": "`column op value` holds for the entity's row (in the listed `states` only, if given)",
     "eventually": "an entity in one of the `from` states reaches one of the `to` states on every"
     " run where each step listed in `fair` that stays possible is eventually taken",
-    "effect_once": "the claim world: each draft's effect happens at most once at the remote",
+    "effect_once": "each entity's effect (the claim world: each draft's) happens at most once"
+    " at the remote; a lifecycle declares it with a remote",
     "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
     "taken": "the claim world: a free target with an approved draft (and epochs left in the"
     " bounds) is taken, or stops being takeable, on every run where each step listed in"
@@ -345,33 +347,42 @@ def lifecycle_world_problem(spec: Any) -> str | None:
     problem = lifecycle_problem(spec)
     if problem is not None:
         return problem
+    remote = has_remote(spec)
     for name, inv in spec.invariants.items():
-        if inv.kind in CLAIM_INVARIANTS:
+        if inv.kind in CLAIM_INVARIANTS and not (inv.kind == "effect_once" and remote):
+            why = (
+                "; with a remote (an event declaring remote), effect_once reads it too"
+                if inv.kind == "effect_once"
+                else ""
+            )
             return (
                 f"invariant {name!r} is of kind {inv.kind!r}, which the claim world reads"
                 f" (its drafts and remote); a lifecycle of your own declares"
-                f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}"
+                f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}{why}"
             )
         if inv.kind == "reachable" and (inv.outcome or inv.event or inv.live_drafts):
             return (
                 f"invariant {name!r}: an example of a lifecycle of your own names states"
                 " alone (outcome, event and live_drafts are the claim world's)"
             )
-        if inv.remote:
+        if inv.remote and not remote:
             return (
-                f"invariant {name!r} names remote modes {list(inv.remote)}, which only the"
-                " claim world has; leave out remote"
+                f"invariant {name!r} names remote modes {list(inv.remote)}, and no event"
+                " declares a remote: leave out remote, or give the events on the remote"
+                " their roles"
             )
         if "steps" in inv.fair:
             return (
                 f"invariant {name!r} lists the fair step 'steps', which the claim world's"
                 " workers take; list events, clock or fence"
             )
-    claims = sorted(set(spec.world_declared) - LIFECYCLE_WORLD)
+    known = LIFECYCLE_WORLD | {"remote"} if remote else LIFECYCLE_WORLD
+    claims = sorted(set(spec.world_declared) - known)
     if claims:
         return (
             f"[world] declares {claims}, which only the claim world reads (its drafts and"
-            f" remote); a lifecycle of your own declares {sorted(LIFECYCLE_WORLD)}"
+            f" remote); a lifecycle of your own declares {sorted(known)}"
+            + ("" if remote else ", and remote when an event declares a remote role")
         )
     return None
 

@@ -83,14 +83,37 @@ COLUMN_KEYS = {"meaning", "type", "default"}
 
 
 #: The evidence a lifecycle of your own compares: readback's ``running`` (is work at the
-#: row's epoch still running?) and ``fenced_through`` (how far the executor is fenced).
-#: The checker's world answers them truthfully; a store's caller brings them.
+#: row's epoch still running?) and ``fenced_through`` (how far the executor, or the
+#: remote, is fenced). The checker's world answers them truthfully; a store's caller
+#: brings them.
 LIFECYCLE_FACTS = frozenset({"running", "fenced_through"})
-#: What each of them is: true or false; an epoch (a whole number).
+#: The evidence a lifecycle with a remote (an event declares ``remote``) compares besides:
+#: readback's ``outcome`` (``present`` or ``absent``: did a request with the entity's
+#: idempotency key take effect?) and ``remote_dedups`` (does the remote deduplicate by
+#: that key?).
+REMOTE_FACTS = frozenset({"outcome", "remote_dedups"})
+#: What each of them is: true or false; an epoch (a whole number); a readback word.
 FACT_KINDS: dict[str, tuple[type, str]] = {
     "running": (bool, "true or false"),
     "fenced_through": (int, "a whole number (an epoch)"),
+    "outcome": (str, '"present" or "absent"'),
+    "remote_dedups": (bool, "true or false"),
 }
+#: The values a fact of a ``str`` kind may take.
+FACT_WORDS: dict[str, tuple[str, ...]] = {"outcome": ("present", "absent")}
+
+
+def has_remote(spec: Any) -> bool:
+    """Whether ``spec`` declares a remote: some event has a ``remote`` role."""
+    return any(d.remote is not None for d in spec.effects.values())
+
+
+def lifecycle_facts(spec: Any) -> frozenset[str]:
+    """The facts a lifecycle of your own may compare: :data:`LIFECYCLE_FACTS`, and
+    :data:`REMOTE_FACTS` when it declares a remote."""
+    return LIFECYCLE_FACTS | REMOTE_FACTS if has_remote(spec) else LIFECYCLE_FACTS
+
+
 #: Columns every row has (a declared column may not take these names).
 ROW_COLUMNS = frozenset(
     {"key", "state", "epoch", "token", "token_hash", "owner", "lease_deadline", "target"}
@@ -143,44 +166,95 @@ def check_column_compare(
 def lifecycle_problem(spec: Any) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
     model of a lifecycle of your own nor its store can read (None: nothing): a guard over
-    the claim's drafts, over the claim remote's facts, over the claim row's own columns,
-    or an event that records the claim's readback outcome."""
+    the claim's drafts, over a fact its world has not (the remote's, without a remote),
+    over the claim row's own columns, an event that records the claim's readback outcome
+    or draws a fresh idempotency key, or a remote it cannot run (:func:`remote_problem`)."""
+    facts = lifecycle_facts(spec)
     for name, g in spec.guards.items():
         if g.kind in ("draft_ready", "draft_pinned"):
             return (
                 f"guard {name!r} is of kind {g.kind!r}, which reads the claim protocol's"
                 " drafts; a lifecycle of your own has none: compare a column of its own"
             )
-        if g.kind == "compare" and g.fact is not None and g.fact not in LIFECYCLE_FACTS:
-            return (
-                f"guard {name!r} reads the fact {g.fact!r}, which only the claim protocol's"
-                f" callers bring; a lifecycle of your own compares {sorted(LIFECYCLE_FACTS)}"
+        if g.kind == "compare" and g.fact is not None and g.fact not in facts:
+            return (  # the loader knows every fact: this one is the remote's
+                f"guard {name!r} reads the fact {g.fact!r}, the remote's evidence, and no"
+                " event declares a remote: give the events on the remote their roles"
+                ' (remote = "answered" or "unanswered" under [events.NAME])'
             )
         if g.kind == "compare" and g.column not in (None, "epoch", *spec.columns):
             return (
                 f"guard {name!r} reads the column {g.column!r}, which only the claim row has;"
                 " compare epoch or a column declared under [columns]"
             )
+        if g.kind == "compare" and g.fact in FACT_WORDS and g.value not in FACT_WORDS[g.fact]:
+            return (
+                f"guard {name!r} compares the fact {g.fact!r} with {g.value!r}; it is one of"
+                f" {list(FACT_WORDS[g.fact])}"
+            )
     for event, decl in spec.effects.items():
         if "outcome" in decl.sets:
             return (
-                f"event {event!r} sets outcome, the claim row's readback evidence; count what"
-                " you need in a column of your own instead"
+                f"event {event!r} sets outcome, the claim row's readback evidence; a"
+                " lifecycle's history records the outcome its caller brought (its facts)"
             )
         if "fresh_key" in decl.sets:
             return (
                 f"event {event!r} sets fresh_key, the claim row's idempotency key; a"
-                " lifecycle of your own has none: count what you need in a column of your own"
+                " lifecycle's requests carry the entity's key, the same in every epoch"
             )
-    remote = sorted(e for e, d in spec.effects.items() if d.remote is not None)
-    if remote:
-        return (
-            f"events {remote} declare remote, a role in the claim world's remote (requests in"
-            " flight, answers, resends); a lifecycle of your own has no remote: mark the"
-            ' external work with work = "starts" and work = "ends" instead'
-        )
     if spec.drafts is not None:
         return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
+    return remote_problem(spec)
+
+
+def remote_problem(spec: Any) -> str | None:
+    """What keeps the remote of a lifecycle of your own from running (None: nothing, or no
+    remote). An owner sends one request once the event marked ``work = "starts"`` let it
+    (the work), and stops waiting by an event of role ``unanswered``; an ``answered``
+    event needs the remote's answer first. An event with a role ends the work; every
+    event that ends the work names which of the two it is; and the ``resends`` role is the
+    claim world's alone (a lifecycle sends again in a new epoch, with the same key)."""
+    roles = {e: d.remote for e, d in spec.effects.items() if d.remote is not None}
+    if not roles:
+        return None
+    resends = sorted(e for e, r in roles.items() if r == "resends")
+    if resends:
+        return (
+            f'events {resends} declare remote = "resends", which takes an epoch over for a'
+            " new sender: the claim world's alone; a lifecycle sends again from a new epoch"
+            " (a taker), with the entity's key, which a deduping remote matches"
+        )
+    not_owner = sorted(e for e in roles if spec.role(e) != "owner")
+    if not_owner:
+        return (
+            f"events {not_owner} declare a remote role but are not the owner's: only the"
+            ' client that sent the request hears its answer; declare by = "owner"'
+        )
+    starts = [e for e in spec.events if spec.work(e) == "starts"]
+    both = sorted(e for e in starts if e in roles)
+    if both:
+        return (
+            f"events {both} start the work and declare a remote role: the work starts before"
+            " the request is sent, and an event with a role ends it; give them apart"
+        )
+    if not starts:
+        return (
+            "events declare remote roles, but no event starts the work: mark the event after"
+            ' which the owner may send its request with work = "starts"'
+        )
+    if "answered" not in roles.values():
+        return (
+            'no event declares remote = "answered": name the event the owner takes once the'
+            " remote has answered its request"
+        )
+    silent = sorted(e for e in spec.events if spec.work(e) == "ends" and e not in roles)
+    if silent:
+        return (
+            f"events {silent} end the work but declare no remote role: say whether the owner"
+            ' takes each once the remote answered (remote = "answered") or when it stops'
+            ' waiting (remote = "unanswered")'
+        )
     return None
 
 

@@ -55,8 +55,8 @@ from claimfsm.errors import (
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
-from claimfsm.spec import LIFECYCLE_FACTS, Spec, TransitionDecl, lifecycle_problem
-from claimfsm.spec._roles import FACT_KINDS
+from claimfsm.spec import Spec, TransitionDecl, lifecycle_facts, lifecycle_problem
+from claimfsm.spec._roles import FACT_KINDS, FACT_WORDS
 from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
 from claimfsm.store import _validate as check
@@ -424,6 +424,8 @@ class EntityStore:
             "reset_rows": f"DELETE FROM {t}",  # noqa: S608
         }
         self._constants = guard_constants(spec)
+        #: the evidence its callers may bring (the remote's too, where it declares one)
+        self._facts = lifecycle_facts(spec)
         if create:
             driver.rerun(self._create)
         elif not driver.has_table(table):
@@ -640,12 +642,16 @@ class EntityStore:
         if not isinstance(key, str) or not key:
             raise InvalidArgument(f"key must be a non-empty str, not {key!r}")
         facts = dict(facts or {})
-        unknown = set(facts) - LIFECYCLE_FACTS
+        unknown = set(facts) - self._facts
         if unknown:
-            raise InvalidArgument(f"unknown facts {sorted(unknown)}: use {sorted(LIFECYCLE_FACTS)}")
+            raise InvalidArgument(f"unknown facts {sorted(unknown)}: use {sorted(self._facts)}")
         for name, value in facts.items():
             kind, said = FACT_KINDS[name]
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            if (
+                not isinstance(value, kind)
+                or (kind is int and isinstance(value, bool))
+                or (name in FACT_WORDS and value not in FACT_WORDS[name])
+            ):
                 raise InvalidArgument(f"fact {name} must be {said}, not {value!r}")
         call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)
         record, outcome = rerun(
@@ -809,7 +815,7 @@ class EntityStore:
         return {
             **values,
             **self._constants,
-            **{f"fact:{f}": facts.get(f) for f in LIFECYCLE_FACTS},
+            **{f"fact:{f}": facts.get(f) for f in self._facts},
             "key": key,
             "token_hash": presented,
         }

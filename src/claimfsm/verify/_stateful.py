@@ -38,6 +38,9 @@ from claimfsm.store import EntityStore, Handle
 from claimfsm.store._tokens import fingerprint, token_hash
 
 KEY = "entity-0"
+#: The remote's steps, and what each did, in a program's words.
+REMOTE_STEPS = ("send", "land", "ack")
+REMOTE_WORDS = {"send": "sent", "land": "landed", "ack": "answered"}
 LEASE_SECONDS = 30.0
 
 
@@ -234,6 +237,13 @@ def lifecycle_state_machine(
                 data.draw(st.sampled_from(self._of(("clock", "fence"))), label="clock or fence")
             )
 
+        # The remote's steps (a declaration with a remote): they change the model's world
+        # alone, and what the operator's readback then brings the store.
+        @precondition(lambda self: bool(self._of(REMOTE_STEPS)))
+        @rule(data=st.data())
+        def remote(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(REMOTE_STEPS)), label="remote"))
+
         def step(self, action: tuple[Any, ...]) -> None:
             self.clean = False  # until every check of this step has passed
             expected = model.next_state(self.world, action)
@@ -289,7 +299,7 @@ def lifecycle_state_machine(
                     return "took", acted.state
                 if kind == "env":
                     _, key, event = action
-                    facts = world_facts(self.world, key)  # truthful readback
+                    facts = world_facts(self.world, key, resolved.get("remote"))  # readback
                     return "took", self.stores[0].operate(KEY, event, facts=facts)
             except Refused as exc:
                 return "refused", f"refused ({type(exc).__name__}: {exc.guard} does not hold)"
@@ -301,7 +311,9 @@ def lifecycle_state_machine(
             if kind == "crash":
                 self.handles[action[1]] = None
                 return "world", "its handle is gone"
-            return "world", "fenced"  # the executor: the model's world only
+            # the model's world only: the executor or remote fenced, a request sent, landed
+            # or answered
+            return "world", REMOTE_WORDS.get(kind, "fenced")
 
         def _compare(self, before: int, did: str, moves: int = 1) -> None:
             store = self.stores[0]

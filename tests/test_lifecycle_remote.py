@@ -1,0 +1,256 @@
+"""A lifecycle of your own with a remote: requests in flight, late landings, lost answers,
+and the remote's three modes, checked, stored and verified like the claim's.
+
+The declaration is the README's ``charge.toml`` (one card charge per order) and its
+wrong design ``unfenced.toml``, read from the README so that the tutorial and these tests
+cannot drift apart."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.checker import (
+    Checker,
+    EntityModelConfig,
+    entity_model,
+    promela,
+    replay,
+    spin_check,
+)
+from claimfsm.cli import main
+from claimfsm.errors import InsufficientEvidence, InvalidArgument
+from claimfsm.spec import Spec, load_spec, shipped
+from claimfsm.store import open_entity_store
+from claimfsm.verify import verify
+
+from .conftest import needs_dot, needs_spin
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+FILES = dict(re.findall(r"```toml\n# (\S+\.toml)\n(.*?)```", README, flags=re.S))
+
+
+@pytest.fixture
+def charge_dir(tmp_path: Path) -> Path:
+    for name in ("charge.toml", "unfenced.toml"):
+        (tmp_path / name).write_text(f"# {name}\n{FILES[name]}")
+    return tmp_path
+
+
+def verdicts(spec: Spec, remote: str) -> dict[str, bool]:
+    """Each safety property's verdict, and whether the search found a deadlock."""
+    model = entity_model(spec, EntityModelConfig(remote=remote))
+    report = Checker(model).run()
+    assert report.complete
+    found = {p.name: report.outcome(p) == "holds" for p in model.properties if p.kind == "always"}
+    found["no deadlock"] = report.deadlock is None
+    return found
+
+
+def test_the_promise_s_three_tiers_hold_for_a_lifecycle_of_your_own(charge_dir: Path) -> None:
+    """Fenced before it is called missing, the charge happens once and one request at a
+    time is in flight; unfenced, a request that landed late is followed by a second one:
+    a fencing or plain processor is charged twice, a deduplicating one once (the order's
+    key) with two requests in flight."""
+    charge = load_spec(charge_dir / "charge.toml")
+    unfenced = load_spec(charge_dir / "unfenced.toml")
+    proved = verdicts(charge, "fencing")
+    assert all(proved.values()), proved
+    for remote, once in (("fencing", False), ("plain", False), ("dedup", True)):
+        found = verdicts(unfenced, remote)
+        assert found["charged_once"] is once, (remote, found)
+        assert found["one_request_at_a_time"] is False, (remote, found)
+        assert found["unknown_left_by_readback"] and found["stale_operations_change_nothing"]
+    # Against a processor that cannot be fenced, the correct design cannot call a charge
+    # missing: an attempt whose request never left waits in unknown for ever.
+    for remote in ("plain", "dedup"):
+        found = verdicts(charge, remote)
+        assert not found["no deadlock"] and found["charged_once"], (remote, found)
+
+
+def test_the_counterexample_is_a_late_landing_after_readback(charge_dir: Path) -> None:
+    result = CliRunner().invoke(main, ["check", str(charge_dir / "unfenced.toml")])
+    assert result.exit_code == 1, result.output
+    path = result.output.split("counterexample for charged_once")[1].split("replay token")[0]
+    steps = [line.strip() for line in path.splitlines() if re.match(r"\s+\d+\. ", line)]
+    said = [s.split(". ", 1)[1] for s in steps]
+    missing = next(i for i, s in enumerate(said) if s.startswith("operator: missing"))
+    late = next(i for i, s in enumerate(said) if "request of e1" in s and "lands" in s)
+    again = next(i for i, s in enumerate(said) if "request of e2" in s and "lands" in s)
+    assert missing < late < again, said
+    assert "took effect e1,e2" in path
+
+
+def test_requests_outlive_their_senders_and_answers_get_lost(charge_dir: Path) -> None:
+    """The world has what makes a remote hard: a request that lands after its sender gave
+    up (the owner's ``unanswered`` event) or crashed, and one that took effect while its
+    sender never heard so (the answer lost): readback then finds it present."""
+    model = entity_model(load_spec(charge_dir / "charge.toml"))
+    start = next(iter(model.init_states()))
+    seen, queue = {start}, [start]
+    landed_unheard = found_present = landed_after_crash = False
+    for world in queue:
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if after is None:
+                continue
+            row = after.rows[0]
+            if action[0] == "land" and row.landed and row.state == "unknown":
+                landed_unheard = True
+            if action[0] == "land" and all(h is None for h in after.clients) and row.landed:
+                landed_after_crash = True
+            if action[0] == "env" and action[2] == "found":
+                found_present = True
+            if after not in seen:
+                seen.add(after)
+                queue.append(after)
+    assert landed_unheard and found_present and landed_after_crash
+
+
+def test_without_a_remote_nothing_changes() -> None:
+    """A declaration without remote roles has no remote in its world: the job's counts are
+    its own (test_spin holds them to SPIN's), and ``--remote`` is refused for it."""
+    job = shipped()["job"]
+    world = EntityModelConfig().resolved(job)
+    assert "remote" not in world
+    with pytest.raises(InvalidArgument, match="declares no remote"):
+        EntityModelConfig(remote="plain").resolved(job)
+    result = CliRunner().invoke(main, ["check", "job", "--remote", "plain"])
+    assert result.exit_code == 2 and "--remote where an event declares a remote role" in (
+        result.output
+    )
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(EntityModelConfig(workers=2), id="K2"),
+        pytest.param(EntityModelConfig(workers=3), id="K3"),
+        pytest.param(EntityModelConfig(keys=2, epochs=2), id="two-orders", marks=pytest.mark.slow),
+    ],
+)
+def test_spin_stores_exactly_the_builtin_engines_states_with_a_remote(
+    charge_dir: Path, config: EntityModelConfig
+) -> None:
+    """The Promela twin states the remote field for field (per row, requests in flight
+    and taken effect, counted by epoch; per client, its request's phase; the overlap)."""
+    needs_spin()
+    spec = load_spec(charge_dir / "charge.toml")
+    theirs, run = spin_check(spec, config)
+    ours = Checker(entity_model(spec, config)).symmetry(False).run()
+    assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")
+    assert theirs.complete and run.state_vector_bytes > 0
+    assert "byte fly[" in promela(spec, config).text
+
+
+def test_spin_gives_the_same_verdict_against_every_remote(charge_dir: Path) -> None:
+    """Each tier's verdict, and each counterexample SPIN finds replays on the built-in
+    model, breadth-first in both: the same length."""
+    needs_spin()
+    for name, remote in (
+        ("charge.toml", "plain"),
+        ("charge.toml", "dedup"),
+        ("unfenced.toml", "fencing"),
+        ("unfenced.toml", "dedup"),
+        ("unfenced.toml", "plain"),
+    ):
+        spec = load_spec(charge_dir / name)
+        config = EntityModelConfig(remote=remote)
+        theirs, _ = spin_check(spec, config)
+        ours = Checker(entity_model(spec, config)).symmetry(False).run()
+        assert theirs.verdict == ours.verdict == "violated", (name, remote)
+        assert (theirs.deadlock is None) == (ours.deadlock is None), (name, remote)
+        for prop, found in theirs.discoveries.items():
+            if found.property.kind != "always":
+                continue
+            assert len(found.path) == len(ours.discoveries[prop].path), (name, remote, prop)
+            steps = replay(theirs.model, found.token)
+            assert [s.state for s in steps] == [s.state for s in found.path]
+
+
+def test_liveness_with_a_remote_decides_alike_in_both_engines(charge_dir: Path) -> None:
+    """An unknown charge is resolved when readback and the operator's fence are fair: a
+    request in flight may never land, and only the fence drops it. Without the fence
+    assumed fair, both engines find the run that starves."""
+    needs_spin()
+    base = FILES["charge.toml"].split("[world]")[0]
+    for fair, verdict in (
+        ('["found", "missing", "fence"]', "ok"),
+        ('["found", "missing"]', "violated"),
+    ):
+        path = charge_dir / "live.toml"
+        path.write_text(
+            base
+            + "[invariants.unknown_resolved]\n"
+            + 'kind = "eventually"\nfrom = ["unknown"]\nto = ["charged", "idle"]\n'
+            + f'fair = {fair}\nmeaning = "an unknown charge is resolved by readback"\n'
+        )
+        spec = load_spec(path)
+        theirs, _ = spin_check(spec, EntityModelConfig())
+        ours = Checker(entity_model(spec)).symmetry(False).run()
+        assert theirs.verdict == ours.verdict == verdict, fair
+        assert ("unknown_resolved" in ours.discoveries) == (verdict == "violated")
+
+
+def test_the_sequence_chart_draws_the_remote(charge_dir: Path) -> None:
+    needs_dot()
+    out = charge_dir / "drawn"
+    result = CliRunner().invoke(
+        main, ["check", str(charge_dir / "unfenced.toml"), "--diagram", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    chart = (out / "unfenced-charged_once-sequence.svg").read_text()
+    assert "charge store" in chart and "executor" not in chart
+    assert "request e1 in flight" in chart and "effect: charge 0 (e1)" in chart
+    assert "duplicate effect of charge 0 (e2)" in chart
+    mermaid = (out / "unfenced-charged_once-sequence.mmd").read_text()
+    assert "worker0->>remote" in mermaid and "participant remote as remote" in mermaid
+
+
+def test_the_store_takes_readback_facts_and_records_them(charge_dir: Path, url: str) -> None:
+    spec = load_spec(charge_dir / "charge.toml")
+    store = open_entity_store(spec, url)
+    try:
+        handle = store.take("order-1", "take", owner="worker-1", lease_seconds=30)
+        store.act(store.act(handle, "send", lease_seconds=30), "give_up")
+        with pytest.raises(InsufficientEvidence, match="fence the processor through this epoch"):
+            store.operate("order-1", "missing", facts={"outcome": "absent", "fenced_through": 0})
+        for bad in ({"outcome": "maybe"}, {"remote_dedups": "yes"}, {"weather": 1}):
+            with pytest.raises(InvalidArgument, match=r"fact"):
+                store.operate("order-1", "missing", facts=bad)
+        assert store.row("order-1").state == "unknown"  # type: ignore[union-attr]
+        facts: dict[str, Any] = {"outcome": "absent", "fenced_through": 1}
+        assert store.operate("order-1", "missing", facts=facts) == "idle"
+        assert store.history("order-1")[-1].facts == facts
+        again = store.take("order-1", "take", owner="worker-2", lease_seconds=30)
+        store.act(store.act(again, "send", lease_seconds=30), "give_up")
+        store.operate("order-1", "found", facts={"outcome": "present"})
+        assert store.row("order-1").state == "charged"  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def test_the_store_agrees_with_the_model_of_a_remote(charge_dir: Path, url: str) -> None:
+    """The generated stateful test plays the remote's steps (send, land, answer) on the
+    model and readback's truthful facts on the store."""
+    spec = load_spec(charge_dir / "charge.toml")
+    result = verify(
+        spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=10, steps=25
+    )
+    assert result.ok, "\n".join([result.failure, *result.program])
+    assert result.guided > 0 and result.steps_run > 0
+
+
+def test_the_wrong_design_fails_on_the_store_as_on_the_model(charge_dir: Path) -> None:
+    spec = load_spec(charge_dir / "unfenced.toml")
+    db = charge_dir / "v.sqlite"
+    result = verify(
+        spec, lambda clock: open_entity_store(spec, f"sqlite:///{db}", clock=clock), examples=1
+    )
+    assert not result.ok and "one_request_at_a_time violated" in result.failure
+    assert "the declaration itself breaks it" in result.failure
+    assert any("sends its request to the remote" in line for line in result.program)
