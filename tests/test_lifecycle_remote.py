@@ -23,7 +23,7 @@ from claimfsm.checker import (
     spin_check,
 )
 from claimfsm.cli import main
-from claimfsm.errors import InsufficientEvidence, InvalidArgument
+from claimfsm.errors import InsufficientEvidence, InvalidArgument, StaleClaim
 from claimfsm.spec import Spec, load_spec, shipped
 from claimfsm.store import open_entity_store
 from claimfsm.verify import verify
@@ -254,3 +254,141 @@ def test_the_wrong_design_fails_on_the_store_as_on_the_model(charge_dir: Path) -
     assert not result.ok and "one_request_at_a_time violated" in result.failure
     assert "the declaration itself breaks it" in result.failure
     assert any("sends its request to the remote" in line for line in result.program)
+
+
+#: The README's charge, with a resend: against a deduplicating processor, an unknown
+#: charge is sent again with the order's key by a worker that takes the epoch over.
+RETRY = (
+    FILES["charge.toml"]
+    .split("[world]")[0]
+    .replace('events = ["found", "missing"]', 'events = ["found", "missing", "retry"]')
+    + """
+[guards.dedups]
+kind = "compare"
+fact = "remote_dedups"
+op = "="
+value = true
+meaning = "the processor deduplicates by the order's key"
+refusal = "InsufficientEvidence"
+
+[events.retry]
+by = "operator"
+sets = ["owner", "fresh_token", "lease"]
+remote = "resends"
+
+[[transitions]]
+event = "retry"
+source = "unknown"
+dest = "charging"
+guards = ["current", "dedups"]
+
+[world]
+remote = "dedup"
+"""
+)
+
+
+@pytest.fixture
+def retry_spec(tmp_path: Path) -> Spec:
+    path = tmp_path / "retry.toml"
+    path.write_text(RETRY)
+    return load_spec(path)
+
+
+def test_a_resend_resolves_unknown_against_a_deduplicating_processor(
+    retry_spec: Spec, tmp_path: Path
+) -> None:
+    """With the resend, the correct design no longer waits in unknown for ever against a
+    deduplicating processor, and still charges once; the same resend without the dedup
+    guard, against a fencing processor, charges twice (two requests of one epoch: the
+    fence cannot tell them apart)."""
+    found = verdicts(retry_spec, "dedup")
+    assert all(found.values()), found
+    model = entity_model(retry_spec)
+    start = next(iter(model.init_states()))
+    seen, queue, resent_and_charged = {start}, [start], False
+    for world in queue:
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if after is None or after in seen:
+                continue
+            if after.rows[0].state == "charged" and any(
+                h is not None and h.token > 1 for h in world.clients
+            ):
+                resent_and_charged = True
+            seen.add(after)
+            queue.append(after)
+    assert resent_and_charged
+    anyway = tmp_path / "anyway.toml"
+    anyway.write_text(RETRY.replace('guards = ["current", "dedups"]', 'guards = ["current"]'))
+    found = verdicts(load_spec(anyway), "fencing")
+    assert not found["charged_once"] and found["one_request_at_a_time"], found
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_spin_reaches_the_same_states_with_a_resend(retry_spec: Spec, workers: int) -> None:
+    needs_spin()
+    config = EntityModelConfig(workers=workers)
+    theirs, _ = spin_check(retry_spec, config)
+    ours = Checker(entity_model(retry_spec, config)).symmetry(False).run()
+    assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")
+
+
+def test_the_store_hands_the_resender_the_epoch(retry_spec: Spec, url: str) -> None:
+    store = open_entity_store(retry_spec, url)
+    try:
+        first = store.take("order-1", "take", owner="worker-1", lease_seconds=30)
+        first = store.act(first, "send", lease_seconds=30)
+        store.act(first, "give_up")
+        with pytest.raises(InvalidArgument, match=r"use take_over\(key, event\)"):
+            store.operate("order-1", "retry", facts={"remote_dedups": True})
+        with pytest.raises(InsufficientEvidence):
+            store.take_over("order-1", "retry", facts={"remote_dedups": False})
+        again = store.take_over(
+            "order-1", "retry", owner="worker-2", lease_seconds=30, facts={"remote_dedups": True}
+        )
+        assert (again.epoch, again.state) == (first.epoch, "charging")
+        assert again.token != first.token
+        with pytest.raises(StaleClaim):
+            store.act(first, "answer")  # the handle it replaced is stale, and recorded
+        assert store.history("order-1")[-1].refused == "holder"
+        assert store.act(again, "answer").state == "charged"
+        row = store.row("order-1")
+        assert row is not None and row.owner == "worker-2"
+        with pytest.raises(InvalidArgument, match="draws no fresh token"):
+            store.take_over("order-1", "found")
+    finally:
+        store.close()
+
+
+def test_the_store_agrees_with_the_model_of_a_resend(retry_spec: Spec, url: str) -> None:
+    result = verify(
+        retry_spec,
+        lambda clock: open_entity_store(retry_spec, url, clock=clock),
+        examples=10,
+        steps=25,
+    )
+    assert result.ok, "\n".join([result.failure, *result.program])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ('by = "operator"\nsets', 'by = "owner"\nsets', "is the owner's: a resend names"),
+        ('sets = ["owner", "fresh_token", "lease"]', 'sets = ["lease"]', "it sets fresh_token"),
+        (
+            'dest = "charging"\nguards = ["current", "dedups"]',
+            'dest = "idle"\nguards = ["current", "dedups"]',
+            "resends into ['idle']",
+        ),
+    ],
+)
+def test_a_resend_it_cannot_run_is_refused_by_name(
+    tmp_path: Path, old: str, new: str, says: str
+) -> None:
+    assert old in RETRY
+    path = tmp_path / "retry.toml"
+    path.write_text(RETRY.replace(old, new, 1))
+    result = CliRunner().invoke(main, ["check", str(path)])
+    assert result.exit_code == 1 and says in result.output, result.output
+    assert "Traceback" not in result.output

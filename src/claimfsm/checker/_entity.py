@@ -158,6 +158,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     rules = RemoteRules(cfg["remote"]) if "remote" in cfg else None
     answered = frozenset(e for e in spec.events if spec.remote_role(e) == "answered")
     unanswered = frozenset(e for e in spec.events if spec.remote_role(e) == "unanswered")
+    # the operator's events an idle client takes to take the current epoch over and send
+    # again (the claim's retry): the client holds the epoch with the fresh token
+    resends = tuple(e for e in spec.events if spec.remote_role(e) == "resends")
     # The fence: the executor's (no remote) or the remote's, which only a fencing one has.
     fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
         rules is None or rules.fences
@@ -173,7 +176,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if t.event not in seen:
                 owner_events[t.source] = (*seen, t.event)
     takers = tuple(e for e in spec.events if roles[e] == "taker")
-    environment = tuple(e for e in spec.events if roles[e] in ("operator", "sweep"))
+    environment = tuple(
+        e for e in spec.events if roles[e] in ("operator", "sweep") and e not in resends
+    )
     key_word = entity_word(spec)
 
     # What an event does to a row depends on the row, the caller and the world's evidence
@@ -255,10 +260,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         )
 
     def client_actions(shared: Shared, h: Handle | None, c: int) -> list[Action]:
-        """Client ``c``'s actions: an idle client's takes, a handle's owner events and crash."""
-        if h is None:
-            return [("take", c, key, e) for key in range(keys) for e in takers]
+        """Client ``c``'s actions: an idle client's takes (and resends, with a remote), a
+        handle's owner events, its request's steps, and crash."""
         acts: list[Action]
+        if h is None:
+            acts = [("take", c, key, e) for key in range(keys) for e in takers]
+            if resends:
+                acts += [("resend", c, key, e) for key in range(keys) for e in resends]
+            return acts
         if rules is None:
             acts = [("own", c, e) for e in owner_events.get(h.seen, ())]
         else:
@@ -358,6 +367,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             rows[key] = row
             # a handle from which its holder can do nothing more is forgotten at once
             clients[c] = Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
+            escaped = left(world, world.rows[key].state, event, dest)
+            return EntityWorld(
+                tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
+            ), cut(row)
+        if kind == "resend":  # an idle client takes the current epoch over, to send again
+            _, c, key, event = action
+            world, result = fire_first(world, key, event, None, True)
+            if result is None or result[0] is None:
+                return None
+            rows = list(world.rows)
+            dest, row = result
+            rows[key] = _starts(row, row.epoch)
+            clients[c] = Handle(key, row.epoch, row.token, dest, True, "S")
             escaped = left(world, world.rows[key].state, event, dest)
             return EntityWorld(
                 tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
@@ -478,7 +500,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def client_cut(shared: Shared, h: Handle | None) -> bool:
         world = EntityWorld(shared[0], (), *shared[1:])
         if h is None:
-            return any(_cuts(world, key, e, None, False) for key in range(keys) for e in takers)
+            return any(
+                _cuts(world, key, e, None, False) for key in range(keys) for e in takers
+            ) or any(_cuts(world, key, e, None, True) for key in range(keys) for e in resends)
         caller = (h.epoch, h.token)
         if h.phase == "S" and rules is not None:  # its send, if it arrives, may pass a bound
             row = shared[0][h.key]
@@ -567,6 +591,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if kind == "fence":
             whose = "executor" if rules is None else "remote"
             return f"operator: fence the {whose} of {key_word} {action[1]} through its epoch"
+        if kind == "resend":
+            return (
+                f"worker {action[1]}: {action[3]} {key_word} {action[2]} (takes the epoch over"
+                " to send again)"
+            )
         if kind == "send":
             return f"worker {action[1]}: sends its request to the remote"
         if kind == "land":
@@ -582,14 +611,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         ``first``, where the store applied it, then the action itself."""
         text = show_action(action)
         parts: list[tuple[str, str | None]] = []
-        if action[0] in ("take", "env", "own") and action[-1] in firsts:
+        if action[0] in ("take", "env", "own", "resend") and action[-1] in firsts:
             if action[0] == "own":
                 h = before.clients[action[1]]
                 assert h is not None
                 key, caller, named = h.key, (h.epoch, h.token), True
             else:
-                key = action[2] if action[0] == "take" else action[1]
-                caller, named = None, action[0] == "env"
+                key = action[2] if action[0] in ("take", "resend") else action[1]
+                caller, named = None, action[0] != "take"
             base, _ = fire_first(before, key, action[-1], caller, named)
             if base is not before:
                 source, dest = before.rows[key].state, base.rows[key].state
@@ -839,7 +868,7 @@ def fairness_class(fair: frozenset[str], action: Action) -> tuple[str, Any] | No
     kind = action[0]
     if kind == "env" and action[2] in fair:
         return (action[2], action[1])
-    if kind == "take" and action[3] in fair:
+    if kind in ("take", "resend") and action[3] in fair:
         return (action[3], action[2])
     if kind == "own" and action[2] in fair:
         return (action[2], "held")
@@ -867,7 +896,7 @@ def entity_path_steps(
             h = before.state.clients[action[1]]
             assert h is not None
             key = h.key
-        elif kind == "take":
+        elif kind in ("take", "resend"):
             key = action[2]
         elif kind in ("env", "clock", "fence", "land"):
             key = action[1]
@@ -875,12 +904,13 @@ def entity_path_steps(
             key = -1
         source = before.state.rows[key].state if key >= 0 else None
         dest = after.state.rows[key].state if key >= 0 else None
-        event = action[-1] if kind in ("take", "own", "env") else None
+        event = action[-1] if kind in ("take", "own", "env", "resend") else None
         changed = key >= 0 and stored(before.state.rows[key]) != stored(after.state.rows[key])
         if kind == "own" and not changed and after.state.clients[action[1]] is None:
             event = None  # refused: no transition taken
         actor = {
             "take": f"worker {action[1]}",
+            "resend": f"worker {action[1]}",
             "own": f"worker {action[1]}",
             "crash": f"worker {action[1]}",
             "send": f"worker {action[1]}",

@@ -111,7 +111,8 @@ def promela(
             if t.event not in seen:
                 seen.append(t.event)
     takers = [e for e in spec.events if roles[e] == "taker"]
-    environment = [e for e in spec.events if roles[e] in ("operator", "sweep")]
+    resends = [e for e in spec.events if spec.remote_role(e) == "resends"]
+    environment = [e for e in spec.events if roles[e] in ("operator", "sweep") and e not in resends]
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
     if rules is not None:
         client_fields += ("phase",)
@@ -364,6 +365,33 @@ def promela(
                     chain(branches, drop(c)),
                 )
             )
+        for key in range(keys) if rules is not None else ():
+            k = str(key)
+            for e in resends:  # an idle client takes the current epoch over, to send again
+                bodies = []
+                for t in by_event[e]:
+                    body = [
+                        *apply(e, k, t, False),
+                        f"c[{c}].has = 1",
+                        f"c[{c}].key = {k}",
+                        f"c[{c}].ep = r[{k}].ep",
+                        f"c[{c}].tok = r[{k}].tok",
+                        f"c[{c}].seen = {sid[t.dest]}",
+                        f"c[{c}].working = 1",
+                        f"c[{c}].phase = 1",
+                    ]
+                    bodies.append((t, body))
+                branches = [(holds(t, k, None, True), body) for t, body in bodies]
+                branches += first_ways(e, k, None, True, bodies)
+                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
+                options.append(
+                    (
+                        ("resend", c, key, e),
+                        possible,
+                        cut_of(e, k, False, branches),
+                        chain(branches, []),
+                    )
+                )
         if rules is not None:
             r = f"r[c[{c}].key]"
             arrives = f"(c[{c}].ep > {r}.fence)" if rules.fences else "true"

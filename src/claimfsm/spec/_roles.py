@@ -212,20 +212,35 @@ def remote_problem(spec: Any) -> str | None:
     """What keeps the remote of a lifecycle of your own from running (None: nothing, or no
     remote). An owner sends one request once the event marked ``work = "starts"`` let it
     (the work), and stops waiting by an event of role ``unanswered``; an ``answered``
-    event needs the remote's answer first. An event with a role ends the work; every
-    event that ends the work names which of the two it is; and the ``resends`` role is the
-    claim world's alone (a lifecycle sends again in a new epoch, with the same key)."""
+    event needs the remote's answer first. An event with either role ends the work, and
+    every event that ends the work names which it is. A ``resends`` event is the
+    operator's: an idle worker takes the current epoch over with a fresh token and sends
+    the request again, with the entity's key (the claim's retry)."""
     roles = {e: d.remote for e, d in spec.effects.items() if d.remote is not None}
     if not roles:
         return None
     resends = sorted(e for e, r in roles.items() if r == "resends")
-    if resends:
-        return (
-            f'events {resends} declare remote = "resends", which takes an epoch over for a'
-            " new sender: the claim world's alone; a lifecycle sends again from a new epoch"
-            " (a taker), with the entity's key, which a deduping remote matches"
-        )
-    not_owner = sorted(e for e in roles if spec.role(e) != "owner")
+    owners = {t.source for t in spec.transitions if spec.role(t.event) == "owner"}
+    for e in resends:
+        if spec.role(e) != "operator":
+            return (
+                f'event {e!r} declares remote = "resends" and is the {spec.role(e)}\'s: a'
+                " resend names the current epoch, which an idle worker takes over; declare"
+                ' by = "operator"'
+            )
+        if "fresh_token" not in spec.effects[e].sets or spec.work(e) is not None:
+            return (
+                f"event {e!r} resends: it sets fresh_token (the resender holds the epoch with"
+                " a token of its own; the one it replaces is stale) and declares no work (it"
+                " starts the sending itself)"
+            )
+        stuck = sorted({t.dest for t in spec.transitions if t.event == e} - owners)
+        if stuck:
+            return (
+                f"event {e!r} resends into {stuck}, where the owner has no event: lead it"
+                " where the resender can hear the answer or stop waiting"
+            )
+    not_owner = sorted(e for e, r in roles.items() if r != "resends" and spec.role(e) != "owner")
     if not_owner:
         return (
             f"events {not_owner} declare a remote role but are not the owner's: only the"

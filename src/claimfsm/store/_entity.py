@@ -474,7 +474,7 @@ class EntityStore:
         if not isinstance(handle, Handle):
             raise InvalidArgument(f"act() takes the Handle take() returned, not {handle!r}")
         self._role(event, "owner", "act(handle, event)")
-        fresh = event in self.spec.effects and "fresh_token" in self.spec.effects[event].sets
+        fresh = self._fresh(event)
         token = new_token() if fresh else handle.token
         record = self._write(
             handle.key,
@@ -487,6 +487,37 @@ class EntityStore:
         )
         return Handle(handle.key, record[EPOCH], token, record[DEST])
 
+    def take_over(
+        self,
+        key: str,
+        event: str,
+        *,
+        owner: str = "",
+        lease_seconds: float = 30.0,
+        facts: Mapping[str, Any] | None = None,
+    ) -> Handle:
+        """The operator's event that draws a fresh token (``fresh_token``; a remote's
+        ``resends``: take the current epoch over and send again), naming the current
+        epoch: the caller holds it with the new token, and every earlier handle is stale."""
+        self._role(event, "operator", "take_over(key, event)")
+        if not self._fresh(event):
+            raise InvalidArgument(
+                f"event {event!r} draws no fresh token, so nobody takes the epoch over with"
+                " it: use operate(key, event)"
+            )
+        token = new_token()
+        record = self._write(
+            key,
+            event,
+            epoch=None,
+            token=None,
+            values={"new_token_hash": token_hash(token), "owner": owner},
+            lease_seconds=lease_seconds,
+            facts=facts,
+            current=True,
+        )
+        return Handle(key, record[EPOCH], token, record[DEST])
+
     def operate(
         self,
         key: str,
@@ -498,8 +529,18 @@ class EntityStore:
         """The operator's or the sweep's event on ``key``, naming ``epoch`` (default: the
         current one, read in the same transaction); returns the state it leads to."""
         self._role(event, ("operator", "sweep"), "operate(key, event)")
+        if self._fresh(event):
+            raise InvalidArgument(
+                f"event {event!r} draws a fresh token: its caller takes the epoch over and"
+                " holds it; use take_over(key, event), which returns the handle"
+            )
         state: str = self._operate(key, event, epoch=epoch, facts=facts)[DEST]
         return state
+
+    def _fresh(self, event: str) -> bool:
+        """Whether ``event`` draws a fresh owner token (``fresh_token``)."""
+        decl = self.spec.effects.get(event)
+        return decl is not None and "fresh_token" in decl.sets
 
     def _operate(
         self, key: str, event: str, *, epoch: int | None, facts: Mapping[str, Any] | None

@@ -38,6 +38,8 @@ from claimfsm.store import EntityStore, Handle
 from claimfsm.store._tokens import fingerprint, token_hash
 
 KEY = "entity-0"
+#: An idle worker's steps: a taker's event, and a resend (taking the current epoch over).
+TAKES = ("take", "resend")
 #: The remote's steps, and what each did, in a program's words.
 REMOTE_STEPS = ("send", "land", "ack")
 REMOTE_WORDS = {"send": "sent", "land": "landed", "ack": "answered"}
@@ -210,10 +212,10 @@ def lifecycle_state_machine(
         def _of(self, kinds: tuple[str, ...]) -> list[tuple[Any, ...]]:
             return [a for a in model.actions(self.world) if a[0] in kinds]
 
-        @precondition(lambda self: bool(self._of(("take",))))
+        @precondition(lambda self: bool(self._of(TAKES)))
         @rule(data=st.data())
         def take(self, data: st.DataObject) -> None:
-            self.step(data.draw(st.sampled_from(self._of(("take",))), label="take"))
+            self.step(data.draw(st.sampled_from(self._of(TAKES)), label="take"))
 
         @precondition(lambda self: bool(self._of(("own",))))
         @rule(data=st.data())
@@ -273,7 +275,7 @@ def lifecycle_state_machine(
             if expected is not None and model.explain is not None:
                 moves = len(model.explain(self.world, action, expected))
             if expected is not None:
-                if action[0] in ("take", "own") and expected.clients[action[1]] is None:
+                if action[0] in ("take", "resend", "own") and expected.clients[action[1]] is None:
                     self.handles[action[1]] = None  # done with it, as the model's client is
                 self.world = expected
             self._compare(before, did, moves)
@@ -286,6 +288,17 @@ def lifecycle_state_machine(
                     _, c, _key, event = action
                     taken = self.stores[c + 1].take(
                         KEY, event, owner=f"worker {c}", lease_seconds=LEASE_SECONDS
+                    )
+                    self.handles[c] = taken
+                    return "took", taken.state
+                if kind == "resend":  # the operator's event: readback's facts, a handle
+                    _, c, key, event = action
+                    taken = self.stores[c + 1].take_over(
+                        KEY,
+                        event,
+                        owner=f"worker {c}",
+                        lease_seconds=LEASE_SECONDS,
+                        facts=world_facts(self.world, key, resolved.get("remote")),
                     )
                     self.handles[c] = taken
                     return "took", taken.state
@@ -383,7 +396,7 @@ def guided_paths(
             break
         for action in model.actions(world):
             after = model.next_state(world, action)
-            if action[0] in ("take", "own", "env"):
+            if action[0] in ("take", "own", "env", "resend"):
                 row = world.rows[0]
                 if after is None or (
                     action[0] == "own"
@@ -438,7 +451,7 @@ def play(
     every step as :func:`verify` does: the program in words, and the first disagreement or
     violated invariant ("" if none)."""
     if any(a[0] in ("env", "clock", "fence") and a[1] != 0 for a in actions) or any(
-        a[0] == "take" and a[2] != 0 for a in actions
+        a[0] in TAKES and a[2] != 0 for a in actions
     ):
         raise InvalidArgument("a path played on the store acts on entity 0 only")
     run = lifecycle_state_machine(spec, open_store, workers=workers)()
