@@ -357,29 +357,24 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         """(next world, whether a bound cut it), or None when the action is disabled."""
         kind = action[0]
         rows, clients = list(world.rows), list(world.clients)
-        if kind == "take":
+        if kind in ("take", "resend"):
+            # an idle client: a taker's event begins a new epoch; a resend takes the
+            # current one over (naming it) and sends again
             _, c, key, event = action
-            world, result = fire_first(world, key, event, None, False)
+            resend = kind == "resend"
+            world, result = fire_first(world, key, event, None, resend)
             if result is None or result[0] is None:
                 return None
             rows = list(world.rows)
             dest, row = result
+            if resend:
+                row = _starts(row, row.epoch)
+                clients[c] = Handle(key, row.epoch, row.token, dest, True, "S")
+            else:  # a handle from which its holder can do nothing more is forgotten at once
+                clients[c] = (
+                    Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
+                )
             rows[key] = row
-            # a handle from which its holder can do nothing more is forgotten at once
-            clients[c] = Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
-            escaped = left(world, world.rows[key].state, event, dest)
-            return EntityWorld(
-                tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
-            ), cut(row)
-        if kind == "resend":  # an idle client takes the current epoch over, to send again
-            _, c, key, event = action
-            world, result = fire_first(world, key, event, None, True)
-            if result is None or result[0] is None:
-                return None
-            rows = list(world.rows)
-            dest, row = result
-            rows[key] = _starts(row, row.epoch)
-            clients[c] = Handle(key, row.epoch, row.token, dest, True, "S")
             escaped = left(world, world.rows[key].state, event, dest)
             return EntityWorld(
                 tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap

@@ -299,12 +299,16 @@ def promela(
     # (the built-in model's action, when it is possible, when a bound cuts it, its body)
     options: list[tuple[Action, str, str, list[str]]] = []
     for c in range(workers):
+        # an idle client's events: a taker's (a new epoch) and, with a remote, a resend
+        # (naming the current epoch, taken over with a fresh token, its request due)
+        idle = [("take", e) for e in takers] + [("resend", e) for e in resends if rules]
         for key in range(keys):
             k = str(key)
-            for e in takers:
+            for kind, e in idle:
+                resend = kind == "resend"
                 branches, bodies = [], []
                 for t in by_event[e]:
-                    body = apply(e, k, t, True)
+                    body = apply(e, k, t, not resend)
                     if t.dest in owner_events:  # else the taker is done with it at once
                         body += [
                             f"c[{c}].has = 1",
@@ -313,15 +317,17 @@ def promela(
                             f"c[{c}].tok = r[{k}].tok",
                             f"c[{c}].seen = {sid[t.dest]}",
                         ]
-                    branches.append((holds(t, k, None, False), body))
+                    if resend:
+                        body += [f"c[{c}].working = 1", f"c[{c}].phase = 1"]
+                    branches.append((holds(t, k, None, resend), body))
                     bodies.append((t, body))
-                branches += first_ways(e, k, None, False, bodies)
+                branches += first_ways(e, k, None, resend, bodies)
                 possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
                 options.append(
                     (
-                        ("take", c, key, e),
+                        (kind, c, key, e),
                         possible,
-                        cut_of(e, k, True, branches),
+                        cut_of(e, k, not resend, branches),
                         chain(branches, []),
                     )
                 )
@@ -365,33 +371,6 @@ def promela(
                     chain(branches, drop(c)),
                 )
             )
-        for key in range(keys) if rules is not None else ():
-            k = str(key)
-            for e in resends:  # an idle client takes the current epoch over, to send again
-                bodies = []
-                for t in by_event[e]:
-                    body = [
-                        *apply(e, k, t, False),
-                        f"c[{c}].has = 1",
-                        f"c[{c}].key = {k}",
-                        f"c[{c}].ep = r[{k}].ep",
-                        f"c[{c}].tok = r[{k}].tok",
-                        f"c[{c}].seen = {sid[t.dest]}",
-                        f"c[{c}].working = 1",
-                        f"c[{c}].phase = 1",
-                    ]
-                    bodies.append((t, body))
-                branches = [(holds(t, k, None, True), body) for t, body in bodies]
-                branches += first_ways(e, k, None, True, bodies)
-                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
-                options.append(
-                    (
-                        ("resend", c, key, e),
-                        possible,
-                        cut_of(e, k, False, branches),
-                        chain(branches, []),
-                    )
-                )
         if rules is not None:
             r = f"r[c[{c}].key]"
             arrives = f"(c[{c}].ep > {r}.fence)" if rules.fences else "true"

@@ -449,17 +449,7 @@ class EntityStore:
     ) -> Handle:
         """A taker's event (``by = "taker"``): a new epoch begins and the caller holds it."""
         self._role(event, "taker", "take(key, event)")
-        token = new_token()
-        record = self._write(
-            key,
-            event,
-            epoch=None,
-            token=None,
-            values={"new_token_hash": token_hash(token), "owner": owner},
-            lease_seconds=lease_seconds,
-            facts=facts,
-        )
-        return Handle(key, record[EPOCH], token, record[DEST])
+        return self._hand_over(key, event, owner, lease_seconds, facts, current=False)
 
     def act(
         self,
@@ -505,6 +495,20 @@ class EntityStore:
                 f"event {event!r} draws no fresh token, so nobody takes the epoch over with"
                 " it: use operate(key, event)"
             )
+        return self._hand_over(key, event, owner, lease_seconds, facts, current=True)
+
+    def _hand_over(
+        self,
+        key: str,
+        event: str,
+        owner: str,
+        lease_seconds: float,
+        facts: Mapping[str, Any] | None,
+        *,
+        current: bool,
+    ) -> Handle:
+        """``event`` with a new token, held by its caller: a taker's (a new epoch) or,
+        ``current``, a take-over naming the current epoch; the caller's handle."""
         token = new_token()
         record = self._write(
             key,
@@ -514,7 +518,7 @@ class EntityStore:
             values={"new_token_hash": token_hash(token), "owner": owner},
             lease_seconds=lease_seconds,
             facts=facts,
-            current=True,
+            current=current,
         )
         return Handle(key, record[EPOCH], token, record[DEST])
 
