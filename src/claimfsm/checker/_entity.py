@@ -25,6 +25,19 @@ event leads. The properties are the declaration's ``[invariants]`` (``exclusive_
 promise that a stale client's operation changes nothing. Nothing here names a state,
 event or guard.
 
+A declaration that gives its events remote roles has a remote too (``RemoteRules``, the
+claim world's): beside each row, the epochs of the requests in flight and of those that
+took effect; in each handle, its request's phase. A client whose work started sends one
+request (``send``); the request lands later or never (``land``: applied, or rejected by
+a fencing remote's fence, or a duplicate of the entity's key at a deduplicating one),
+after its sender stopped waiting (an ``unanswered`` event), crashed or moved on; the
+sender hears the answer (``ack``) only once it took effect, and takes an ``answered``
+event only then. An idle client takes a ``resends`` event to hold the current epoch with
+a fresh token and send again. Readback's ``outcome`` is whether the entity's key took
+effect; the operator's fence is the remote's; ``exclusive_work`` is that no request
+arrived while another epoch's was in flight (``overlap``), ``effect_once`` that the key
+took effect once at most.
+
 The world splits for the packed and array searches (``Processes``): the rows are the
 shared part and each client's handle its part. A client's action reads and changes the
 rows and its own handle alone; the work running on an entity is kept in its row
