@@ -33,6 +33,7 @@ from claimfsm.checker._engine import (
 from claimfsm.checker._entity import (
     EntityModelConfig,
     EntityWorld,
+    crash_words,
     entity_model,
     entity_path_steps,
     entity_word,
@@ -71,6 +72,7 @@ __all__ = [
     "claim_model",
     "claim_promela",
     "compile_table",
+    "crash_words",
     "entity_model",
     "entity_path_steps",
     "entity_word",

@@ -8,8 +8,9 @@ whether their external work is running). Who takes an event is its declared role
 an *owner* event is taken by a client on its handle, from the state it last saw, so
 stale clients act on rows that moved on; *operator* and *sweep* events act on the row as
 it is, naming its current epoch. The world's faults are actions the search may take at
-any point: the lease deadline passes, a client crashes (it forgets its handle and its work
-stops), the executor is fenced through the current epoch (when a guard reads
+any point: the lease deadline passes, a client crashes (its work stops and it forgets its
+handle, or, with ``[world] wakes``, keeps it saved and may wake up once with it to begin
+its work again: ``wake_events``), the executor is fenced through the current epoch (when a guard reads
 ``fenced_through``). A client whose operation is refused drops its handle and stops its
 work, as a keep-alive cancels on loss; a client that moved the entity into a state from
 which it has no event to take, with no work running, is done with the handle and idle
@@ -68,6 +69,7 @@ from claimfsm.spec import (
     compare,
     has_remote,
     lifecycle_world_problem,
+    wake_events,
 )
 from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another
 from claimfsm.spec._predicates import build_guards
@@ -101,6 +103,21 @@ class Handle(NamedTuple):
     #: its request to the remote (a declaration with one): "" none, "S" it may send,
     #: "W" sent and waiting, "A" answered
     phase: str = ""
+    #: the handle it saved before it crashed, (key, epoch, token), with ``[world] wakes``:
+    #: it wakes up once with it. A client that holds no handle but a saved one is
+    #: :func:`resting` (key -1); one that holds neither is None.
+    saved: tuple[int, ...] = ()
+
+
+def resting(saved: tuple[int, ...]) -> Handle | None:
+    """A client that holds no handle: None, or, with a saved handle, the handle that
+    stands for it (key -1, nothing else but what it saved)."""
+    return Handle(-1, 0, 0, "", False, "", saved) if saved else None
+
+
+def holds_handle(client: Handle | None) -> bool:
+    """Whether the client holds a handle it acts on (not idle, not only a saved one)."""
+    return client is not None and client.key >= 0
 
 
 class EntityWorld(NamedTuple):
@@ -122,6 +139,8 @@ class EntityModelConfig:
     epochs: int | None = None
     counts: int | None = None
     crashes: bool | None = None
+    #: a crashed client keeps its handle and may wake up with it (needs crashes)
+    wakes: bool | None = None
     #: the remote's mode (plain, fencing, dedup), for a declaration that declares a remote
     remote: str | None = None
 
@@ -134,11 +153,19 @@ class EntityModelConfig:
                 continue
             value = getattr(self, name)
             value = spec.world[name] if value is None else value
-            if name != "crashes" and (
-                isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
-            ):
+            if name in ("crashes", "wakes"):
+                if not isinstance(value, bool):
+                    raise InvalidArgument(f"{name} must be true or false, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise InvalidArgument(f"{name} must be an int from {low} to {high}, got {value!r}")
             out[name] = value
+        if not out["crashes"]:
+            out["wakes"] = False  # nothing to wake up from
+        elif out["wakes"] and not wake_events(spec):
+            raise InvalidArgument(
+                f"{spec.name}: no owner event leaves the state a taker's event leads into,"
+                " so a woken client has nothing to begin again: leave out wakes"
+            )
         if has_remote(spec):
             mode = spec.world["remote"] if self.remote is None else self.remote
             if mode not in REMOTE_MODES:
@@ -156,8 +183,8 @@ Action = tuple[Any, ...]
 
 def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[EntityWorld, Action]:
     """The checker model of any declaration, with the declaration's invariants."""
+    _refuse_what_this_world_cannot_answer(spec)  # the declaration's problems first
     cfg = (config or EntityModelConfig()).resolved(spec)
-    _refuse_what_this_world_cannot_answer(spec)
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
     columns = tuple(spec.columns)
     defaults = tuple(spec.columns[c].default for c in columns)
@@ -193,6 +220,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         e for e in spec.events if roles[e] in ("operator", "sweep") and e not in resends
     )
     key_word = entity_word(spec)
+    # the events a client woken from a crash with its saved handle may take ([world] wakes)
+    woken = wake_events(spec) if cfg["wakes"] else ()
 
     # What an event does to a row depends on the row, the caller and the world's evidence
     # alone, and few such situations recur across many worlds: each is computed once.
@@ -276,10 +305,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         """Client ``c``'s actions: an idle client's takes (and resends, with a remote), a
         handle's owner events, its request's steps, and crash."""
         acts: list[Action]
-        if h is None:
+        if h is None or h.key < 0:  # idle (with a saved handle, it may also wake up)
             acts = [("take", c, key, e) for key in range(keys) for e in takers]
             if resends:
                 acts += [("resend", c, key, e) for key in range(keys) for e in resends]
+            if h is not None:
+                acts += [("wake", c, e) for e in woken]
             return acts
         if rules is None:
             acts = [("own", c, e) for e in owner_events.get(h.seen, ())]
@@ -296,7 +327,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 row = shared[0][h.key]
                 if h.epoch in row.landed and h.epoch not in row.in_flight:
                     acts.append(("ack", c))
-        if cfg["crashes"]:
+        if cfg["crashes"] and not h.saved:  # with a saved handle, it has crashed once
             acts.append(("crash", c))
         return acts
 
@@ -380,27 +411,34 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 return None
             rows = list(world.rows)
             dest, row = result
+            idle = world.clients[c]
+            saved = () if idle is None else idle.saved
             if resend:
                 row = _starts(row, row.epoch)
-                clients[c] = Handle(key, row.epoch, row.token, dest, True, "S")
+                clients[c] = Handle(key, row.epoch, row.token, dest, True, "S", saved)
             else:  # a handle from which its holder can do nothing more is forgotten at once
                 clients[c] = (
-                    Handle(key, row.epoch, row.token, dest) if dest in owner_events else None
+                    Handle(key, row.epoch, row.token, dest, saved=saved)
+                    if dest in owner_events
+                    else resting(saved)
                 )
             rows[key] = row
             escaped = left(world, world.rows[key].state, event, dest)
             return EntityWorld(
                 tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
             ), cut(row)
-        if kind == "own":
+        if kind in ("own", "wake"):
             _, c, event = action
             h = world.clients[c]
             assert h is not None
+            if kind == "wake":  # it acts on its saved handle, which it then no longer keeps
+                key, epoch, token = h.saved
+                h = Handle(key, epoch, token, "")
             world, result = fire_first(world, h.key, event, (h.epoch, h.token), True)
             rows = list(world.rows)
             before = world.rows[h.key]
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
-                clients[c] = None
+                clients[c] = resting(h.saved)
                 if h.working:
                     rows[h.key] = _stops(rows[h.key], h.epoch)
                 return EntityWorld(
@@ -421,7 +459,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row
             done = dest not in owner_events and not working  # nothing more to do with it
-            clients[c] = None if done else Handle(h.key, h.epoch, token, dest, working, phase)
+            clients[c] = (
+                resting(h.saved)
+                if done
+                else Handle(h.key, h.epoch, token, dest, working, phase, h.saved)
+            )
             escaped = left(world, before.state, event, dest)
             changed = world.stale_changed or stale
             return EntityWorld(tuple(rows), tuple(clients), changed, escaped, world.overlap), cut(
@@ -455,8 +497,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 rows[key] = r._replace(fence=fence, in_flight=kept)
         elif kind == "crash":
             h = clients[action[1]]
-            clients[action[1]] = None
-            if h is not None and h.working:
+            assert h is not None
+            clients[action[1]] = resting((h.key, h.epoch, h.token) if cfg["wakes"] else ())
+            if h.working:
                 rows[h.key] = _stops(rows[h.key], h.epoch)
         elif kind == "send":
             assert rules is not None
@@ -507,10 +550,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 
     def client_cut(shared: Shared, h: Handle | None) -> bool:
         world = EntityWorld(shared[0], (), *shared[1:])
-        if h is None:
-            return any(
-                _cuts(world, key, e, None, False) for key in range(keys) for e in takers
-            ) or any(_cuts(world, key, e, None, True) for key in range(keys) for e in resends)
+        if h is None or h.key < 0:
+            return (
+                any(_cuts(world, key, e, None, False) for key in range(keys) for e in takers)
+                or any(_cuts(world, key, e, None, True) for key in range(keys) for e in resends)
+                or (
+                    h is not None
+                    and any(_cuts(world, h.saved[0], e, h.saved[1:], True) for e in woken)
+                )
+            )
         caller = (h.epoch, h.token)
         if h.phase == "S" and rules is not None:  # its send, if it arrives, may pass a bound
             row = shared[0][h.key]
@@ -576,11 +624,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def show_client(c: int, h: Handle | None) -> str:
         if h is None:
             return f"worker {c} idle"
+        kept = f", saved handle on {key_word} {h.saved[0]} e{h.saved[1]}" if h.saved else ""
+        if h.key < 0:
+            return f"worker {c} idle{kept}"
         doing = " working" if h.working else ""
         doing += {"S": ", about to send", "W": ", waiting for an answer", "A": ", answered"}.get(
             h.phase, ""
         )
-        return f"worker {c} holds {key_word} {h.key} e{h.epoch} (saw {h.seen}){doing}"
+        return f"worker {c} holds {key_word} {h.key} e{h.epoch} (saw {h.seen}){doing}{kept}"
 
     def show_state(world: EntityWorld) -> str:
         rows = "; ".join(show_row(k, r) for k, r in enumerate(world.rows))
@@ -610,6 +661,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return f"remote: the request of e{action[2]} for {key_word} {action[1]} lands"
         if kind == "ack":
             return f"worker {action[1]}: hears the remote's answer"
+        if kind == "wake":
+            return f"worker {action[1]} wakes up: {action[2]} with its saved handle"
+        if cfg["wakes"]:
+            return f"worker {action[1]} crashes (its work stops; it keeps its handle saved)"
         return f"worker {action[1]} crashes (its work stops, its handle is gone)"
 
     def explain(
@@ -619,11 +674,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         ``first``, where the store applied it, then the action itself."""
         text = show_action(action)
         parts: list[tuple[str, str | None]] = []
-        if action[0] in ("take", "env", "own", "resend") and action[-1] in firsts:
-            if action[0] == "own":
-                h = before.clients[action[1]]
-                assert h is not None
-                key, caller, named = h.key, (h.epoch, h.token), True
+        if action[0] in ("take", "env", "own", "resend", "wake") and action[-1] in firsts:
+            if action[0] in ("own", "wake"):
+                key, caller = _acting(before, action)
+                named = True
             else:
                 key = action[2] if action[0] in ("take", "resend") else action[1]
                 caller, named = None, action[0] != "take"
@@ -638,16 +692,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     )
                 )
                 before = base
-        if action[0] == "own":
-            h = before.clients[action[1]]
-            assert h is not None
-            result = fire(before, h.key, action[2], (h.epoch, h.token), True)
+        if action[0] in ("own", "wake"):
+            key, caller = _acting(before, action)
+            result = fire(before, key, action[2], caller, True)
             if result is None:
-                text += f" (from {before.rows[h.key].state}: no such transition; refused)"
+                text += f" (from {before.rows[key].state}: no such transition; refused)"
             elif result[0] is None:
                 text += f" refused ({result[1]} false): drops its handle, stops its work"
-            elif (h.epoch, h.token) != (before.rows[h.key].epoch, before.rows[h.key].token):
-                text += f" on a stale handle (e{h.epoch}), and it changes the row"
+            elif caller != (before.rows[key].epoch, before.rows[key].token):
+                text += f" on a stale handle (e{caller[0]}), and it changes the row"
         return [*parts, (text, None)]
 
     return Model(
@@ -738,6 +791,16 @@ def _stops(row: Row, epoch: int) -> Row:
     working = list(row.working)
     working.remove(epoch)
     return row._replace(working=tuple(working))
+
+
+def crash_words(world: dict[str, Any]) -> str | None:
+    """How the resolved ``world`` (``EntityModelConfig.resolved``) crashes, in the words
+    the CLI and the report use; None: it does not."""
+    if not world["crashes"]:
+        return None
+    if world.get("wakes"):
+        return "with crashes, restarts on a saved handle and stale wake-ups"
+    return "with crashes and stale wake-ups"
 
 
 def entity_word(spec: Spec) -> str:
@@ -869,6 +932,16 @@ def _obligation(
     )
 
 
+def _acting(world: EntityWorld, action: Action) -> tuple[int, tuple[int, int]]:
+    """The entity an ``own`` or ``wake`` action acts on, and the (epoch, token) it
+    presents: the client's handle, or for a wake the handle it saved."""
+    h = world.clients[action[1]]
+    assert h is not None
+    if action[0] == "wake":
+        return h.saved[0], (h.saved[1], h.saved[2])
+    return h.key, (h.epoch, h.token)
+
+
 def fairness_class(fair: frozenset[str], action: Action) -> tuple[str, Any] | None:
     """The weak-fairness class of ``action`` under an ``eventually`` invariant's ``fair``
     list (None: not assumed fair): (event or world step, entity); an owner's event is one
@@ -904,6 +977,8 @@ def entity_path_steps(
             h = before.state.clients[action[1]]
             assert h is not None
             key = h.key
+        elif kind == "wake":
+            key = _acting(before.state, action)[0]
         elif kind in ("take", "resend"):
             key = action[2]
         elif kind in ("env", "clock", "fence", "land"):
@@ -912,14 +987,19 @@ def entity_path_steps(
             key = -1
         source = before.state.rows[key].state if key >= 0 else None
         dest = after.state.rows[key].state if key >= 0 else None
-        event = action[-1] if kind in ("take", "own", "env", "resend") else None
+        event = action[-1] if kind in ("take", "own", "env", "resend", "wake") else None
         changed = key >= 0 and stored(before.state.rows[key]) != stored(after.state.rows[key])
-        if kind == "own" and not changed and after.state.clients[action[1]] is None:
+        if (
+            kind in ("own", "wake")
+            and not changed
+            and not holds_handle(after.state.clients[action[1]])
+        ):
             event = None  # refused: no transition taken
         actor = {
             "take": f"worker {action[1]}",
             "resend": f"worker {action[1]}",
             "own": f"worker {action[1]}",
+            "wake": f"worker {action[1]}",
             "crash": f"worker {action[1]}",
             "send": f"worker {action[1]}",
             "clock": "clock",

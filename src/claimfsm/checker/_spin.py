@@ -47,10 +47,12 @@ from claimfsm.checker._entity import (
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model
+from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model, wake_events
 
 #: The readback words a remote's ``outcome`` fact takes, by their code in the Promela.
 TEXT = {"present": 1, "absent": 2}
+#: A handle as a guard reads it: the expressions of its epoch and its token.
+Caller = tuple[str, str]
 
 
 class SpinUnavailable(ClaimFSMError):
@@ -116,6 +118,11 @@ def promela(
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
     if rules is not None:
         client_fields += ("phase",)
+    # [world] wakes: a client's saved handle (sv: it has one; its entity, epoch and token),
+    # which outlives the handle it holds and is used once, by a wake-up
+    wakes = bool(cfg["wakes"])
+    saved_fields = ("sv", "skey", "sep", "stok") if wakes else ()
+    woken = wake_events(spec) if wakes else ()
     # left_only_by invariants, each a sticky bit: a row left its states by another event
     guarded = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
 
@@ -142,9 +149,10 @@ def promela(
             ]
         )
 
-    def guard(name: str, k: str, caller: int | None, named: bool, after: Any = None) -> str:
-        """The guard over entity ``k``'s row, for client ``caller``'s handle or for no
-        handle (``named``: the caller names the current epoch), compiled by its kind
+    def guard(name: str, k: str, caller: Caller | None, named: bool, after: Any = None) -> str:
+        """The guard over entity ``k``'s row, for the handle ``caller`` (the expressions of
+        its epoch and token) or for no handle (``named``: the caller names the current
+        epoch), compiled by its kind
         (``_promela``) from what this world's row and caller give to read. ``after``: the
         row once the transition ``after`` of a ``first`` event is applied to it (its state,
         and what that event writes: a fresh token, the lease, bumped columns)."""
@@ -176,10 +184,11 @@ def promela(
                 return ("1" if rules.dedups else "0", "1", "int")
             return (f"{r}.fence", "1", "int") if name == "fenced_through" else None
 
-        mine = caller is not None
+        ep, token = caller or ("", "")
+        held = caller is not None
         reading = Reading(
-            owner=f"(c[{caller}].ep == {r}.ep && c[{caller}].tok == {tok})" if mine else None,
-            epoch=f"(c[{caller}].ep == {r}.ep)" if mine else ("true" if named else None),
+            owner=f"({ep} == {r}.ep && {token} == {tok})" if held else None,
+            epoch=f"({ep} == {r}.ep)" if held else ("true" if named else None),
             live=live,
             free=free,
             fact=fact,
@@ -188,7 +197,7 @@ def promela(
         )
         return promela_guard(spec, name, reading)
 
-    def holds(t: Any, k: str, caller: int | None, named: bool, after: Any = None) -> str:
+    def holds(t: Any, k: str, caller: Caller | None, named: bool, after: Any = None) -> str:
         """Transition ``t`` fires on entity ``k``'s row (or on the row ``after`` a first
         event's transition)."""
         if after is None:
@@ -198,7 +207,11 @@ def promela(
         return conjunction([state, *(guard(g, k, caller, named, after) for g in t.guards)])
 
     def first_ways(
-        event: str, k: str, caller: int | None, named: bool, bodies: list[tuple[Any, list[str]]]
+        event: str,
+        k: str,
+        caller: Caller | None,
+        named: bool,
+        bodies: list[tuple[Any, list[str]]],
     ) -> list[tuple[str, list[str]]]:
         """Where ``event`` declares a ``first`` event: the branches, tried once no
         transition of ``event`` fires on the row, in which a transition of the first event
@@ -296,6 +309,57 @@ def promela(
     def drop(c: int) -> list[str]:
         return [f"c[{c}].{f} = 0" for f in client_fields]
 
+    def mine(c: int) -> Caller:
+        """Client ``c``'s handle, as a guard reads it."""
+        return (f"c[{c}].ep", f"c[{c}].tok")
+
+    def owner_option(
+        action: Action,
+        c: int,
+        possible: str,
+        load: list[str],
+        saved: tuple[str, Caller] | None = None,
+    ) -> tuple[Action, str, str, list[str]]:
+        """Client ``c`` takes the owner event ``action[-1]`` on the handle it holds, once
+        ``load`` has run (a wake-up's: its saved handle made the one it holds; ``saved``,
+        the entity and caller it acts as, read before ``load``, for when the step is cut)."""
+        e = action[-1]
+        k = f"c[{c}].key"
+        work = spec.work(e)
+        branches, bodies = [], []
+        for t in by_event[e]:
+            body = [
+                f"stale = stale || c[{c}].ep != r[{k}].ep || c[{c}].tok != r[{k}].tok",
+                *apply(e, k, t, False),
+                f"c[{c}].tok = (r[{k}].ep == c[{c}].ep -> r[{k}].tok : c[{c}].tok)",
+                f"c[{c}].seen = {sid[t.dest]}",
+            ]
+            if work in ("starts", "ends"):
+                body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
+            if rules is not None and work == "starts":
+                body.append(f"c[{c}].phase = 1")  # its request is due
+            elif rules is not None and e in answered | unanswered:
+                body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
+            if t.dest not in owner_events:  # done with the handle unless work runs
+                body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
+            branches.append((holds(t, k, mine(c), True), body))
+            bodies.append((t, body))
+        branches += first_ways(e, k, mine(c), True, bodies)
+        if saved is not None:  # the same branches' tests, on the saved handle
+            sk, caller = saved
+            tests = [(holds(t, sk, caller, True), b) for t, b in bodies]
+            tests += first_ways(e, sk, caller, True, bodies)
+        else:
+            sk, tests = k, branches
+        fires = any_of([f"({b})" for b, _ in tests])
+        # a refusal drops the handle and stops the work; only a step that fires is cut
+        return (
+            action,
+            possible,
+            f"({fires} && {cut_of(e, sk, False, tests)})",
+            [*load, *chain(branches, drop(c))],
+        )
+
     # (the built-in model's action, when it is possible, when a bound cuts it, its body)
     options: list[tuple[Action, str, str, list[str]]] = []
     for c in range(workers):
@@ -335,41 +399,25 @@ def promela(
             seen_in = [s for s, evs in owner_events.items() if e in evs]
             if roles[e] != "owner" or not seen_in:
                 continue
-            k = f"c[{c}].key"
-            work = spec.work(e)
-            branches, bodies = [], []
-            for t in by_event[e]:
-                body = [
-                    f"stale = stale || c[{c}].ep != r[{k}].ep || c[{c}].tok != r[{k}].tok",
-                    *apply(e, k, t, False),
-                    f"c[{c}].tok = (r[{k}].ep == c[{c}].ep -> r[{k}].tok : c[{c}].tok)",
-                    f"c[{c}].seen = {sid[t.dest]}",
-                ]
-                if work in ("starts", "ends"):
-                    body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
-                if rules is not None and work == "starts":
-                    body.append(f"c[{c}].phase = 1")  # its request is due
-                elif rules is not None and e in answered | unanswered:
-                    body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
-                if t.dest not in owner_events:  # done with the handle unless work runs
-                    body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
-                branches.append((holds(t, k, c, True), body))
-                bodies.append((t, body))
-            branches += first_ways(e, k, c, True, bodies)
             possible = f"c[{c}].has && " + any_of([f"c[{c}].seen == {sid[s]}" for s in seen_in])
             if rules is not None and e in answered:
                 possible += f" && c[{c}].phase == 3"  # only with the remote's answer
             elif rules is not None and e in unanswered:
                 possible += f" && (c[{c}].phase == 1 || c[{c}].phase == 2)"
-            fires = any_of([f"({b})" for b, _ in branches])
-            # a refusal drops the handle and stops the work; only a step that fires is cut
+            options.append(owner_option(("own", c, e), c, possible, []))
+        for e in woken:
+            # the saved handle becomes the one it holds, and acts as a held one does
+            load = [
+                *(f"c[{c}].{f} = 0" for f in client_fields),
+                f"c[{c}].has = 1",
+                f"c[{c}].key = c[{c}].skey",
+                f"c[{c}].ep = c[{c}].sep",
+                f"c[{c}].tok = c[{c}].stok",
+                *(f"c[{c}].{f} = 0" for f in saved_fields),
+            ]
+            saved = (f"c[{c}].skey", (f"c[{c}].sep", f"c[{c}].stok"))
             options.append(
-                (
-                    ("own", c, e),
-                    possible,
-                    f"({fires} && {cut_of(e, k, False, branches)})",
-                    chain(branches, drop(c)),
-                )
+                owner_option(("wake", c, e), c, f"!c[{c}].has && c[{c}].sv", load, saved)
             )
         if rules is not None:
             r = f"r[c[{c}].key]"
@@ -396,7 +444,11 @@ def promela(
                     [f"c[{c}].phase = 3"],
                 )
             )
-        if cfg["crashes"]:
+        if wakes:  # it keeps its handle saved, once
+            keep = [f"c[{c}].sv = 1", f"c[{c}].skey = c[{c}].key", f"c[{c}].sep = c[{c}].ep"]
+            keep += [f"c[{c}].stok = c[{c}].tok", *drop(c)]
+            options.append((("crash", c), f"c[{c}].has && !c[{c}].sv", "false", keep))
+        elif cfg["crashes"]:
             options.append((("crash", c), f"c[{c}].has", "false", drop(c)))
     for key in range(keys):
         k = str(key)
@@ -439,6 +491,7 @@ def promela(
         f"/* {spec.name}: generated by claimfsm from its declaration; do not edit. */",
         f"/* world: {workers} workers, {keys} entities, {epochs} epochs, counts up to {counts},"
         f" crashes {'on' if cfg['crashes'] else 'off'}"
+        + (" (a crashed client keeps its handle saved and may wake up with it)" if wakes else "")
         + (f", a {rules.mode} remote" if rules is not None else "")
         + " */",
         "/* states: " + ", ".join(f"{i} {s}" for s, i in sid.items()) + " */",
@@ -449,6 +502,7 @@ def promela(
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; byte phase" if rules is not None else "")
+        + ("; bit sv; byte skey; byte sep; byte stok" if wakes else "")
         + " }",
         f"Row r[{keys}];",
         f"Client c[{workers}];",

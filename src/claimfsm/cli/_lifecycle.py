@@ -302,7 +302,7 @@ def _check_with_spin(
 
 
 def describe_world(spec: Spec, world: dict[str, Any]) -> str:
-    from claimfsm.checker import entity_word
+    from claimfsm.checker import crash_words, entity_word
 
     word = entity_word(spec)
     parts = [
@@ -312,7 +312,7 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
     ]
     if spec.columns:
         parts.append(f"counters up to {world['counts']}")
-    parts.append("with crashes and stale wake-ups" if world["crashes"] else "without crashes")
+    parts.append(crash_words(world) or "without crashes")
     if "remote" in world:
         parts.append(f"a {world['remote']} remote")
     return ", ".join(parts)

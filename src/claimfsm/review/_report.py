@@ -24,6 +24,7 @@ from claimfsm.checker import (
     PathStep,
     Report,
     claim_model,
+    crash_words,
     entity_model,
     entity_path_steps,
     entity_word,
@@ -102,7 +103,7 @@ def _kind(spec: Spec, config: ClaimModelConfig | EntityModelConfig) -> _Kind:
             lanes=lifecycle_lanes(word, "remote" in world),
             bounds=f"{_count(world['workers'], 'worker')}, {_count(world['keys'], word)}, "
             f"{_count(world['epochs'], 'epoch')} per {word}"
-            + (", with crashes and stale wake-ups" if world["crashes"] else "")
+            + (f", {crash_words(world)}" if world["crashes"] else "")
             + (f", a {world['remote']} remote" if "remote" in world else ""),
             after=f"{word} and workers after it",
             bars="the bars are each epoch's work running",

@@ -59,6 +59,7 @@ from claimfsm.spec._roles import (
     has_remote,
     lifecycle_facts,
     lifecycle_problem,
+    wake_events,
 )
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
 
@@ -118,5 +119,6 @@ __all__ = [
     "runs_on_the_claim_model",
     "shipped",
     "transition_keys",
+    "wake_events",
     "wrong_designs",
 ]

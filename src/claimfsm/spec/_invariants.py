@@ -28,6 +28,7 @@ from claimfsm.spec._roles import (
     has_remote,
     lifecycle_problem,
     named_tables,
+    wake_events,
 )
 
 #: Invariant kinds, with the sentence the docs use.
@@ -375,6 +376,15 @@ def lifecycle_world_problem(spec: Any) -> str | None:
             return (
                 f"invariant {name!r} lists the fair step 'steps', which the claim world's"
                 " workers take; list events, clock or fence"
+            )
+    if spec.world.get("wakes"):
+        if not spec.world.get("crashes"):
+            return "[world] wakes = true needs crashes = true: a client wakes up from a crash"
+        if not wake_events(spec):
+            return (
+                "[world] wakes = true, and no owner event leaves the state a taker's event"
+                " leads into for another: a woken client would have nothing to begin again;"
+                " leave out wakes"
             )
     known = LIFECYCLE_WORLD | {"remote"} if remote else LIFECYCLE_WORLD
     claims = sorted(set(spec.world_declared) - known)

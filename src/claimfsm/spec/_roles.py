@@ -67,13 +67,21 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
         "the highest value a bumped column reaches: a bump beyond it is not explored",
     ),
     "crashes": (True, 0, 0, "a client may crash: it forgets its handle and its work stops"),
+    "wakes": (
+        False,
+        0,
+        0,
+        "a lifecycle's world: a crashed client keeps its handle (saved) and may wake up once"
+        " with it, to take again an event that leaves the state its take led into (the claim"
+        " world's crash always does)",
+    ),
     "drafts": (2, 1, 6, "the claim world: drafts per target"),
     "retries": (1, 0, 6, "the claim world: same-key retries per epoch"),
     "remote": ("fencing", 0, 0, "the claim world: the remote's mode (plain, fencing, dedup)"),
     "edits": (True, 0, 0, "the claim world: each draft may be edited once"),
 }
 #: The options each world reads; an option only the other reads is refused where declared.
-LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes"})
+LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes", "wakes"})
 CLAIM_WORLD = frozenset(
     {"workers", "keys", "epochs", "crashes", "drafts", "retries", "remote", "edits"}
 )
@@ -106,6 +114,24 @@ FACT_WORDS: dict[str, tuple[str, ...]] = {"outcome": ("present", "absent")}
 def has_remote(spec: Any) -> bool:
     """Whether ``spec`` declares a remote: some event has a ``remote`` role."""
     return any(d.remote is not None for d in spec.effects.values())
+
+
+def wake_events(spec: Any) -> tuple[str, ...]:
+    """The events a client woken from a crash with its saved handle may take (``[world]
+    wakes``): it begins its work again, so it takes an owner event that leaves the state a
+    taker's event leads into, for another state (a keep-alive such as a lease renewal,
+    which stays, is not how work begins). The claim's are ``begin_send`` and ``release``."""
+    starts = {t.dest for t in spec.transitions if spec.role(t.event) == "taker"}
+    found: list[str] = []
+    for t in spec.transitions:
+        if (
+            t.source in starts
+            and t.dest != t.source
+            and spec.role(t.event) == "owner"
+            and t.event not in found
+        ):
+            found.append(t.event)
+    return tuple(found)
 
 
 def lifecycle_facts(spec: Any) -> frozenset[str]:

@@ -60,7 +60,7 @@ def _beyond_the_claim_row(spec: object) -> str:
     """What a declaration with the claim's names says that the claim's stores and model
     do not read: declared columns, invariants over them (``row``) or assuming fair what the
     claim world does not schedule (``clock``, ``fence``), guards over other facts, or the
-    ``[world]`` option ``counts``."""
+    ``[world]`` options ``counts`` and ``wakes``."""
     found = []
     if getattr(spec, "columns", None):
         found.append(f"columns {sorted(spec.columns)}")  # type: ignore[attr-defined]
@@ -76,6 +76,8 @@ def _beyond_the_claim_row(spec: object) -> str:
         )
     if "counts" in getattr(spec, "world_declared", ()):
         found.append("[world] counts (the claim world bounds epochs, retries and edits)")
+    if "wakes" in getattr(spec, "world_declared", ()):
+        found.append("[world] wakes (the claim world's crash always keeps the saved handle)")
     odd = [
         name
         for name, g in getattr(spec, "guards", {}).items()

@@ -3,9 +3,9 @@
 
 Hypothesis drives the checker's model of the declaration (``entity_model``) and a store of
 the same declaration side by side: each step is one of the model's actions (a worker
-takes, acts on its handle or crashes; the operator or the sweep acts; the clock passes the
-lease deadline; the executor is fenced), played on the store through each worker's own
-connection. After every step the store must have done what the model did (taken the
+takes, acts on its handle, crashes, or wakes up with the handle it saved before its crash;
+the operator or the sweep acts; the clock passes the lease deadline; the executor is
+fenced), played on the store through each worker's own connection. After every step the store must have done what the model did (taken the
 transition, or refused), its row must equal the model's (state, epoch, counters, whether
 the lease is live, which handle is current), its history must have grown by what was
 done, and the declared invariants must hold. A failure is the shortest program Hypothesis
@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 
 from claimfsm.audit import audit_store
 from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model, world_facts
-from claimfsm.checker._entity import stored_rows
+from claimfsm.checker._entity import holds_handle, stored_rows
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
@@ -171,13 +171,16 @@ def lifecycle_state_machine(
     workers: int | None = None,
     epochs: int | None = None,
     crashes: bool | None = None,
+    wakes: bool | None = None,
 ) -> type[RuleBasedStateMachine]:
     """A Hypothesis state machine comparing the stores ``open_store`` opens (one per worker,
     and one for the operator, the sweep and reading) with the checker's model of ``spec``.
     ``open_store(clock)`` must open a new connection to one database each time. In a
-    pytest suite: ``TestMine = lifecycle_state_machine(spec, opener).TestCase``."""
+    pytest suite: ``TestMine = lifecycle_state_machine(spec, opener).TestCase``. With
+    ``wakes`` (the declaration's ``[world] wakes`` by default), a crashed worker keeps its
+    handle and may wake up and act on it, as a restarted process that saved it does."""
     config = EntityModelConfig(
-        workers=workers, keys=1, epochs=epochs or 8, counts=16, crashes=crashes
+        workers=workers, keys=1, epochs=epochs or 8, counts=16, crashes=crashes, wakes=wakes
     )
     model = entity_model(spec, config)
     # What a single step can break: the state invariants (an ``eventually`` obligation is
@@ -201,6 +204,8 @@ def lifecycle_state_machine(
             )
             self.world: EntityWorld = next(iter(model.init_states()))
             self.handles: list[Handle | None] = [None] * resolved["workers"]
+            # the handle each worker saved before it crashed ([world] wakes)
+            self.saved: list[Handle | None] = [None] * resolved["workers"]
             self.program: list[str] = []
             self.clean = True  # no step has failed (teardown then audits the history)
             LifecycleMachine.last_program = self.program
@@ -232,6 +237,11 @@ def lifecycle_state_machine(
         def crash(self, data: st.DataObject) -> None:
             self.step(data.draw(st.sampled_from(self._of(("crash",))), label="crash"))
 
+        @precondition(lambda self: bool(self._of(("wake",))))
+        @rule(data=st.data())
+        def wake(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(("wake",))), label="wake"))
+
         @precondition(lambda self: bool(self._of(("clock", "fence"))))
         @rule(data=st.data())
         def clock_or_fence(self, data: st.DataObject) -> None:
@@ -258,8 +268,8 @@ def lifecycle_state_machine(
             # also dropped after a step into a state with nothing more for its holder to do,
             # and then the row has changed (into another state).
             refused_by_model = expected is None or (
-                action[0] == "own"
-                and expected.clients[action[1]] is None
+                action[0] in ("own", "wake")
+                and not holds_handle(expected.clients[action[1]])
                 and stored_rows(expected) == stored_rows(self.world)
             )
             if expected is None and did == "took":
@@ -275,7 +285,9 @@ def lifecycle_state_machine(
             if expected is not None and model.explain is not None:
                 moves = len(model.explain(self.world, action, expected))
             if expected is not None:
-                if action[0] in ("take", "resend", "own") and expected.clients[action[1]] is None:
+                if action[0] in ("take", "resend", "own", "wake") and not holds_handle(
+                    expected.clients[action[1]]
+                ):
                     self.handles[action[1]] = None  # done with it, as the model's client is
                 self.world = expected
             self._compare(before, did, moves)
@@ -302,9 +314,12 @@ def lifecycle_state_machine(
                     )
                     self.handles[c] = taken
                     return "took", taken.state
-                if kind == "own":
+                if kind in ("own", "wake"):
                     _, c, event = action
-                    handle = self.handles[c]
+                    if kind == "wake":  # a restarted worker, with the handle it saved
+                        handle, self.saved[c] = self.saved[c], None
+                    else:
+                        handle = self.handles[c]
                     assert handle is not None
                     self.handles[c] = None  # kept only if the store takes it
                     acted = self.stores[c + 1].act(handle, event, lease_seconds=LEASE_SECONDS)
@@ -322,8 +337,10 @@ def lifecycle_state_machine(
                 self.clock.advance(LEASE_SECONDS + 1)
                 return "world", "the lease deadline passes"
             if kind == "crash":
+                if resolved["wakes"]:
+                    self.saved[action[1]] = self.handles[action[1]]
                 self.handles[action[1]] = None
-                return "world", "its handle is gone"
+                return "world", "its handle is saved" if resolved["wakes"] else "its handle is gone"
             # the model's world only: the executor or remote fenced, a request sent, landed
             # or answered
             return "world", REMOTE_WORDS.get(kind, "fenced")
@@ -344,7 +361,11 @@ def lifecycle_state_machine(
                 f"store row (state, epoch, columns, live) {got}, model {expect}"
             )
             for c, (h, mh) in enumerate(zip(self.handles, self.world.clients, strict=True)):
-                assert (h is None) == (mh is None), self._disagree(f"worker {c}'s handle")
+                assert (h is None) == (not holds_handle(mh)), self._disagree(f"worker {c}'s handle")
+                kept = mh is not None and bool(mh.saved)
+                assert (self.saved[c] is not None) == kept, self._disagree(
+                    f"whether worker {c} saved a handle"
+                )
                 if h is not None and mh is not None and row is not None:
                     current = fingerprint(token_hash(h.token)) == row.token_fingerprint and (
                         h.epoch == row.epoch
@@ -396,11 +417,11 @@ def guided_paths(
             break
         for action in model.actions(world):
             after = model.next_state(world, action)
-            if action[0] in ("take", "own", "env", "resend"):
+            if action[0] in ("take", "own", "env", "resend", "wake"):
                 row = world.rows[0]
                 if after is None or (
-                    action[0] == "own"
-                    and after.clients[action[1]] is None
+                    action[0] in ("own", "wake")
+                    and not holds_handle(after.clients[action[1]])
                     and stored_rows(after) == stored_rows(world)
                 ):  # refused: the handle is dropped, the entity unchanged
                     what = f"{action[-1]} from {row.state}: refused"
