@@ -392,3 +392,53 @@ def test_a_resend_it_cannot_run_is_refused_by_name(
     result = CliRunner().invoke(main, ["check", str(path)])
     assert result.exit_code == 1 and says in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_retries_bound_the_resends_of_an_epoch(retry_spec: Spec, tmp_path: Path) -> None:
+    """``[world] retries`` bounds a lifecycle's resends per epoch as it bounds the claim
+    world's retries: more allowed, more states; none allowed, no resend explored, and the
+    state it stops in is no deadlock. SPIN's twin keeps the same count per row."""
+    counts = {}
+    for retries in (0, 1, 2):
+        model = entity_model(retry_spec, EntityModelConfig(retries=retries))
+        found = Checker(model).symmetry(False).run()
+        assert found.verdict == "ok" and found.deadlock is None, retries
+        counts[retries] = found.unique
+        resent = {w.rows[0].resent for w in _reachable(model)}
+        assert resent == set(range(retries + 1)), (retries, resent)
+    assert counts[0] < counts[1] < counts[2]
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "retry.toml"), "--retries", "2"])
+    assert result.exit_code == 0, result.output
+    assert "2 resends per charge's epoch" in result.output
+    # a lifecycle without resends takes no retries, by flag or by declaration
+    with pytest.raises(InvalidArgument, match="declares no resends event"):
+        EntityModelConfig(retries=1).resolved(shipped()["job"])
+    result = CliRunner().invoke(main, ["check", "job", "--retries", "1"])
+    assert result.exit_code == 2 and "--retries where an event resends" in result.output
+    job = (Path(__file__).parent.parent / "specs" / "job.toml").read_text()
+    (tmp_path / "job.toml").write_text(job.replace("\n[world]\n", "\n[world]\nretries = 1\n"))
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "job.toml")])
+    assert result.exit_code != 0 and "retries when an event resends" in result.output
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_spin_bounds_resends_alike(retry_spec: Spec, retries: int) -> None:
+    needs_spin()
+    config = EntityModelConfig(retries=retries)
+    theirs, _ = spin_check(retry_spec, config)
+    ours = Checker(entity_model(retry_spec, config)).symmetry(False).run()
+    assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")
+    assert "byte rs" in promela(retry_spec, config).text
+
+
+def _reachable(model: Any) -> set[Any]:
+    """Every world ``model`` reaches (a small one), breadth-first."""
+    seen = set(model.init_states())
+    queue = list(seen)
+    for world in queue:
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if after is not None and after not in seen:
+                seen.add(after)
+                queue.append(after)
+    return seen

@@ -37,6 +37,7 @@ from claimfsm.checker._entity import (
     entity_model,
     entity_path_steps,
     entity_word,
+    resends_in,
     world_facts,
 )
 from claimfsm.checker._packed import Processes
@@ -82,6 +83,7 @@ __all__ = [
     "path_steps",
     "promela",
     "replay",
+    "resends_in",
     "spin_available",
     "spin_check",
     "world_facts",

@@ -10,12 +10,13 @@ stale clients act on rows that moved on; *operator* and *sweep* events act on th
 it is, naming its current epoch. The world's faults are actions the search may take at
 any point: the lease deadline passes, a client crashes (its work stops and it forgets its
 handle, or, with ``[world] wakes``, keeps it saved and may wake up once with it to begin
-its work again: ``wake_events``), the executor is fenced through the current epoch (when a guard reads
-``fenced_through``). A client whose operation is refused drops its handle and stops its
-work, as a keep-alive cancels on loss; a client that moved the entity into a state from
-which it has no event to take, with no work running, is done with the handle and idle
-again; a client that does nothing for a while is simply not scheduled, which is how a
-paused worker wakes up stale.
+its work again: ``wake_events``), the executor is fenced through the current epoch (when
+a guard reads ``fenced_through``). A client whose operation is refused drops its handle
+and stops its work, as a keep-alive cancels on loss; a client that moved the entity into
+a state from which it has no event to take, with no work running, is done with the
+handle and idle again; a client that does nothing for a while is simply not scheduled,
+which is how a paused worker wakes up stale. A declaration's ``resends`` events are
+bounded per epoch by ``[world] retries`` (``Row.resent``), as the claim world's retries.
 
 Guards are true as their declared kinds say, by the predicates the machines run
 (``spec._predicates``, read on a view of the world's row and caller; ``compare`` reads the
@@ -92,6 +93,9 @@ class Row(NamedTuple):
     #: entity's idempotency key, the same in every epoch.
     in_flight: tuple[int, ...] = ()
     landed: tuple[int, ...] = ()
+    #: the resends of the current epoch (a declaration with a ``resends`` event), bounded
+    #: by ``[world] retries``
+    resent: int = 0
 
 
 class Handle(NamedTuple):
@@ -139,6 +143,8 @@ class EntityModelConfig:
     epochs: int | None = None
     counts: int | None = None
     crashes: bool | None = None
+    #: resends per epoch (a declaration with a ``resends`` event)
+    retries: int | None = None
     #: a crashed client keeps its handle and may wake up with it (needs crashes)
     wakes: bool | None = None
     #: the remote's mode (plain, fencing, dedup), for a declaration that declares a remote
@@ -149,7 +155,7 @@ class EntityModelConfig:
 
         out: dict[str, Any] = {}
         for name, (_default, low, high, _meaning) in WORLD_OPTIONS.items():
-            if name not in LIFECYCLE_WORLD:
+            if name not in LIFECYCLE_WORLD and not (name == "retries" and resends_in(spec)):
                 continue
             value = getattr(self, name)
             value = spec.world[name] if value is None else value
@@ -165,6 +171,10 @@ class EntityModelConfig:
             raise InvalidArgument(
                 f"{spec.name}: no owner event leaves the state a taker's event leads into,"
                 " so a woken client has nothing to begin again: leave out wakes"
+            )
+        if self.retries is not None and "retries" not in out:
+            raise InvalidArgument(
+                f'{spec.name} declares no resends event (remote = "resends"): leave out retries'
             )
         if has_remote(spec):
             mode = spec.world["remote"] if self.remote is None else self.remote
@@ -186,6 +196,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     _refuse_what_this_world_cannot_answer(spec)  # the declaration's problems first
     cfg = (config or EntityModelConfig()).resolved(spec)
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
+    retries = cfg.get("retries", 0)
     columns = tuple(spec.columns)
     defaults = tuple(spec.columns[c].default for c in columns)
     col_index = {c: i for i, c in enumerate(columns)}
@@ -200,7 +211,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     unanswered = frozenset(e for e in spec.events if spec.remote_role(e) == "unanswered")
     # the operator's events an idle client takes to take the current epoch over and send
     # again (the claim's retry): the client holds the epoch with the fresh token
-    resends = tuple(e for e in spec.events if spec.remote_role(e) == "resends")
+    resends = resends_in(spec)
     # The fence: the executor's (no remote) or the remote's, which only a fencing one has.
     fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
         rules is None or rules.fences
@@ -269,8 +280,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def _after(row: Row, event: str, dest: str, taking: bool) -> Row:
         epoch, token, live, cols = row.epoch, row.token, row.live, row.columns
         effects = sets.get(event, frozenset())
+        resent = row.resent + 1 if event in resends else row.resent
         if taking:  # a new epoch: a fresh token, and a lease only if the event sets one
-            epoch, token, live = epoch + 1, 1, False
+            epoch, token, live, resent = epoch + 1, 1, False, 0
         if "fresh_token" in effects:
             token += 1
         if "lease" in effects:
@@ -283,7 +295,16 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 bumped[i] += 1
             cols = tuple(bumped)
         return Row(
-            dest, epoch, token, live, cols, row.fence, row.working, row.in_flight, row.landed
+            dest,
+            epoch,
+            token,
+            live,
+            cols,
+            row.fence,
+            row.working,
+            row.in_flight,
+            row.landed,
+            resent,
         )
 
     def cut(after: Row) -> bool:
@@ -293,6 +314,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             or after.token > counts
             or any(c > counts for c in after.columns)
             or len(after.in_flight) > counts
+            or after.resent > retries
         )
 
     def init_states() -> Iterator[EntityWorld]:
@@ -619,6 +641,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             parts.append("in flight " + ",".join(f"e{e}" for e in row.in_flight))
         if row.landed:
             parts.append("took effect " + ",".join(f"e{e}" for e in row.landed))
+        if row.resent:
+            parts.append(f"resent {row.resent}x")
         return f"{key_word} {key}: " + ", ".join(parts)
 
     def show_client(c: int, h: Handle | None) -> str:
@@ -771,8 +795,8 @@ def stored(row: Row) -> Row:
     """``row`` as a store keeps it: without the work its clients run (``Row.working``),
     which a refused client's dropped handle changes while the entity does not, and
     without the remote's requests."""
-    if row.working or row.in_flight or row.landed:
-        return row._replace(working=(), in_flight=(), landed=())
+    if row.working or row.in_flight or row.landed or row.resent:
+        return row._replace(working=(), in_flight=(), landed=(), resent=0)
     return row
 
 
@@ -791,6 +815,12 @@ def _stops(row: Row, epoch: int) -> Row:
     working = list(row.working)
     working.remove(epoch)
     return row._replace(working=tuple(working))
+
+
+def resends_in(spec: Spec) -> tuple[str, ...]:
+    """The declaration's ``resends`` events (the claim's same-key retry): the operator's
+    events an idle client takes to take the current epoch over and send again."""
+    return tuple(e for e in spec.events if spec.remote_role(e) == "resends")
 
 
 def crash_words(world: dict[str, Any]) -> str | None:

@@ -252,6 +252,8 @@ def promela(
             for col in bumps.get(e, ()):
                 added[col] = added.get(col, 0) + 1
         parts += [f"{column(r, col)} + {n} > {counts}" for col, n in added.items()]
+        if event in resends:
+            parts.append(f"{r}.rs + 1 > {cfg['retries']}")
         return any_of(parts)
 
     def writes(event: str) -> bool:
@@ -286,6 +288,10 @@ def promela(
         effects = sets.get(event, set())
         if taking:
             out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
+            if resends:
+                out.append(f"{r}.rs = 0")  # a new epoch has had no resend
+        if event in resends:
+            out.append(f"{r}.rs = {r}.rs + 1")
         if "fresh_token" in effects:
             out.append(f"{r}.tok = {r}.tok + 1")
         if "lease" in effects:
@@ -493,12 +499,14 @@ def promela(
         f" crashes {'on' if cfg['crashes'] else 'off'}"
         + (" (a crashed client keeps its handle saved and may wake up with it)" if wakes else "")
         + (f", a {rules.mode} remote" if rules is not None else "")
+        + (f", {cfg['retries']} resends per epoch" if resends else "")
         + " */",
         "/* states: " + ", ".join(f"{i} {s}" for s, i in sid.items()) + " */",
         "typedef Row { byte st; byte ep; byte tok; bit live; "
         + (f"byte col[{len(columns)}]; " if columns else "")
         + "byte fence"
         + (f"; byte fly[{epochs + 1}]; byte took[{epochs + 1}]" if rules is not None else "")
+        + ("; byte rs" if resends else "")
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; byte phase" if rules is not None else "")

@@ -33,21 +33,31 @@ def check_lifecycle(
     limits: dict[str, Any],
     token: str | None,
     remote: str | None = None,
+    retries: int | None = None,
     as_json: bool,
     draw: Callable[[Any], list[Path]] | None = None,
     spin: dict[str, Any] | None = None,
     replay_paths: bool = False,
 ) -> None:
     """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine."""
-    from claimfsm.checker import Checker, EntityModelConfig, entity_model, explained, replay
+    from claimfsm.checker import (
+        Checker,
+        EntityModelConfig,
+        entity_model,
+        explained,
+        replay,
+        resends_in,
+    )
     from claimfsm.spec import has_remote
 
     own_remote = has_remote(spec)
+    resends = bool(resends_in(spec))
     given = [
         name
         for name in CLAIM_ONLY
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
         and not (name == "remote" and own_remote)
+        and not (name == "retries" and resends)
     ]
     if given:
         flags = ", ".join(f"--{n}" for n in given)
@@ -56,6 +66,7 @@ def check_lifecycle(
             f" {spec.name} is a lifecycle of its own: its world is its [world] table, and"
             " --workers, --targets (its entities), --epochs and --no-crashes"
             + ("" if own_remote else ", and --remote where an event declares a remote role")
+            + ("" if resends else ", and --retries where an event resends")
         )
     config = EntityModelConfig(
         workers=workers,
@@ -63,6 +74,7 @@ def check_lifecycle(
         epochs=epochs,
         crashes=False if no_crashes else None,
         remote=remote if own_remote else None,
+        retries=retries if resends else None,
     )
     model = entity_model(spec, config)
     world = config.resolved(spec)
@@ -315,6 +327,8 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
     parts.append(crash_words(world) or "without crashes")
     if "remote" in world:
         parts.append(f"a {world['remote']} remote")
+    if "retries" in world:
+        parts.append(_count(world["retries"], "resend") + f" per {word}'s epoch")
     return ", ".join(parts)
 
 

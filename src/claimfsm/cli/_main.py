@@ -840,6 +840,7 @@ def check(
                 epochs=epochs,
                 no_crashes=no_crashes,
                 remote=remote,
+                retries=retries,
                 no_symmetry=no_symmetry,
                 limits={
                     "max_depth": max_depth,

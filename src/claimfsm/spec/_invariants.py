@@ -386,13 +386,16 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 " leads into for another: a woken client would have nothing to begin again;"
                 " leave out wakes"
             )
+    resends = any(spec.remote_role(e) == "resends" for e in spec.events)
     known = LIFECYCLE_WORLD | {"remote"} if remote else LIFECYCLE_WORLD
+    known = known | {"retries"} if resends else known
     claims = sorted(set(spec.world_declared) - known)
     if claims:
         return (
             f"[world] declares {claims}, which only the claim world reads (its drafts and"
             f" remote); a lifecycle of your own declares {sorted(known)}"
             + ("" if remote else ", and remote when an event declares a remote role")
+            + ("" if resends else ", and retries when an event resends")
         )
     return None
 

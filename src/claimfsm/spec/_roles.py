@@ -76,7 +76,13 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
         " world's crash always does)",
     ),
     "drafts": (2, 1, 6, "the claim world: drafts per target"),
-    "retries": (1, 0, 6, "the claim world: same-key retries per epoch"),
+    "retries": (
+        1,
+        0,
+        6,
+        "same-key retries per epoch: the claim world's, and a lifecycle's resends where it"
+        " declares a resends event",
+    ),
     "remote": ("fencing", 0, 0, "the claim world: the remote's mode (plain, fencing, dedup)"),
     "edits": (True, 0, 0, "the claim world: each draft may be edited once"),
 }

@@ -5,10 +5,11 @@ Hypothesis drives the checker's model of the declaration (``entity_model``) and 
 the same declaration side by side: each step is one of the model's actions (a worker
 takes, acts on its handle, crashes, or wakes up with the handle it saved before its crash;
 the operator or the sweep acts; the clock passes the lease deadline; the executor is
-fenced), played on the store through each worker's own connection. After every step the store must have done what the model did (taken the
-transition, or refused), its row must equal the model's (state, epoch, counters, whether
-the lease is live, which handle is current), its history must have grown by what was
-done, and the declared invariants must hold. A failure is the shortest program Hypothesis
+fenced), played on the store through each worker's own connection. After every step the
+store must have done what the model did (taken the transition, or refused), its row must
+equal the model's (state, epoch, counters, whether the lease is live, which handle is
+current), its history must have grown by what was done, and the declared invariants must
+hold. A failure is the shortest program Hypothesis
 finds, printed step by step.
 """
 
@@ -30,7 +31,13 @@ from hypothesis.stateful import (
 )
 
 from claimfsm.audit import audit_store
-from claimfsm.checker import EntityModelConfig, EntityWorld, entity_model, world_facts
+from claimfsm.checker import (
+    EntityModelConfig,
+    EntityWorld,
+    entity_model,
+    resends_in,
+    world_facts,
+)
 from claimfsm.checker._entity import holds_handle, stored_rows
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.spec import Spec
@@ -179,9 +186,7 @@ def lifecycle_state_machine(
     pytest suite: ``TestMine = lifecycle_state_machine(spec, opener).TestCase``. With
     ``wakes`` (the declaration's ``[world] wakes`` by default), a crashed worker keeps its
     handle and may wake up and act on it, as a restarted process that saved it does."""
-    config = EntityModelConfig(
-        workers=workers, keys=1, epochs=epochs or 8, counts=16, crashes=crashes, wakes=wakes
-    )
+    config = _beyond_the_checker(spec, workers, epochs, crashes=crashes, wakes=wakes)
     model = entity_model(spec, config)
     # What a single step can break: the state invariants (an ``eventually`` obligation is
     # about whole runs; the checker proves it).
@@ -399,6 +404,26 @@ def lifecycle_state_machine(
     return LifecycleMachine
 
 
+def _beyond_the_checker(
+    spec: Spec,
+    workers: int | None,
+    epochs: int | None = None,
+    crashes: bool | None = None,
+    wakes: bool | None = None,
+) -> EntityModelConfig:
+    """The world a program plays on a store: one entity, and the checker's bounds at their
+    highest (epochs, counters and tokens, resends per epoch), since a store has none."""
+    return EntityModelConfig(
+        workers=workers,
+        keys=1,
+        epochs=epochs or 8,
+        counts=16,
+        retries=6 if resends_in(spec) else None,
+        crashes=crashes,
+        wakes=wakes,
+    )
+
+
 def guided_paths(
     spec: Spec, *, workers: int | None = None, max_states: int = 200_000
 ) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -407,6 +432,9 @@ def guided_paths(
     refusal the model can reach, as (event, from, to) or (event, from, refused), and to the
     first violation of each invariant. Each is (what it reaches, its actions)."""
     model = entity_model(spec, EntityModelConfig(workers=workers, keys=1))
+    # the same world without the checker's bounds: a step it takes that the bounded model
+    # does not is beyond a bound, not refused
+    unbounded = entity_model(spec, _beyond_the_checker(spec, workers))
     always = [p for p in model.properties if p.kind == "always"]
     start = next(iter(model.init_states()))
     parent: dict[EntityWorld, tuple[EntityWorld, tuple[Any, ...]] | None] = {start: None}
@@ -419,6 +447,8 @@ def guided_paths(
             after = model.next_state(world, action)
             if action[0] in ("take", "own", "env", "resend", "wake"):
                 row = world.rows[0]
+                if after is None and unbounded.next_state(world, action) is not None:
+                    continue  # beyond a bound: no step of this world
                 if after is None or (
                     action[0] in ("own", "wake")
                     and not holds_handle(after.clients[action[1]])
