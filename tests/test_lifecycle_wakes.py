@@ -7,6 +7,7 @@ refused where the world cannot run it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 from claimfsm.checker import Checker, EntityModelConfig, entity_model, spin_check
 from claimfsm.cli import main
 from claimfsm.errors import InvalidArgument, SpecError
-from claimfsm.spec import load_spec, shipped, wake_events
+from claimfsm.spec import load_spec, shipped, wake_events, wrong_designs
 from claimfsm.store import open_entity_store
 from claimfsm.verify import verify
 from claimfsm.verify._stateful import guided_paths, play
@@ -158,17 +159,13 @@ def test_the_store_meets_a_woken_worker_as_the_model_does(waking: Path, url: str
 
 
 def test_wakes_it_cannot_run_are_refused_by_name(tmp_path: Path) -> None:
-    """``wakes`` without crashes, on a lifecycle where nothing leaves the state a take
-    leads into, or on the claim (whose crash always keeps the handle): one clear error."""
+    """``wakes`` without crashes, or on a lifecycle where nothing leaves the state a take
+    leads into: one clear error naming the file."""
     path = with_world(tmp_path, "job.toml", "wakes = true").read_text()
     no_crash = tmp_path / "no_crash.toml"
     no_crash.write_text(path.replace("crashes = true", "crashes = false"))
     with pytest.raises(SpecError, match="wakes = true needs crashes = true"):
         entity_model(load_spec(no_crash))
-    claim = with_world(tmp_path, "claim.toml", "wakes = true", "claim_wakes.toml")
-    result = CliRunner().invoke(main, ["check", str(claim)])
-    assert result.exit_code != 0 and "wakes" in result.output, result.output
-    assert "Traceback" not in result.output
     result = CliRunner().invoke(main, ["check", str(no_crash)])
     assert result.exit_code != 0 and "no_crash.toml" in result.output
     assert "needs crashes = true" in result.output
@@ -220,3 +217,61 @@ guards = ["lapsed"]
 [world]
 wakes = true
 """
+
+
+def test_the_claim_declares_its_wake_ups(tmp_path: Path) -> None:
+    """The claim world's crash reads the same option: claim.toml declares ``wakes = true``
+    (undeclared, the claim world keeps its old default, true); with ``wakes = false`` a
+    crash forgets the handle, in the built-in model and in the claim's Promela alike."""
+    from claimfsm.checker import ClaimModelConfig, claim_model
+
+    claim = shipped()["claim"]
+    assert "wakes" in claim.world_declared and ClaimModelConfig.declared(claim).wakes
+    text = (SPECS / "claim.toml").read_text()
+    assert "\nwakes = true\n" in text
+    (tmp_path / "unsaid.toml").write_text(text.replace("\nwakes = true\n", "\n"))
+    assert ClaimModelConfig.declared(load_spec(tmp_path / "unsaid.toml")).wakes
+    (tmp_path / "forgets.toml").write_text(text.replace("\nwakes = true\n", "\nwakes = false\n"))
+    forgets = load_spec(tmp_path / "forgets.toml")
+    config = ClaimModelConfig.declared(forgets, workers=2)
+    assert not config.wakes
+    model = claim_model(forgets, config)
+    found = Checker(model).symmetry(False).run()
+    full = Checker(claim_model(claim, ClaimModelConfig(workers=2))).symmetry(False).run()
+    assert found.verdict == "ok" and found.unique < full.unique == 144_461
+    assert model.show_action(("crash", 0)).endswith("crashes (its handle is gone)")
+    world = next(iter(model.init_states()))
+    assert all(a[0] != "wake" for w in [world] for a in model.actions(w))
+    # a woken worker takes the claim's two steps out of reserved, whatever their guards:
+    # release_by_target's release has lost its owner guard, and a stale worker still calls
+    # it (that is the design's flaw, which verify shows on the store)
+    for spec in (claim, wrong_designs()["release_by_target"]):
+        assert [a for a in model_actions_after_crash(spec) if a[0] == "wake"] == [
+            ("wake", 0, "release"),
+            ("wake", 0, "begin_send"),
+        ]
+
+
+def model_actions_after_crash(spec: Any) -> list[Any]:
+    """The claim model's actions once worker 0 acquired and crashed (two workers)."""
+    from claimfsm.checker import ClaimModelConfig, claim_model
+
+    model = claim_model(spec, ClaimModelConfig(workers=2))
+    world = next(iter(model.init_states()))
+    acquire = next(a for a in model.actions(world) if a[0] == "acquire" and a[1] == 0)
+    world = model.next_state(world, acquire)
+    world = model.next_state(world, ("crash", 0))
+    return list(model.actions(world))
+
+
+def test_spin_forgets_as_the_claim_model_does(tmp_path: Path) -> None:
+    needs_spin()
+    from claimfsm.checker import ClaimModelConfig, claim_model
+
+    text = (SPECS / "claim.toml").read_text()
+    (tmp_path / "forgets.toml").write_text(text.replace("\nwakes = true\n", "\nwakes = false\n"))
+    spec = load_spec(tmp_path / "forgets.toml")
+    config = ClaimModelConfig.declared(spec, workers=2)
+    theirs, _ = spin_check(spec, config)
+    ours = Checker(claim_model(spec, config)).symmetry(False).run()
+    assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")

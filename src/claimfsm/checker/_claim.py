@@ -49,7 +49,14 @@ from claimfsm.spec import (
     Spec,
 )
 from claimfsm.spec._predicates import build_guards
-from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_world
+from claimfsm.spec._vocabulary import (
+    ClaimSteps,
+    Event,
+    State,
+    claim_steps,
+    claim_wakes,
+    require_claim_world,
+)
 
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
 
@@ -176,6 +183,9 @@ class ClaimModelConfig:
     retries: int = 1  # same-key retries per epoch (each bumps the token: unbounded otherwise)
     remote: RemoteMode = "fencing"
     crashes: bool = True  # crash and stale wake-up actions
+    #: a crashed worker keeps its handle and wakes up once with it (``[world] wakes``, which
+    #: the claim world takes as true unless declared); without it a crash forgets it
+    wakes: bool = True
     edits: bool = True  # draft edits (one per draft)
     # Whether a worker carries its own claim's key to the send: None (the default) does
     # against a plain or deduping remote, not against a fencing one (see claim_model).
@@ -189,6 +199,9 @@ class ClaimModelConfig:
                 raise InvalidArgument(f"{name} must be an int from {low} to 6, got {value!r}")
         if self.remote not in REMOTE_MODES:
             raise InvalidArgument("remote must be plain, fencing or dedup")
+        for flag in ("crashes", "wakes", "edits"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidArgument(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.own_keys not in (None, True, False):
             raise InvalidArgument(f"own_keys must be None, True or False, got {self.own_keys!r}")
 
@@ -206,6 +219,7 @@ class ClaimModelConfig:
             "retries": world["retries"],
             "remote": world["remote"],
             "crashes": world["crashes"],
+            "wakes": claim_wakes(spec),
             "edits": world["edits"],
         }
         try:
@@ -289,6 +303,11 @@ def claim_model(
             f" on {starts}"
         )
     send_first = starts == [e_acquire]
+    # What a worker woken from a crash takes with its saved handle: the claim's two steps
+    # out of the state acquire leads into, which its worker takes whatever their guards
+    # (release_by_target's release has no owner guard, and a stale worker still calls it);
+    # none where a crash forgets the handle ([world] wakes = false).
+    wakes = [Event.RELEASE, Event.BEGIN_SEND] if cfg.wakes else []
     # Whether a retry sends under a new idempotency key is declared too: ``fresh_key`` in
     # what retry writes (fresh_key_retry). The model's remote sees keys change nowhere else.
     keyed = [e for e, d in spec.effects.items() if "fresh_key" in d.sets]
@@ -514,8 +533,7 @@ def claim_model(
                 if tg.state == s_uncertain and tg.retries < cfg.retries:
                     acts.append((Event.RETRY, i, t))
             if wk.saved:
-                acts.append(("wake", i, Event.RELEASE))
-                acts.append(("wake", i, Event.BEGIN_SEND))
+                acts += [("wake", i, op) for op in wakes]
             return acts
         if phase in ("R", "Q"):
             acts.append((Event.BEGIN_SEND, i))
@@ -652,6 +670,8 @@ def claim_model(
         if kind == "crash":
             i = a[1]
             wk = w.workers[i]
+            if not wakes:  # it forgets its handle
+                return set_worker(w, i, Worker())
             return set_worker(w, i, Worker(saved=(wk.target, wk.epoch, wk.token)))
         if kind == "wake":
             _, i, op = a
@@ -773,7 +793,7 @@ def claim_model(
         Event.TIMEOUT: f"times out and marks the claim {s_uncertain}",
         "send": "sends the request",
         "ack": "receives the acknowledgement",
-        "crash": "crashes (keeps its saved handle)",
+        "crash": "crashes (keeps its saved handle)" if wakes else "crashes (its handle is gone)",
     }
 
     def show_action(a: tuple[Any, ...]) -> str:

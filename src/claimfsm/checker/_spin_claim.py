@@ -171,6 +171,8 @@ class _Generator:
             else ()
         )
         self.one_live = spec.drafts is not None and spec.drafts.one_live_per_target
+        # what a worker woken from a crash takes on its saved handle (as the built-in model)
+        self.wakes = [Event.RELEASE, Event.BEGIN_SEND] if cfg.wakes else []
         # the declared invariants this world checks, and the one left_only_by's rule
         self.invariants = {
             inv.name: inv for inv in claim_invariants(spec, named, cfg.remote, cfg.drafts)
@@ -416,10 +418,12 @@ class _Generator:
                 for d in range(cfg.drafts):
                     out.append(self.acquire(i, t, d))
                 out.append(self.retry(i, t))
-            for op in (Event.RELEASE, Event.BEGIN_SEND):
+            for op in self.wakes:
                 out.append(self.wake(i, op))
             out += self.owner_steps(i)
-            if cfg.crashes:
+            if cfg.crashes and not cfg.wakes:  # it forgets its handle
+                out.append((("crash", i), f"w_phase[{i}] != 0", self.idle(i)))
+            elif cfg.crashes:
                 out.append(
                     (
                         ("crash", i),

@@ -71,9 +71,9 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
         False,
         0,
         0,
-        "a lifecycle's world: a crashed client keeps its handle (saved) and may wake up once"
-        " with it, to take again an event that leaves the state its take led into (the claim"
-        " world's crash always does)",
+        "a crashed client keeps its handle (saved) and may wake up once with it, to take"
+        " again an event that leaves the state its take led into (needs crashes; the claim"
+        " world's default is true)",
     ),
     "drafts": (2, 1, 6, "the claim world: drafts per target"),
     "retries": (
@@ -89,7 +89,7 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
 #: The options each world reads; an option only the other reads is refused where declared.
 LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes", "wakes"})
 CLAIM_WORLD = frozenset(
-    {"workers", "keys", "epochs", "crashes", "drafts", "retries", "remote", "edits"}
+    {"workers", "keys", "epochs", "crashes", "wakes", "drafts", "retries", "remote", "edits"}
 )
 
 

@@ -60,7 +60,7 @@ def _beyond_the_claim_row(spec: object) -> str:
     """What a declaration with the claim's names says that the claim's stores and model
     do not read: declared columns, invariants over them (``row``) or assuming fair what the
     claim world does not schedule (``clock``, ``fence``), guards over other facts, or the
-    ``[world]`` options ``counts`` and ``wakes``."""
+    ``[world]`` option ``counts``."""
     found = []
     if getattr(spec, "columns", None):
         found.append(f"columns {sorted(spec.columns)}")  # type: ignore[attr-defined]
@@ -76,8 +76,6 @@ def _beyond_the_claim_row(spec: object) -> str:
         )
     if "counts" in getattr(spec, "world_declared", ()):
         found.append("[world] counts (the claim world bounds epochs, retries and edits)")
-    if "wakes" in getattr(spec, "world_declared", ()):
-        found.append("[world] wakes (the claim world's crash always keeps the saved handle)")
     odd = [
         name
         for name, g in getattr(spec, "guards", {}).items()
@@ -276,6 +274,13 @@ def claim_steps(spec: Any) -> ClaimSteps:
             State.DISCARDED: dest(discard, expired),
         },
     )
+
+
+def claim_wakes(spec: Any) -> bool:
+    """Whether the claim world of ``spec`` keeps a crashed worker's handle for a wake-up:
+    ``[world] wakes`` where declared, else true (the claim world's crash always has)."""
+    world = getattr(spec, "world", {})
+    return bool(world["wakes"]) if "wakes" in getattr(spec, "world_declared", ()) else True
 
 
 def require_claim_world(spec: Any, what: str) -> ClaimSteps:
