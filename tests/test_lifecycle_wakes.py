@@ -242,6 +242,12 @@ def test_the_claim_declares_its_wake_ups(tmp_path: Path) -> None:
     assert model.show_action(("crash", 0)).endswith("crashes (its handle is gone)")
     world = next(iter(model.init_states()))
     assert all(a[0] != "wake" for w in [world] for a in model.actions(w))
+    # and the check's bounds say so: crashes, no stale wake-ups
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "forgets.toml"), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "fencing remote, with crashes\n" in result.output, result.output
+    result = CliRunner().invoke(main, ["check", "claim", "--workers", "2"])
+    assert "with crashes and stale wake-ups\n" in result.output, result.output
     # a woken worker takes the claim's two steps out of reserved, whatever their guards:
     # release_by_target's release has lost its owner guard, and a stale worker still calls
     # it (that is the design's flaw, which verify shows on the store)

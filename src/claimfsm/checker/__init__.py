@@ -14,6 +14,7 @@ protocol and its wrong designs), and reads the verdict and the trail back into a
 from claimfsm.checker._claim import (
     ClaimModelConfig,
     World,
+    claim_crash_words,
     claim_model,
     compile_table,
     fire,
@@ -70,6 +71,7 @@ __all__ = [
     "SpinUnavailable",
     "Step",
     "World",
+    "claim_crash_words",
     "claim_model",
     "claim_promela",
     "compile_table",

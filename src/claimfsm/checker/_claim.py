@@ -262,6 +262,14 @@ def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:
     }
 
 
+def claim_crash_words(config: ClaimModelConfig) -> str:
+    """How the claim world of ``config`` crashes, in the words the CLI and the report put
+    after its bounds (empty without crashes)."""
+    if not config.crashes:
+        return ""
+    return ", with crashes and stale wake-ups" if config.wakes else ", with crashes"
+
+
 def claim_model(
     spec: Spec, config: ClaimModelConfig | None = None
 ) -> Model[World, tuple[Any, ...]]:

@@ -806,7 +806,7 @@ def check(
     violated (the shortest counterexample is printed) or a deadlock was found. 3: a limit
     stopped the search before it was complete.
     """
-    from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+    from claimfsm.checker import Checker, ClaimModelConfig, claim_crash_words, claim_model
     from claimfsm.cli._lifecycle import check_lifecycle
     from claimfsm.spec import (
         claim_spec,
@@ -894,7 +894,7 @@ def check(
         heading = (
             f"bounds: {_count(workers, 'worker')}, {_count(targets, 'target')}, "
             f"{_count(drafts, 'draft')} per target, {_count(epochs, 'epoch')} per target, "
-            f"{remote} remote" + ("" if no_crashes else ", with crashes and stale wake-ups")
+            f"{remote} remote" + claim_crash_words(config)
         )
         if by_target:
             from claimfsm.cli._by_target import check_by_target

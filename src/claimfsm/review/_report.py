@@ -23,6 +23,7 @@ from claimfsm.checker import (
     EntityModelConfig,
     PathStep,
     Report,
+    claim_crash_words,
     claim_model,
     crash_words,
     entity_model,
@@ -116,8 +117,7 @@ def _kind(spec: Spec, config: ClaimModelConfig | EntityModelConfig) -> _Kind:
         lanes=CLAIM_LANES,
         bounds=f"{_count(config.workers, 'worker')}, {_count(config.targets, 'target')}, "
         f"{_count(config.drafts, 'draft')} per target, {_count(config.epochs, 'epoch')} per "
-        f"target, {config.remote} remote"
-        + (", with crashes and stale wake-ups" if config.crashes else ""),
+        f"target, {config.remote} remote" + claim_crash_words(config),
         after="claim, remote and workers after it",
         bars="the bars are requests in flight",
         replay=f"--workers {config.workers}",
