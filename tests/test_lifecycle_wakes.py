@@ -281,3 +281,37 @@ def test_spin_forgets_as_the_claim_model_does(tmp_path: Path) -> None:
     theirs, _ = spin_check(spec, config)
     ours = Checker(claim_model(spec, config)).symmetry(False).run()
     assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")
+
+
+def check_json(*args: str) -> dict[str, Any]:
+    import json
+
+    result = CliRunner().invoke(main, ["check", *args, "--no-symmetry", "--json"])
+    assert result.exit_code == 0, result.output
+    # a long search also prints its progress ("... N unique states"), to stderr
+    printed = [line for line in result.output.splitlines() if not line.startswith("... ")]
+    found: dict[str, Any] = json.loads("\n".join(printed))
+    return found
+
+
+def test_no_wakes_checks_the_world_wakes_false_declares(tmp_path: Path, waking: Path) -> None:
+    """``check --no-wakes`` is ``[world] wakes = false`` for one run, in both worlds: the
+    same states as the declaration that says it, fewer than with wake-ups, and the JSON
+    bounds say which world was searched."""
+    text = (SPECS / "claim.toml").read_text()
+    (tmp_path / "forgets.toml").write_text(text.replace("\nwakes = true\n", "\nwakes = false\n"))
+    flag = check_json("claim", "--workers", "2", "--no-wakes")
+    declared = check_json(str(tmp_path / "forgets.toml"), "--workers", "2")
+    full = check_json("claim", "--workers", "2")
+    assert flag["unique"] == declared["unique"] < full["unique"] == 144_461
+    assert flag["bounds"]["wakes"] is declared["bounds"]["wakes"] is False
+    assert full["bounds"]["wakes"] is True and full["bounds"]["crashes"] is True
+    # without crashes there is nothing to wake up from, whatever the declaration says
+    assert check_json("claim", "--workers", "2", "--no-crashes")["bounds"]["wakes"] is False
+    # the job with restarts: the flag gives the job as shipped (wakes undeclared: false)
+    flag = check_json(str(waking), "--no-wakes")
+    shipped_job = check_json("job")
+    restarts = check_json(str(waking))
+    assert flag["unique"] == shipped_job["unique"] < restarts["unique"]
+    assert flag["bounds"]["wakes"] is shipped_job["bounds"]["wakes"] is False
+    assert restarts["bounds"]["wakes"] is True

@@ -30,6 +30,7 @@ def check_lifecycle(
     epochs: int | None,
     no_crashes: bool,
     no_symmetry: bool,
+    no_wakes: bool = False,
     limits: dict[str, Any],
     token: str | None,
     remote: str | None = None,
@@ -64,7 +65,7 @@ def check_lifecycle(
         raise click.UsageError(
             f"{flags}: the claim protocol's world only (drafts, its remote, its stores);"
             f" {spec.name} is a lifecycle of its own: its world is its [world] table, and"
-            " --workers, --targets (its entities), --epochs and --no-crashes"
+            " --workers, --targets (its entities), --epochs, --no-crashes and --no-wakes"
             + ("" if own_remote else ", and --remote where an event declares a remote role")
             + ("" if resends else ", and --retries where an event resends")
         )
@@ -73,6 +74,7 @@ def check_lifecycle(
         keys=keys,
         epochs=epochs,
         crashes=False if no_crashes else None,
+        wakes=False if no_wakes else None,
         remote=remote if own_remote else None,
         retries=retries if resends else None,
     )

@@ -715,6 +715,12 @@ _REMOTE = click.option(
 )
 @_REMOTE
 @click.option("--no-crashes", is_flag=True, help="Leave out worker crashes and stale wake-ups.")
+@click.option(
+    "--no-wakes",
+    is_flag=True,
+    help="A crashed worker forgets its handle instead of keeping it to wake up with"
+    " (the declaration's [world] wakes = false).",
+)
 @click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
 @click.option("--max-depth", type=click.IntRange(1), default=None)
 @click.option("--max-states", type=click.IntRange(1), default=None)
@@ -782,6 +788,7 @@ def check(
     retries: int | None,
     remote: str | None,
     no_crashes: bool,
+    no_wakes: bool,
     no_symmetry: bool,
     max_depth: int | None,
     max_states: int | None,
@@ -839,6 +846,7 @@ def check(
                 keys=targets,
                 epochs=epochs,
                 no_crashes=no_crashes,
+                no_wakes=no_wakes,
                 remote=remote,
                 retries=retries,
                 no_symmetry=no_symmetry,
@@ -869,6 +877,7 @@ def check(
             retries=retries,
             remote=remote,
             crashes=False if no_crashes else None,
+            wakes=False if no_wakes else None,
         )
         workers, targets, drafts = config.workers, config.targets, config.drafts
         epochs, retries, remote = config.epochs, config.retries, config.remote
@@ -890,6 +899,7 @@ def check(
             "retries": retries,
             "remote": remote,
             "crashes": not no_crashes,
+            "wakes": config.crashes and config.wakes,
         }
         heading = (
             f"bounds: {_count(workers, 'worker')}, {_count(targets, 'target')}, "
