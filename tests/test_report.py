@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from claimfsm.cli import main
-from claimfsm.spec import claim_spec, designs
+from claimfsm.spec import claim_spec, designs, event_rows
 
 from .conftest import chromium, needs_dot
 
@@ -94,6 +94,30 @@ window.addEventListener('load', () => {
   document.body.appendChild(pre);
 });
 </script>"""
+
+
+def test_the_report_and_spec_show_the_same_events_table(report_file: Path) -> None:
+    """Both read one table (``spec.event_rows``): who takes each event, its work, its
+    remote role and what it writes, with the durable commits said."""
+    spec = claim_spec()
+    header, rows = event_rows(spec)
+    assert header == ("event", "by", "work", "remote", "writes")
+    written = {row[0]: row[-1] for row in rows}
+    assert written["begin_send"] == "(durable)" and written["renew"] == "lease"
+    assert written["acquire"] == "lapse first"
+    assert written["retry"] == "owner, fresh_token, lease (durable)"
+    table = re.search(r"<table id='events'>(.*?)</table>", report_file.read_text(), re.S)
+    assert table is not None
+    cells = [
+        tuple(
+            html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", r)
+        )
+        for r in re.findall(r"<tr>(.*?)</tr>", table.group(1))
+    ]
+    assert cells == [header, *rows]
+    printed = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["spec", "claim"]).output
+    for row in rows:
+        assert re.search(r"[\s│]+".join(re.escape(c) for c in row), printed), row
 
 
 def test_report_renders_legibly_in_headless_chromium(

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from claimfsm import __version__
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import invariant_words, load_spec
+from claimfsm.spec import event_rows, invariant_words, load_spec
 
 if TYPE_CHECKING:
     from claimfsm.demo import DemoSummary
@@ -295,18 +295,11 @@ def spec(declaration: str | None, as_json: bool) -> None:
         trans.add_row(t.event, source, dest, ", ".join(t.guards) or "-")
     console.print(trans)
     events = Table(title=f"{s.name}: events")
-    remote = any(s.remote_role(e) for e in s.events)
-    for col in ("event", "by", "work", *(("remote",) if remote else ()), "writes"):
+    header, rows = event_rows(s)
+    for col in header:
         events.add_column(col, no_wrap=col != "writes", overflow="fold")
-    for e in s.events:
-        decl = s.effects.get(e)
-        writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
-        if s.first(e):
-            writes.insert(0, f"{s.first(e)} first")
-        if e in s.durable_events():
-            writes.append("(durable)")
-        said = (s.remote_role(e) or "-",) if remote else ()
-        events.add_row(e, s.role(e), s.work(e) or "-", *said, ", ".join(writes) or "-")
+    for row in rows:
+        events.add_row(*row)
     console.print(events)
     if s.columns:
         columns = Table(title=f"{s.name}: columns")

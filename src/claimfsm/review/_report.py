@@ -46,6 +46,7 @@ from claimfsm.spec import (
     Spec,
     declarations_dir,
     differences,
+    event_rows,
     invariant_words,
     is_lifecycle_of_its_own,
 )
@@ -181,25 +182,17 @@ def _declaration(spec: Spec) -> str:
         "<table id='transitions'><tr><th>event</th><th>from</th><th>to</th>"
         "<th>guards</th></tr>" + "".join(rows) + "</table>"
     )
-    rows = []
-    remote = any(spec.remote_role(e) for e in spec.events)
-    for event in spec.events:
-        decl = spec.effects.get(event)
-        writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
-        if spec.first(event):
-            writes.insert(0, f"{spec.first(event)} first")
-        rows.append(
-            f"<tr><td><code>{_e(event)}</code></td><td>{_e(spec.role(event))}</td>"
-            f"<td>{_e(spec.work(event) or '-')}</td>"
-            + (f"<td>{_e(spec.remote_role(event) or '-')}</td>" if remote else "")
-            + f"<td>{_e(', '.join(writes) or '-')}"
-            f"{' (durable)' if event in spec.durable_events() else ''}</td></tr>"
-        )
+    header, table = event_rows(spec)
     events = (
-        "<table id='events'><tr><th>event</th><th>by</th><th>work</th>"
-        + ("<th>remote</th>" if remote else "")
-        + "<th>writes</th></tr>"
-        + "".join(rows)
+        "<table id='events'><tr>"
+        + "".join(f"<th>{_e(col)}</th>" for col in header)
+        + "</tr>"
+        + "".join(
+            f"<tr><td><code>{_e(row[0])}</code></td>"
+            + "".join(f"<td>{_e(cell)}</td>" for cell in row[1:])
+            + "</tr>"
+            for row in table
+        )
         + "</table>"
     )
     extra = ""

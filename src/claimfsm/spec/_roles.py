@@ -359,3 +359,24 @@ def only_keys(body: Any, allowed: set[str], what: str, fail: Fail) -> None:
     unknown = set(body) - allowed
     if unknown:
         raise fail(f"{what}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+
+def event_rows(spec: Any) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The events table that ``claimfsm spec`` prints and the report shows: its columns
+    (``remote`` only where some event has a remote role) and one row per event: who takes
+    it, its work, its remote role, and what it writes (the event it applies first, the
+    columns it sets, the counters it bumps, and whether its commit must be durable)."""
+    remote = has_remote(spec)
+    durable = spec.durable_events()
+    rows = []
+    for event in spec.events:
+        decl = spec.effects.get(event)
+        writes = [] if decl is None else [*decl.sets, *(f"{c} + 1" for c in decl.bumps)]
+        if spec.first(event):
+            writes.insert(0, f"{spec.first(event)} first")
+        said = ", ".join(writes)
+        if event in durable:
+            said = f"{said} (durable)".lstrip()
+        role = (spec.remote_role(event) or "-",) if remote else ()
+        rows.append((event, spec.role(event), spec.work(event) or "-", *role, said or "-"))
+    return ("event", "by", "work", *(("remote",) if remote else ()), "writes"), rows
