@@ -176,6 +176,16 @@ def test_wakes_it_cannot_run_are_refused_by_name(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check", str(lock)])
     assert result.exit_code != 0 and "lock.toml" in result.output, result.output
     assert "a woken client would have nothing to begin again" in result.output
+    # the claim world refuses it alike; --no-crashes on the shipped claim is no such case
+    text = (SPECS / "claim.toml").read_text()
+    assert "\ncrashes = true\n" in text and "\nwakes = true\n" in text
+    stalled = tmp_path / "claim_no_crash.toml"
+    stalled.write_text(text.replace("\ncrashes = true\n", "\ncrashes = false\n"))
+    result = CliRunner().invoke(main, ["check", str(stalled), "--workers", "2"])
+    assert result.exit_code != 0 and "claim_no_crash.toml" in result.output, result.output
+    assert "needs crashes = true" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["check", "claim", "--workers", "2", "--no-crashes"])
+    assert result.exit_code == 0, result.output
 
 
 #: A lock whose holder does nothing but hold it: nothing for a woken holder to begin.

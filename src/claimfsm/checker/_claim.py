@@ -226,6 +226,11 @@ class ClaimModelConfig:
             cls(**declared)
         except InvalidArgument as exc:
             raise SpecError(f"{spec.path or spec.name}: [world]: {exc}") from None
+        if "wakes" in spec.world_declared and declared["wakes"] and not declared["crashes"]:
+            raise SpecError(  # as a lifecycle's world says it (spec.lifecycle_world_problem)
+                f"{spec.path or spec.name}: [world] wakes = true needs crashes = true: a"
+                " worker wakes up from a crash; leave out wakes, or declare crashes = true"
+            )
         given = {k: v for k, v in overrides.items() if v is not None}
         unknown = set(given) - {*declared, "own_keys"}
         if unknown:
