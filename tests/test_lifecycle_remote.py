@@ -342,6 +342,11 @@ def test_the_store_hands_the_resender_the_epoch(retry_spec: Spec, url: str) -> N
         store.act(first, "give_up")
         with pytest.raises(InvalidArgument, match=r"use take_over\(key, event\)"):
             store.operate("order-1", "retry", facts={"remote_dedups": True})
+        for wrong_call in (lambda: store.act(first, "retry"), lambda: store.take("o", "retry")):
+            with pytest.raises(
+                InvalidArgument, match=r"operator's, .* use take_over\(key, event\)"
+            ):
+                wrong_call()
         with pytest.raises(InsufficientEvidence):
             store.take_over("order-1", "retry", facts={"remote_dedups": False})
         again = store.take_over(

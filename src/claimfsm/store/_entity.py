@@ -656,9 +656,9 @@ class EntityStore:
                 f"{self.spec.name} has no event {event!r}; its events: {list(self.spec.events)}"
             )
         actual = self.spec.role(event)
-        if actual != role and actual not in role:
-            use = {"taker": "take(key, event)", "owner": "act(handle, event)"}.get(
-                actual, "operate(key, event)"
+        if actual not in ((role,) if isinstance(role, str) else role):
+            use = {"taker": "take(key, event)", "owner": "act(handle, event)"}.get(actual) or (
+                "take_over(key, event)" if self._fresh(event) else "operate(key, event)"
             )
             raise InvalidArgument(
                 f"event {event!r} is the {actual}'s, not taken with {call}: use {use}"
