@@ -49,6 +49,7 @@ from claimfsm.spec import (
     Spec,
 )
 from claimfsm.spec._predicates import build_guards
+from claimfsm.spec._roles import crashless_wakes
 from claimfsm.spec._vocabulary import (
     ClaimSteps,
     Event,
@@ -226,11 +227,9 @@ class ClaimModelConfig:
             cls(**declared)
         except InvalidArgument as exc:
             raise SpecError(f"{spec.path or spec.name}: [world]: {exc}") from None
-        if "wakes" in spec.world_declared and declared["wakes"] and not declared["crashes"]:
-            raise SpecError(  # as a lifecycle's world says it (spec.lifecycle_world_problem)
-                f"{spec.path or spec.name}: [world] wakes = true needs crashes = true: a"
-                " worker wakes up from a crash; leave out wakes, or declare crashes = true"
-            )
+        problem = crashless_wakes(spec)  # refused as a lifecycle's world refuses it
+        if problem:
+            raise SpecError(f"{spec.path or spec.name}: {problem}")
         given = {k: v for k, v in overrides.items() if v is not None}
         unknown = set(given) - {*declared, "own_keys"}
         if unknown:

@@ -25,6 +25,7 @@ from claimfsm.spec._roles import (
     ColumnDecl,
     Fail,
     check_column_compare,
+    crashless_wakes,
     has_remote,
     lifecycle_problem,
     named_tables,
@@ -378,8 +379,8 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 " workers take; list events, clock or fence"
             )
     if spec.world.get("wakes"):
-        if not spec.world.get("crashes"):
-            return "[world] wakes = true needs crashes = true: a client wakes up from a crash"
+        if crashless_wakes(spec):
+            return crashless_wakes(spec)
         if not wake_events(spec):
             return (
                 "[world] wakes = true, and no owner event leaves the state a taker's event"

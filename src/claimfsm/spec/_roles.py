@@ -140,6 +140,18 @@ def wake_events(spec: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
+def crashless_wakes(spec: Any) -> str | None:
+    """The problem with a world that declares ``wakes = true`` and ``crashes = false``
+    (None: none), which both worlds refuse: a client wakes up only from a crash."""
+    world = spec.world
+    if "wakes" in spec.world_declared and world.get("wakes") and not world.get("crashes"):
+        return (
+            "[world] wakes = true needs crashes = true: a client wakes up from a crash;"
+            " leave out wakes, or declare crashes = true"
+        )
+    return None
+
+
 def lifecycle_facts(spec: Any) -> frozenset[str]:
     """The facts a lifecycle of your own may compare: :data:`LIFECYCLE_FACTS`, and
     :data:`REMOTE_FACTS` when it declares a remote."""
