@@ -8,12 +8,14 @@ cannot drift apart."""
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from claimfsm.audit import audit_store
 from claimfsm.checker import (
     Checker,
     EntityModelConfig,
@@ -447,3 +449,153 @@ def _reachable(model: Any) -> set[Any]:
                 seen.add(after)
                 queue.append(after)
     return seen
+
+
+#: The resend with a fresh request key (``fresh_key``): the claim's known-wrong
+#: ``fresh_key_retry``, declared for a lifecycle of your own.
+FRESH = RETRY.replace(
+    'sets = ["owner", "fresh_token", "lease"]\nremote = "resends"',
+    'sets = ["owner", "fresh_token", "lease", "fresh_key"]\nremote = "resends"',
+)
+
+
+@pytest.fixture
+def fresh_spec(tmp_path: Path) -> Spec:
+    assert FRESH != RETRY
+    path = tmp_path / "fresh.toml"
+    path.write_text(FRESH)
+    return load_spec(path)
+
+
+def test_a_resend_with_a_fresh_key_charges_twice_at_a_deduplicating_processor(
+    fresh_spec: Spec,
+) -> None:
+    """The same resend under a new request key: the deduplicating processor cannot match
+    it with the request still in flight, so both take effect (the claim's
+    ``fresh_key_retry``). The counterexample shows the two keys; readback then asks about
+    the new key, not the one that took effect."""
+    found = verdicts(fresh_spec, "dedup")
+    assert not found["charged_once"], found
+    assert found["stale_operations_change_nothing"] and found["unknown_left_by_readback"]
+    model = entity_model(fresh_spec)
+    report = Checker(model).run()
+    path = report.discoveries["charged_once"].path
+    lands = [model.show_action(s.action) for s in path if s.action and s.action[0] == "land"]
+    assert any("(key k1)" in said for said in lands) and any("key" not in said for said in lands), (
+        lands
+    )
+    last = path[-1].state.rows[0]
+    assert last.request_key == 1 and {k for _, k in last.landed} == {0, 1}
+
+
+def test_spin_reaches_the_same_states_with_a_fresh_key(fresh_spec: Spec) -> None:
+    """The Promela twin keeps each request by epoch and request key, and the row's key:
+    without the invariant the fresh key breaks, the same states as the built-in engine
+    (keys drawn and sent); with it, the same shortest counterexample."""
+    needs_spin()
+    charged_once = FILES["charge.toml"].split("[invariants.charged_once]")[1].split("\n\n")[0]
+    block = "[invariants.charged_once]" + charged_once + "\n\n"
+    assert block in FRESH
+    unguarded = load_spec_text(FRESH.replace(block, ""))
+    theirs, _ = spin_check(unguarded)
+    model = entity_model(unguarded)
+    ours = Checker(model).symmetry(False).run()
+    assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")
+    assert any(w.rows[0].request_key == 1 for w in _reachable(model))
+    theirs, _ = spin_check(fresh_spec)
+    ours = Checker(entity_model(fresh_spec)).symmetry(False).run()
+    assert theirs.verdict == ours.verdict == "violated"
+    assert len(theirs.discoveries["charged_once"].path) == len(
+        ours.discoveries["charged_once"].path
+    )
+    assert "byte kg" in promela(fresh_spec).text
+    assert "byte kg" not in promela(load_spec_text(RETRY)).text
+
+
+def load_spec_text(text: str) -> Spec:
+    """A declaration from its text (read at once, so its file need not outlive it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "variant.toml"
+        path.write_text(text)
+        return load_spec(path)
+
+
+def test_the_store_draws_a_request_key_for_a_fresh_key_resend(fresh_spec: Spec, url: str) -> None:
+    """The store keeps the request key the declaration's ``fresh_key`` draws: the handle
+    says which key its request carries (the order's own until one is drawn), the row and
+    each history entry record it, the listing shows it, and the audit judges it: only an
+    event declared ``fresh_key`` changes it, and such an event must draw a new one."""
+    store = open_entity_store(fresh_spec, url)
+    try:
+        first = store.act(store.take("order-1", "take", owner="w1", lease_seconds=30), "send")
+        assert first.request_key == "order-1"
+        store.act(first, "give_up")
+        again = store.take_over(
+            "order-1", "retry", owner="w2", lease_seconds=30, facts={"remote_dedups": True}
+        )
+        assert again.request_key.startswith("cf-fresh-") and len(again.request_key) == 41
+        assert store.act(again, "answer").request_key == again.request_key
+        row = store.row("order-1")
+        assert row is not None and row.request_key == again.request_key
+        recorded = [(e.event, e.request_key) for e in store.history("order-1")]
+        assert recorded == [
+            ("take", ""),
+            ("send", ""),
+            ("give_up", ""),
+            ("retry", again.request_key),
+            ("answer", again.request_key),
+        ]
+        assert audit_store(store).ok
+        listed = CliRunner().invoke(main, ["history", str(fresh_spec.path), "--db", url])
+        assert listed.exit_code == 0 and "request key" in listed.output, listed.output
+        assert again.request_key in listed.output
+        # an entry whose request key changed by an event that draws none is found
+        store._driver.rerun(
+            lambda tx: tx.run(
+                store._sql["append"],
+                ("order-2", 1, "take", "idle", "held", 2e6, None, "-", None, "{}", "w", "forged"),
+            )
+        )
+        found = {(v.kind, v.target_id) for v in audit_store(store).violations}
+        assert ("request_key", "order-2") in found, found
+    finally:
+        store.close()
+
+
+def test_a_store_gains_the_request_key_when_its_declaration_draws_one(
+    fresh_spec: Spec, url: str
+) -> None:
+    """A store made by the declaration without ``fresh_key`` is opened by the one with it:
+    its row table gains the column, its rows carry the order's own key, and the resend
+    draws a new one. (The audit judges history by the declaration it is given: a resend
+    recorded before would be called one that drew no key.)"""
+    plain = load_spec_text(RETRY)
+    store = open_entity_store(plain, url)
+    handle = store.act(store.take("order-1", "take", lease_seconds=30), "send")
+    assert handle.request_key == "order-1"  # no fresh_key: the order's own
+    store.act(handle, "give_up")
+    store.close()
+    store = open_entity_store(fresh_spec, url)
+    try:
+        row = store.row("order-1")
+        assert row is not None and row.request_key == "order-1"
+        again = store.take_over("order-1", "retry", facts={"remote_dedups": True})
+        assert again.request_key not in ("order-1", "")
+        assert audit_store(store).ok
+    finally:
+        store.close()
+
+
+def test_the_store_agrees_with_the_model_of_a_fresh_key_resend(url: str) -> None:
+    """The generated stateful test compares the store's request keys with the model's:
+    a key the model draws is one the store never held, and each request carries the key
+    the model says (the charge's charged_once left out, which the fresh key breaks)."""
+    charged_once = FILES["charge.toml"].split("[invariants.charged_once]")[1].split("\n\n")[0]
+    spec = load_spec_text(FRESH.replace("[invariants.charged_once]" + charged_once + "\n\n", ""))
+    result = verify(
+        spec,
+        lambda clock: open_entity_store(spec, url, clock=clock),
+        examples=10,
+        steps=25,
+    )
+    assert result.ok, "\n".join([result.failure, *result.program])

@@ -102,7 +102,7 @@ def audit_lifecycle(
     counts the entities with history and ``claims`` the entity rows."""
     from claimfsm.audit._entity import HISTORY, ROW, EntityRules
     from claimfsm.audit._read import entity_streams
-    from claimfsm.store._entity import check_storable, table_names
+    from claimfsm.store._entity import check_storable, row_extras, table_names
     from claimfsm.store._entity_history import ADDED
 
     if not isinstance(spec, Spec):
@@ -112,7 +112,7 @@ def audit_lifecycle(
     check_storable(spec)
     table, _ = table_names(spec, prefix)
     report = AuditReport()
-    row_columns = ", ".join([ROW, *spec.columns])
+    row_columns = ", ".join([ROW, *spec.columns, *row_extras(spec)])
     older = frozenset(ADDED)  # a store made before history recorded the lease or facts
     with entity_streams(url, table, HISTORY, row_columns, older) as (history, rows):
         report.entries, report.targets, report.claims = walk(
@@ -125,26 +125,34 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     """:func:`audit_lifecycle` of an open lifecycle store, read through its own connection
     (history and rows in two reads, not one snapshot: for a store at rest, as a test's)."""
     from claimfsm.audit._entity import EntityRules
+    from claimfsm.store._entity import row_extras
     from claimfsm.store._entity_history import facts_text
 
     report = AuditReport()
     history = [  # as the history table holds them: the facts as their text
-        (*dataclasses.astuple(h)[:-2], None if h.facts is None else facts_text(h.facts), h.owner)
+        (
+            *dataclasses.astuple(h)[:-3],
+            None if h.facts is None else facts_text(h.facts),
+            h.owner,
+            h.request_key,
+        )
         for h in store.history()
     ]
     history.sort(key=lambda e: (e[1], e[0]))  # by key (code points: byte order), then seq
     # sorted here too: the database's ORDER BY key may follow its locale
-    rows = sorted(_row_fields(r) for r in store.rows())
+    extras = row_extras(store.spec)
+    rows = sorted(_row_fields(r, extras) for r in store.rows())
     report.entries, report.targets, report.claims = walk(
         EntityRules(store.spec), history, rows, _keeper(report, keep)
     )
     return report
 
 
-def _row_fields(r: Any) -> tuple[Any, ...]:
+def _row_fields(r: Any, extras: tuple[str, ...]) -> tuple[Any, ...]:
     """An entity row as the lifecycle audit reads it (``_entity.ROW`` and the columns)."""
     fixed = (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, r.owner)
-    return (*fixed, *r.columns.values())
+    drawn = () if extras == () else ("" if r.request_key == r.key else r.request_key,)
+    return (*fixed, *r.columns.values(), *drawn)
 
 
 __all__ = [

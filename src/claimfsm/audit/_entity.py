@@ -54,7 +54,7 @@ from claimfsm.store._tokens import FINGERPRINT_LENGTH
 #: (the token as its fingerprint, as history shows it).
 HISTORY = entries.COLUMNS
 ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH}), lease_deadline, owner"
-SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER = range(
+SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER, REQUEST_KEY = range(
     len(entries.COLUMNS)
 )
 
@@ -83,6 +83,8 @@ class Entity:
     lease: float | None = None  # its deadline; None: no lease; UNRECORDED: not known
     owner: str | None = None  # the owner's name ("" for none); None: not known
     columns: dict[str, int] | None = field(default_factory=dict)  # None: not known
+    #: the request key it holds ("": the entity's own); None: not known
+    request_key: str | None = ""
     entries: int = 0
 
 
@@ -98,6 +100,8 @@ class EntityRules:
         self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
         self.bumps = {e: d.bumps for e, d in spec.effects.items()}
         self.fresh = frozenset(e for e, d in spec.effects.items() if "fresh_token" in d.sets)
+        self.draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
+        self.keeps_key = bool(self.draws)  # the row keeps a request key (a column)
         self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
         for t in spec.transitions:
             self.by_step.setdefault((t.event, t.source, t.dest), []).append(t.guards)
@@ -114,7 +118,7 @@ class EntityRules:
             if ent.entries > 1:
                 report("checkpoint_inside", seq, "a checkpoint after the first entry")
             ent.state, ent.epoch, ent.holder, ent.columns = e[DEST], e[EPOCH], e[TOKEN], None
-            ent.lease, ent.owner = e[LEASE], e[OWNER]
+            ent.lease, ent.owner, ent.request_key = e[LEASE], e[OWNER], e[REQUEST_KEY]
             return
         if e[REFUSED] is not None:
             if not e[SOURCE] == e[DEST] == ent.state:
@@ -137,6 +141,14 @@ class EntityRules:
                     seq,
                     f"{e[EVENT]} refused ({e[REFUSED]}) but recorded the owner {e[OWNER]!r}"
                     f" where the entity had {ent.owner!r}",
+                )
+            elif None not in (ent.request_key, e[REQUEST_KEY]) and e[REQUEST_KEY] != (
+                ent.request_key
+            ):
+                report(
+                    "refusal_changed",
+                    seq,
+                    f"{e[EVENT]} refused ({e[REFUSED]}) but recorded another request key",
                 )
             return
         event, source, dest = e[EVENT], e[SOURCE], e[DEST]
@@ -165,6 +177,7 @@ class EntityRules:
                     seq,
                     f"{inv.name}: left {source} by {event} ({inv.meaning})",
                 )
+        self._request_key(ent, e, report)
         ent.state, ent.epoch, ent.lease, ent.owner = dest, e[EPOCH], e[LEASE], e[OWNER]
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
@@ -184,6 +197,28 @@ class EntityRules:
                     seq,
                     f"{inv.name}: {inv.column} is {value} in {dest} ({inv.meaning})",
                 )
+
+    def _request_key(self, ent: Entity, e: tuple[Any, ...], report: Report) -> None:
+        """An event declared ``fresh_key`` draws a request key no entry of the entity held
+        just before; any other event keeps the one it held. (Not judged where either entry
+        does not record it.)"""
+        before, after = ent.request_key, e[REQUEST_KEY]
+        ent.request_key = after
+        if after is None:
+            return
+        if e[EVENT] in self.draws and (not after or after == before):
+            report(
+                "request_key",
+                (e[SEQ],),
+                f"{e[EVENT]} draws a fresh request key (fresh_key), but the entry records"
+                + (" the entity's own" if not after else " the one held before"),
+            )
+        elif e[EVENT] not in self.draws and before is not None and after != before:
+            report(
+                "request_key",
+                (e[SEQ],),
+                f"{e[EVENT]} changed the request key, which only an event declared fresh_key draws",
+            )
 
     def _failing(
         self, ent: Entity, e: tuple[Any, ...], candidates: list[tuple[str, ...]]
@@ -221,7 +256,8 @@ class EntityRules:
 
     def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
         """``row``: (state, epoch, token fingerprint or None, lease deadline, owner,
-        *declared columns), or None: no row."""
+        *declared columns, and the request key where the row keeps one: "" for the
+        entity's own), or None: no row."""
         if row is None:
             if ent is not None:
                 report("row_missing", (), f"history of {ent.key!r} but no row")
@@ -233,8 +269,10 @@ class EntityRules:
             "token": token or "-",
             "lease": lease,
             "owner": owner or "",
-            **dict(zip(self.columns, values, strict=True)),
+            **dict(zip(self.columns, values[: len(self.columns)], strict=True)),
         }
+        if self.keeps_key:
+            found["request_key"] = values[len(self.columns)] or ""
         base = ent or self.begin("")
         replayed = {"state": base.state, "epoch": base.epoch, "token": base.holder}
         if lease_recorded(base.lease):
@@ -243,6 +281,8 @@ class EntityRules:
             replayed["owner"] = base.owner
         if base.columns is not None:
             replayed.update(base.columns)
+        if self.keeps_key and base.request_key is not None:
+            replayed["request_key"] = base.request_key
         differ = [
             f"{k} {found[k]!r} (history: {v!r})" for k, v in replayed.items() if found[k] != v
         ]

@@ -28,17 +28,19 @@ promise that a stale client's operation changes nothing. Nothing here names a st
 event or guard.
 
 A declaration that gives its events remote roles has a remote too (``RemoteRules``, the
-claim world's): beside each row, the epochs of the requests in flight and of those that
-took effect; in each handle, its request's phase. A client whose work started sends one
+claim world's): beside each row, the requests in flight and those that took effect, each
+as (epoch, request key), and the entity's request key (0, its own, until an event
+declared ``fresh_key`` draws the next); in each handle, its request's phase and the key
+it carries (the row's when its work started). A client whose work started sends one
 request (``send``); the request lands later or never (``land``: applied, or rejected by
-a fencing remote's fence, or a duplicate of the entity's key at a deduplicating one),
+a fencing remote's fence, or a duplicate of its key at a deduplicating one),
 after its sender stopped waiting (an ``unanswered`` event), crashed or moved on; the
 sender hears the answer (``ack``) only once it took effect, and takes an ``answered``
 event only then. An idle client takes a ``resends`` event to hold the current epoch with
-a fresh token and send again. Readback's ``outcome`` is whether the entity's key took
-effect; the operator's fence is the remote's; ``exclusive_work`` is that no request
-arrived while another epoch's was in flight (``overlap``), ``effect_once`` that the key
-took effect once at most.
+a fresh token and send again. Readback's ``outcome`` is whether a request with the
+entity's request key as it is now took effect; the operator's fence is the remote's;
+``exclusive_work`` is that no request arrived while another epoch's was in flight
+(``overlap``), ``effect_once`` that one request took effect at most, under any key.
 
 The world splits for the packed and array searches (``Processes``): the rows are the
 shared part and each client's handle its part. A client's action reads and changes the
@@ -75,6 +77,9 @@ from claimfsm.spec import (
 from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another
 from claimfsm.spec._predicates import build_guards
 
+#: A request to the remote: its epoch and the request key it carries.
+Request = tuple[int, int]
+
 
 class Row(NamedTuple):
     state: str
@@ -88,14 +93,18 @@ class Row(NamedTuple):
     #: and ``exclusive_work`` read the row alone. Derived from the handles, so it adds no
     #: state: the counts are the handles' own.
     working: tuple[int, ...] = ()
-    #: the remote (a declaration that declares one): the epochs of the requests in flight
-    #: to it, and of those that took effect there, sorted. Every request carries the
-    #: entity's idempotency key, the same in every epoch.
-    in_flight: tuple[int, ...] = ()
-    landed: tuple[int, ...] = ()
+    #: the remote (a declaration that declares one): the requests in flight to it, and
+    #: those that took effect there, sorted, each as (epoch, key): the request key its
+    #: sender held, a number (0: the entity's key; an event declared ``fresh_key`` draws
+    #: the next one, ``request_key``)
+    in_flight: tuple[Request, ...] = ()
+    landed: tuple[Request, ...] = ()
     #: the resends of the current epoch (a declaration with a ``resends`` event), bounded
     #: by ``[world] retries``
     resent: int = 0
+    #: the entity's request key now (0 until an event declared ``fresh_key`` draws one),
+    #: bounded by ``[world] counts``
+    request_key: int = 0
 
 
 class Handle(NamedTuple):
@@ -111,12 +120,14 @@ class Handle(NamedTuple):
     #: it wakes up once with it. A client that holds no handle but a saved one is
     #: :func:`resting` (key -1); one that holds neither is None.
     saved: tuple[int, ...] = ()
+    #: the request key its request carries (``Row.key`` when its work started)
+    request_key: int = 0
 
 
 def resting(saved: tuple[int, ...]) -> Handle | None:
     """A client that holds no handle: None, or, with a saved handle, the handle that
     stands for it (key -1, nothing else but what it saved)."""
-    return Handle(-1, 0, 0, "", False, "", saved) if saved else None
+    return Handle(-1, 0, 0, "", False, "", saved, 0) if saved else None
 
 
 def holds_handle(client: Handle | None) -> bool:
@@ -266,7 +277,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         seen = _RowView(row, col_index)
         facts: dict[str, Any] = {"running": running, "fenced_through": row.fence}
         if rules is not None:
-            facts["outcome"] = PRESENT if row.landed else ABSENT
+            facts["outcome"] = _outcome(row)
             facts["remote_dedups"] = rules.dedups
         who = _CallerView(row, caller, named, facts)
         failing: list[str] = []
@@ -280,6 +291,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def _after(row: Row, event: str, dest: str, taking: bool) -> Row:
         epoch, token, live, cols = row.epoch, row.token, row.live, row.columns
         effects = sets.get(event, frozenset())
+        request_key = row.request_key + 1 if "fresh_key" in effects else row.request_key
         resent = row.resent + 1 if event in resends else row.resent
         if taking:  # a new epoch: a fresh token, and a lease only if the event sets one
             epoch, token, live, resent = epoch + 1, 1, False, 0
@@ -305,6 +317,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             row.in_flight,
             row.landed,
             resent,
+            request_key,
         )
 
     def cut(after: Row) -> bool:
@@ -315,6 +328,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             or any(c > counts for c in after.columns)
             or len(after.in_flight) > counts
             or after.resent > retries
+            or after.request_key > counts
         )
 
     def init_states() -> Iterator[EntityWorld]:
@@ -347,7 +361,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 acts.append(("send", c))
             elif h.phase == "W":
                 row = shared[0][h.key]
-                if h.epoch in row.landed and h.epoch not in row.in_flight:
+                mine = (h.epoch, h.request_key)
+                if mine in row.landed and mine not in row.in_flight:
                     acts.append(("ack", c))
         if cfg["crashes"] and not h.saved:  # with a saved handle, it has crashed once
             acts.append(("crash", c))
@@ -363,7 +378,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if fenceable and row.fence < row.epoch:
                 acts.append(("fence", key))
             if row.in_flight:
-                acts += [("land", key, epoch) for epoch in sorted(set(row.in_flight))]
+                acts += [("land", key, *request) for request in sorted(set(row.in_flight))]
         return acts
 
     def actions(world: EntityWorld) -> Iterator[Action]:
@@ -437,7 +452,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             saved = () if idle is None else idle.saved
             if resend:
                 row = _starts(row, row.epoch)
-                clients[c] = Handle(key, row.epoch, row.token, dest, True, "S", saved)
+                clients[c] = Handle(
+                    key, row.epoch, row.token, dest, True, "S", saved, row.request_key
+                )
             else:  # a handle from which its holder can do nothing more is forgotten at once
                 clients[c] = (
                     Handle(key, row.epoch, row.token, dest, saved=saved)
@@ -471,12 +488,13 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             token = row.token if row.epoch == h.epoch else h.token
             work = spec.work(event)
             working = True if work == "starts" else False if work == "ends" else h.working
-            phase = h.phase
+            phase, request_key = h.phase, h.request_key
             if rules is not None:
                 if work == "starts":
-                    phase = "S"  # it may send its request now
+                    phase, request_key = "S", row.request_key  # it may send its request now
                 elif event in answered or event in unanswered:
-                    phase, working = "", False  # its part is over; a request may stay in flight
+                    # its part is over; a request may stay in flight
+                    phase, working, request_key = "", False, 0
             if working != h.working:
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row
@@ -484,7 +502,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             clients[c] = (
                 resting(h.saved)
                 if done
-                else Handle(h.key, h.epoch, token, dest, working, phase, h.saved)
+                else Handle(h.key, h.epoch, token, dest, working, phase, h.saved, request_key)
             )
             escaped = left(world, before.state, event, dest)
             changed = world.stale_changed or stale
@@ -515,7 +533,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 rows[key] = r._replace(fence=r.epoch)
             else:  # the remote rejects what is in flight at or below the fence: dropped now
                 fence = rules.fence_through(r.fence, r.epoch)
-                kept = tuple(e for e in r.in_flight if e > fence)
+                kept = tuple(q for q in r.in_flight if q[0] > fence)
                 rows[key] = r._replace(fence=fence, in_flight=kept)
         elif kind == "crash":
             h = clients[action[1]]
@@ -532,8 +550,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             r = rows[h.key]
             arrived = rules.arrives(r.fence, h.epoch)
             if arrived is not None:  # else rejected on arrival: the sender will stop waiting
-                overlap = overlap or any(e != h.epoch for e in r.in_flight)
-                sent = tuple(sorted((*r.in_flight, h.epoch)))
+                overlap = overlap or any(e != h.epoch for e, _ in r.in_flight)
+                sent = tuple(sorted((*r.in_flight, (h.epoch, h.request_key))))
                 rows[h.key] = r._replace(in_flight=sent, fence=arrived)
             world = EntityWorld(
                 tuple(rows), tuple(clients), world.stale_changed, world.escaped, overlap
@@ -541,14 +559,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return world, len(rows[h.key].in_flight) > counts
         elif kind == "land":
             assert rules is not None
-            _, key, epoch = action
+            _, key, epoch, request_key = action
             r = rows[key]
             flying = list(r.in_flight)
-            flying.remove(epoch)
+            flying.remove((epoch, request_key))
             landed = r.landed
-            # every request carries the entity's key: applied once anywhere is applied
-            if rules.lands(r.fence, epoch, bool(landed)) == "applied":
-                landed = tuple(sorted((*landed, epoch)))
+            # a request key applied once, in any epoch, is applied (a deduping remote)
+            applied = any(k == request_key for _, k in landed)
+            if rules.lands(r.fence, epoch, applied) == "applied":
+                landed = tuple(sorted((*landed, (epoch, request_key))))
             rows[key] = r._replace(in_flight=tuple(flying), landed=landed)
         elif kind == "ack":
             c = action[1]
@@ -637,10 +656,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         parts += [f"{c}={v}" for c, v in zip(columns, row.columns, strict=True)]
         if row.fence:
             parts.append(f"fenced through e{row.fence}")
+        if row.request_key:
+            parts.append(f"request key k{row.request_key}")
         if row.in_flight:
-            parts.append("in flight " + ",".join(f"e{e}" for e in row.in_flight))
+            parts.append("in flight " + ",".join(map(_request, row.in_flight)))
         if row.landed:
-            parts.append("took effect " + ",".join(f"e{e}" for e in row.landed))
+            parts.append("took effect " + ",".join(map(_request, row.landed)))
         if row.resent:
             parts.append(f"resent {row.resent}x")
         return f"{key_word} {key}: " + ", ".join(parts)
@@ -682,7 +703,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if kind == "send":
             return f"worker {action[1]}: sends its request to the remote"
         if kind == "land":
-            return f"remote: the request of e{action[2]} for {key_word} {action[1]} lands"
+            what = _request(action[2:])
+            return f"remote: the request of {what} for {key_word} {action[1]} lands"
         if kind == "ack":
             return f"worker {action[1]}: hears the remote's answer"
         if kind == "wake":
@@ -773,13 +795,19 @@ def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict
     """The world's truthful evidence about entity ``key`` (LIFECYCLE_FACTS): whether some
     client's work at the row's epoch is running, and how far the executor (or the remote)
     is fenced; against a remote of mode ``remote`` also readback's ``outcome`` (did a
-    request with the entity's key take effect?) and whether it deduplicates."""
+    request with the entity's request key take effect?) and whether it deduplicates."""
     row = world.rows[key]
     facts: dict[str, Any] = {"running": _running(world, key), "fenced_through": row.fence}
     if remote is not None:
-        facts["outcome"] = PRESENT if row.landed else ABSENT
+        facts["outcome"] = _outcome(row)
         facts["remote_dedups"] = remote == "dedup"
     return facts
+
+
+def _outcome(row: Row) -> str:
+    """Readback's answer for ``row``: whether a request with the entity's request key as it
+    is now took effect (a key drawn since is asked about, not the one before it)."""
+    return PRESENT if any(k == row.request_key for _, k in row.landed) else ABSENT
 
 
 def _running(world: EntityWorld, key: int) -> bool:
@@ -795,7 +823,7 @@ def stored(row: Row) -> Row:
     """``row`` as a store keeps it: without the work its clients run (``Row.working``),
     which a refused client's dropped handle changes while the entity does not, and
     without the remote's requests."""
-    if row.working or row.in_flight or row.landed or row.resent:
+    if row.working or row.in_flight or row.landed or row.resent:  # (the key is kept)
         return row._replace(working=(), in_flight=(), landed=(), resent=0)
     return row
 
@@ -803,6 +831,12 @@ def stored(row: Row) -> Row:
 def stored_rows(world: EntityWorld) -> tuple[Row, ...]:
     """The world's rows as a store keeps them (:func:`stored`)."""
     return tuple(stored(row) for row in world.rows)
+
+
+def _request(request: tuple[int, ...]) -> str:
+    """A request in words: its epoch, and its request key where one was drawn."""
+    epoch, key = request
+    return f"e{epoch}" + (f" (key k{key})" if key else "")
 
 
 def _starts(row: Row, epoch: int) -> Row:
@@ -897,7 +931,7 @@ def _invariant(
     if inv.kind == "left_only_by":
         name = inv.name
         return lambda world: name not in world.escaped
-    if inv.kind == "effect_once":  # with a remote: the entity's key took effect once at most
+    if inv.kind == "effect_once":  # with a remote: one request took effect at most, any key
         return lambda world: all(len(row.landed) <= 1 for row in world.rows)
     if inv.kind == "exclusive_work" and rules is not None:
         # with a remote: no request arrived while another epoch's was in flight
@@ -1055,7 +1089,7 @@ def entity_path_steps(
         }.get(kind, event or "refused")
         if remote:  # the requests in flight to the remote, and the effects it applied
             row = after.state.rows[max(key, 0)]
-            running = row.in_flight
+            running = tuple(e for e, _ in row.in_flight)
             if kind == "land" and len(row.landed) > len(before.state.rows[key].landed):
                 effects = (*effects, (key, action[2]))
         else:
@@ -1084,7 +1118,7 @@ def entity_path_steps(
                     source=source,
                     dest=middle,
                     label=first,
-                    in_flight=before.state.rows[key].in_flight
+                    in_flight=tuple(e for e, _ in before.state.rows[key].in_flight)
                     if remote
                     else tuple(
                         sorted(h.epoch for h in before.state.clients if h is not None and h.working)

@@ -82,9 +82,11 @@ def promela(
     class: if a class is possible from some point on, it is taken infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
-    # The remote (a declaration with one): per row, how many requests of each epoch are in
-    # flight (fly) and took effect (took), which is the built-in model's sorted tuples of
-    # epochs; per client, its request's phase (0 none, 1 due, 2 in flight, 3 answered).
+    # The remote (a declaration with one): per row, how many requests of each epoch and
+    # request key are in flight (fly) and took effect (took), at index epoch * nkeys + key,
+    # which is the built-in model's sorted tuples of (epoch, key); per client, its
+    # request's phase (0 none, 1 due, 2 in flight, 3 answered). Where an event draws a
+    # fresh request key, the row's key (kg) and the key each client's request carries (rk).
     rules = RemoteRules(cfg["remote"]) if "remote" in cfg else None
     answered = {e for e in spec.events if spec.remote_role(e) == "answered"}
     unanswered = {e for e in spec.events if spec.remote_role(e) == "unanswered"}
@@ -104,6 +106,14 @@ def promela(
         rules is None or rules.fences
     )
     sets = {e: set(d.sets) for e, d in spec.effects.items()}
+    fresh_keys = rules is not None and any("fresh_key" in x for x in sets.values())
+    nkeys = counts + 1 if fresh_keys else 1  # request keys 0 .. counts
+
+    def at(ep: Any, key: Any) -> str:
+        """The index of (epoch, request key) in a row's fly and took."""
+        return str(ep) if nkeys == 1 else f"{ep} * {nkeys} + {key}"
+
+    requests = [(e, g) for e in range(1, epochs + 1) for g in range(nkeys)]
     bumps = {e: list(d.bumps) for e, d in spec.effects.items()}
     by_event = {e: [t for t in spec.transitions if t.event == e] for e in spec.events}
     owner_events: dict[str, list[str]] = {}
@@ -118,6 +128,8 @@ def promela(
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
     if rules is not None:
         client_fields += ("phase",)
+    if fresh_keys:
+        client_fields += ("rk",)
     # [world] wakes: a client's saved handle (sv: it has one; its entity, epoch and token),
     # which outlives the handle it holds and is used once, by a wake-up
     wakes = bool(cfg["wakes"])
@@ -137,9 +149,9 @@ def promela(
             return f"{r}.ep"
         return f"({r}.col[{columns.index(name)}] + {default[name]})"
 
-    def took_any(r: str) -> str:
-        """Some request took effect at the row's remote (the entity's key is applied)."""
-        return any_of([f"{r}.took[{e}] > 0" for e in each_epoch])
+    def took_key(r: str, key: Any) -> str:
+        """A request with request key ``key`` took effect at the row's remote, in any epoch."""
+        return any_of([f"{r}.took[{at(e, key)}] > 0" for e in each_epoch])
 
     def running(k: str, r: str) -> str:
         return any_of(
@@ -157,7 +169,7 @@ def promela(
         row once the transition ``after`` of a ``first`` event is applied to it (its state,
         and what that event writes: a fresh token, the lease, bumped columns)."""
         r = f"r[{k}]"
-        live, tok = f"({r}.live)", f"{r}.tok"
+        live, tok, kg = f"({r}.live)", f"{r}.tok", f"{r}.kg"
         free = in_states(r, frees)
         bumped: Sequence[str] = ()
         if after is not None:
@@ -168,6 +180,8 @@ def promela(
                 live = "true"
             if "fresh_token" in written:
                 tok = f"({r}.tok + 1)"
+            if "fresh_key" in written:
+                kg = f"({r}.kg + 1)"
             free = "true" if after.dest in frees else "false"
             bumped = bumps.get(after.event, ())
 
@@ -179,7 +193,8 @@ def promela(
             if name == "running":
                 return (running(k, r), "1", "int")
             if rules is not None and name == "outcome":  # present 1, absent 2 (``TEXT``)
-                return (f"({took_any(r)} -> 1 : 2)", "1", "str")
+                # readback asks about the entity's request key as it is now
+                return (f"({took_key(r, kg if fresh_keys else 0)} -> 1 : 2)", "1", "str")
             if rules is not None and name == "remote_dedups":
                 return ("1" if rules.dedups else "0", "1", "int")
             return (f"{r}.fence", "1", "int") if name == "fenced_through" else None
@@ -254,6 +269,9 @@ def promela(
         parts += [f"{column(r, col)} + {n} > {counts}" for col, n in added.items()]
         if event in resends:
             parts.append(f"{r}.rs + 1 > {cfg['retries']}")
+        drawn = sum("fresh_key" in sets.get(e, ()) for e in both) if fresh_keys else 0
+        if drawn:
+            parts.append(f"{r}.kg + {drawn} > {counts}")
         return any_of(parts)
 
     def writes(event: str) -> bool:
@@ -294,6 +312,8 @@ def promela(
             out.append(f"{r}.rs = {r}.rs + 1")
         if "fresh_token" in effects:
             out.append(f"{r}.tok = {r}.tok + 1")
+        if fresh_keys and "fresh_key" in effects:
+            out.append(f"{r}.kg = {r}.kg + 1")
         if "lease" in effects:
             out.append(f"{r}.live = 1")
         if t.dest not in lease_states:
@@ -344,8 +364,12 @@ def promela(
                 body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
             if rules is not None and work == "starts":
                 body.append(f"c[{c}].phase = 1")  # its request is due
+                if fresh_keys:  # with the entity's request key as it is now
+                    body.append(f"c[{c}].rk = r[{k}].kg")
             elif rules is not None and e in answered | unanswered:
                 body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
+                if fresh_keys:
+                    body.append(f"c[{c}].rk = 0")
             if t.dest not in owner_events:  # done with the handle unless work runs
                 body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
             branches.append((holds(t, k, mine(c), True), body))
@@ -389,6 +413,8 @@ def promela(
                         ]
                     if resend:
                         body += [f"c[{c}].working = 1", f"c[{c}].phase = 1"]
+                        if fresh_keys:
+                            body.append(f"c[{c}].rk = r[{k}].kg")
                     branches.append((holds(t, k, None, resend), body))
                     bodies.append((t, body))
                 branches += first_ways(e, k, None, resend, bodies)
@@ -428,9 +454,10 @@ def promela(
         if rules is not None:
             r = f"r[c[{c}].key]"
             arrives = f"(c[{c}].ep > {r}.fence)" if rules.fences else "true"
-            other = any_of([f"({r}.fly[{e}] > 0 && c[{c}].ep != {e})" for e in each_epoch])
-            flying = " + ".join(f"{r}.fly[{e}]" for e in each_epoch)
-            sent = [f"overlap = overlap || {other}", f"{r}.fly[c[{c}].ep] = {r}.fly[c[{c}].ep] + 1"]
+            other = any_of([f"({r}.fly[{at(e, g)}] > 0 && c[{c}].ep != {e})" for e, g in requests])
+            flying = " + ".join(f"{r}.fly[{at(e, g)}]" for e, g in requests)
+            slot = f"{r}.fly[{at(f'c[{c}].ep', f'c[{c}].rk')}]"
+            sent = [f"overlap = overlap || {other}", f"{slot} = {slot} + 1"]
             if rules.fences:  # the highest epoch that arrived fences every lower one
                 sent.append(f"{r}.fence = (c[{c}].ep - 1 > {r}.fence -> c[{c}].ep - 1 : {r}.fence)")
             options.append(
@@ -441,7 +468,8 @@ def promela(
                     [f"c[{c}].phase = 2", *chain([(arrives, sent)], [])],
                 )
             )
-            heard = f"{r}.took[c[{c}].ep] > 0 && {r}.fly[c[{c}].ep] == 0"
+            request = at(f"c[{c}].ep", f"c[{c}].rk")
+            heard = f"{r}.took[{request}] > 0 && {r}.fly[{request}] == 0"
             options.append(
                 (
                     ("ack", c),
@@ -471,7 +499,10 @@ def promela(
         if fenceable:
             # with a remote: what is in flight at or below the fence is dropped at once
             dropped = (
-                [f"{r}.fly[{e}] = ({e} <= {r}.ep -> 0 : {r}.fly[{e}])" for e in each_epoch]
+                [
+                    f"{r}.fly[{at(e, g)}] = ({e} <= {r}.ep -> 0 : {r}.fly[{at(e, g)}])"
+                    for e, g in requests
+                ]
                 if rules is not None
                 else []
             )
@@ -484,14 +515,15 @@ def promela(
                 )
             )
         if rules is not None:
-            for ep in each_epoch:
-                applies = {"fencing": f"{ep} > {r}.fence", "dedup": f"!{took_any(r)}"}
-                land = [f"{r}.fly[{ep}] = {r}.fly[{ep}] - 1"]
+            for ep, g in requests:
+                i = at(ep, g)
+                applies = {"fencing": f"{ep} > {r}.fence", "dedup": f"!{took_key(r, g)}"}
+                land = [f"{r}.fly[{i}] = {r}.fly[{i}] - 1"]
                 land += chain(
-                    [(applies.get(rules.mode, "true"), [f"{r}.took[{ep}] = {r}.took[{ep}] + 1"])],
+                    [(applies.get(rules.mode, "true"), [f"{r}.took[{i}] = {r}.took[{i}] + 1"])],
                     [],
                 )
-                options.append((("land", key, ep), f"{r}.fly[{ep}] > 0", "false", land))
+                options.append((("land", key, ep, g), f"{r}.fly[{i}] > 0", "false", land))
 
     head = [
         f"/* {spec.name}: generated by claimfsm from its declaration; do not edit. */",
@@ -505,11 +537,17 @@ def promela(
         "typedef Row { byte st; byte ep; byte tok; bit live; "
         + (f"byte col[{len(columns)}]; " if columns else "")
         + "byte fence"
-        + (f"; byte fly[{epochs + 1}]; byte took[{epochs + 1}]" if rules is not None else "")
+        + (
+            f"; byte fly[{(epochs + 1) * nkeys}]; byte took[{(epochs + 1) * nkeys}]"
+            if rules is not None
+            else ""
+        )
         + ("; byte rs" if resends else "")
+        + ("; byte kg" if fresh_keys else "")
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; byte phase" if rules is not None else "")
+        + ("; byte rk" if fresh_keys else "")
         + ("; bit sv; byte skey; byte sep; byte stok" if wakes else "")
         + " }",
         f"Row r[{keys}];",
@@ -526,10 +564,8 @@ def promela(
         some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
         return _with_ltl(spec, liveness, options, sid, head, some_cut)
     invariants = [p for p in model.properties if p.kind == "always"]
-    checks = [
-        f"assert({_invariant(spec, p.name, workers, keys, columns, default, sid, epochs, rules)})"
-        for p in invariants
-    ]
+    world = (workers, keys, columns, default, sid, epochs, rules, nkeys)
+    checks = [f"assert({_invariant(spec, p.name, *world)})" for p in invariants]
     # examples (kind reachable): C fragments that print SOMETIMES n when first met
     sometimes = tuple(p.name for p in model.properties if p.kind == "sometimes")
     met = {
@@ -670,6 +706,7 @@ def _invariant(
     sid: dict[str, int],
     epochs: int = 0,
     rules: RemoteRules | None = None,
+    nkeys: int = 1,
 ) -> str:
     """A safety property of the built-in model as a Promela expression."""
     if name == "stale_operations_change_nothing":
@@ -680,10 +717,10 @@ def _invariant(
         return f"!esc_{guarded.index(name)}"
     if inv.kind == "exclusive_work" and rules is not None:
         return "!overlap"
-    if inv.kind == "effect_once":  # with a remote: the entity's key took effect once at most
+    if inv.kind == "effect_once":  # with a remote: one request took effect at most, any key
+        every = [e * nkeys + g for e in range(1, epochs + 1) for g in range(nkeys)]
         took = [
-            "(" + " + ".join(f"r[{k}].took[{e}]" for e in range(1, epochs + 1)) + ") <= 1"
-            for k in range(keys)
+            "(" + " + ".join(f"r[{k}].took[{i}]" for i in every) + ") <= 1" for k in range(keys)
         ]
         return "(" + " && ".join(took) + ")"
     if inv.kind == "exclusive_work":

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from claimfsm.spec import Spec
+from claimfsm.spec import Spec, draws_keys
 from claimfsm.store._entity_history import lease_recorded
 
 
@@ -35,14 +35,16 @@ def print_history(
             entry = dataclasses.asdict(e)
             if not lease_recorded(e.lease_deadline):  # JSON has no infinity
                 entry["lease_deadline"] = "not recorded"
-            for name in ("facts", "owner"):
+            for name in ("facts", "owner", "request_key"):
                 if entry[name] is None:
                     entry[name] = "not recorded"
             click.echo(json.dumps(entry))
         return
+    keys = draws_keys(spec)  # the request key, where an event draws one
     header = (
         *("seq", "key", "epoch", "event", "from → to", "refused", "token", "lease until"),
         *("owner", "facts"),
+        *(("request key",) if keys else ()),
     )
     rows = [
         (
@@ -56,6 +58,7 @@ def print_history(
             _deadline(e.lease_deadline),
             "not recorded" if e.owner is None else e.owner or "-",
             _facts(e.facts),
+            *((_request_key(e.request_key),) if keys else ()),
         )
         for e in entries
     ]
@@ -80,7 +83,11 @@ def print_rows(
             click.echo(json.dumps(dataclasses.asdict(r)))
         return
     columns = tuple(spec.columns)
-    header = ("key", "epoch", "state", "owner", "token", "lease", *columns)
+    keys = draws_keys(spec)  # the request key, where an event draws one
+    header = (
+        *("key", "epoch", "state", "owner", "token", "lease", *columns),
+        *(("request key",) if keys else ()),
+    )
     cells = [
         (
             r.key,
@@ -90,6 +97,7 @@ def print_rows(
             r.token_fingerprint,
             _lease(r.lease_deadline, now) if r.state in spec.states_where("lease") else "-",
             *(str(r.columns[c]) for c in columns),
+            *((_request_key("" if r.request_key == r.key else r.request_key),) if keys else ()),
         )
         for r in rows
     ]
@@ -116,6 +124,11 @@ def print_swept(spec: Spec, url: str, swept: Sequence[Any], as_json: bool) -> No
 
 
 __all__ = ["open_existing", "print_history", "print_rows", "print_swept"]
+
+
+def _request_key(key: str | None) -> str:
+    """A request key as a listing shows it: "-" for the entity's own."""
+    return "not recorded" if key is None else key or "-"
 
 
 def _deadline(deadline: float | None) -> str:

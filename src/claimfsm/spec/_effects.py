@@ -5,9 +5,10 @@ the row column each sets and the caller's fact it takes the value from. stdlib o
 - ``outcome``: the row records the caller's evidence (readback's ``present`` or ``absent``).
 - ``owner``: the row's owner becomes the caller.
 - ``fresh_token``: a new owner token (its hash): every earlier handle becomes stale.
-- ``fresh_key``: a new idempotency key (the claim row's): a request sent after it is a new
-  request to the remote, which a deduping remote cannot match with an earlier one. The
-  claim protocol's alone (a lifecycle of your own has no idempotency key).
+- ``fresh_key``: a new idempotency key: a request sent after it is a new request to the
+  remote, which a deduping remote cannot match with an earlier one. The claim row's key,
+  or, for a lifecycle of your own with a remote, the entity's request key (until an event
+  draws one, its requests carry the entity's key).
 
 ``durable`` on an event marks its commit as one that must survive power loss (the claim's
 ``begin_send`` and ``retry``: after them an external call may happen at any moment).

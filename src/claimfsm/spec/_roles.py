@@ -122,6 +122,11 @@ def has_remote(spec: Any) -> bool:
     return any(d.remote is not None for d in spec.effects.values())
 
 
+def draws_keys(spec: Any) -> bool:
+    """Whether some event of ``spec`` draws a fresh request key (``fresh_key``)."""
+    return any("fresh_key" in d.sets for d in spec.effects.values())
+
+
 def wake_events(spec: Any) -> tuple[str, ...]:
     """The events a client woken from a crash with its saved handle may take (``[world]
     wakes``): it begins its work again, so it takes an owner event that leaves the state a
@@ -212,7 +217,8 @@ def lifecycle_problem(spec: Any) -> str | None:
     model of a lifecycle of your own nor its store can read (None: nothing): a guard over
     the claim's drafts, over a fact its world has not (the remote's, without a remote),
     over the claim row's own columns, an event that records the claim's readback outcome
-    or draws a fresh idempotency key, or a remote it cannot run (:func:`remote_problem`)."""
+    or draws a fresh idempotency key without a remote to send it to, or a remote it cannot
+    run (:func:`remote_problem`)."""
     facts = lifecycle_facts(spec)
     for name, g in spec.guards.items():
         if g.kind in ("draft_ready", "draft_pinned"):
@@ -242,10 +248,12 @@ def lifecycle_problem(spec: Any) -> str | None:
                 f"event {event!r} sets outcome, the claim row's readback evidence; a"
                 " lifecycle's history records the outcome its caller brought (its facts)"
             )
-        if "fresh_key" in decl.sets:
+        if "fresh_key" in decl.sets and not has_remote(spec):
             return (
-                f"event {event!r} sets fresh_key, the claim row's idempotency key; a"
-                " lifecycle's requests carry the entity's key, the same in every epoch"
+                f"event {event!r} sets fresh_key, a new idempotency key for the requests"
+                " sent to the remote, and no event declares a remote: give the events on"
+                ' the remote their roles (remote = "answered" or "unanswered" under'
+                " [events.NAME]), or leave fresh_key out"
             )
     if spec.drafts is not None:
         return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
@@ -259,7 +267,8 @@ def remote_problem(spec: Any) -> str | None:
     event needs the remote's answer first. An event with either role ends the work, and
     every event that ends the work names which it is. A ``resends`` event is the
     operator's: an idle worker takes the current epoch over with a fresh token and sends
-    the request again, with the entity's key (the claim's retry)."""
+    the request again, with the entity's request key (the claim's retry; a new one where the
+    event declares ``fresh_key``)."""
     roles = {e: d.remote for e, d in spec.effects.items() if d.remote is not None}
     if not roles:
         return None

@@ -10,7 +10,6 @@ drift apart on anything but the guarded write itself.
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -35,7 +34,13 @@ from claimfsm.store import _validate as check
 from claimfsm.store._observe import LOG as STORE_LOG
 from claimfsm.store._observe import Observed, Observer
 from claimfsm.store._observe import log as log_observed
-from claimfsm.store._tokens import content_digest, fingerprint, new_token, token_hash
+from claimfsm.store._tokens import (
+    content_digest,
+    fingerprint,
+    fresh_idempotency_key,
+    new_token,
+    token_hash,
+)
 from claimfsm.store._types import (
     Claim,
     ClaimInfo,
@@ -764,11 +769,6 @@ def idempotency_key(draft: DraftRow) -> str:
     """Stable for one draft version: every attempt at it reuses the key, across epochs.
     (The SQL stores derive it in the acquire statement: ``IDEMPOTENCY_KEY_SQL``.)"""
     return f"cf-{draft.draft_id}-v{draft.version}-{draft.digest[:16]}"
-
-
-def fresh_idempotency_key() -> str:
-    """A key no earlier request used: what a retry declared with ``fresh_key`` sends under."""
-    return f"cf-fresh-{secrets.token_hex(16)}"
 
 
 #: ``idempotency_key`` as SQL over the draft row ``d`` (SQLite and PostgreSQL alike).

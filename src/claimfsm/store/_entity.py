@@ -1,11 +1,13 @@
 """A store for any declared lifecycle: one row per entity key, on SQLite or PostgreSQL.
 
 The row holds the entity's state, its epoch, the hash of the current owner token, the
-lease deadline, the owner's name and the declaration's own ``[columns]``. Every event is
-one guarded ``UPDATE`` compiled from the declaration (:func:`compile_event`): the guards
-of each of the event's transitions become the ``WHERE``, the destination a ``CASE``, and
-the event's declared effects the other assignments (a taker's new epoch and token, a
-fresh token, the lease, bumped counters). History is appended in the same transaction: the
+lease deadline, the owner's name, the declaration's own ``[columns]`` and, where an event
+draws one (``fresh_key``), the request key a request to the remote carries (NULL: the
+entity's own key). Every event is one guarded ``UPDATE`` compiled from the declaration
+(:func:`compile_event`): the guards of each of the event's transitions become the
+``WHERE``, the destination a ``CASE``, and the event's declared effects the other
+assignments (a taker's new epoch and token, a fresh token, the lease, bumped counters, a
+fresh request key). History is appended in the same transaction: the
 transition taken, or a stale owner's refused operation (``refused``), which changes nothing
 else; each entry records the row as it left it, its lease included (``_entity_history``).
 When the write matches no row, the store reads the row and explains the refusal with the
@@ -55,7 +57,7 @@ from claimfsm.errors import (
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
-from claimfsm.spec import Spec, TransitionDecl, lifecycle_facts, lifecycle_problem
+from claimfsm.spec import Spec, TransitionDecl, draws_keys, lifecycle_facts, lifecycle_problem
 from claimfsm.spec._roles import FACT_KINDS, FACT_WORDS
 from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
@@ -71,11 +73,11 @@ from claimfsm.store._entity_drivers import (
     Tx,
     rerun,
 )
-from claimfsm.store._entity_history import DEST, EPOCH, EntityHistory, facts_text
+from claimfsm.store._entity_history import DEST, EPOCH, REQUEST_KEY, EntityHistory, facts_text
 from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._pg import TRANSACTION_ID
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
-from claimfsm.store._tokens import fingerprint, new_token, token_hash
+from claimfsm.store._tokens import fingerprint, fresh_idempotency_key, new_token, token_hash
 
 Clock = Callable[[], float]
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -89,6 +91,9 @@ class Handle:
     epoch: int
     token: str = field(repr=False)
     state: str = ""  # the state the owner's last operation left the entity in
+    #: the idempotency key a request to the remote carries: the entity's key, or the one
+    #: an event declared ``fresh_key`` drew, as the owner's last operation left the row
+    request_key: str = ""
 
     def __repr__(self) -> str:
         return (
@@ -106,6 +111,9 @@ class EntityRow:
     owner: str | None
     columns: Mapping[str, int]
     token_fingerprint: str  # a non-secret label of the current token
+    #: the idempotency key a request to the remote carries now: the entity's key, or the
+    #: one an event declared ``fresh_key`` drew last
+    request_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,12 @@ def table_names(spec: Spec, prefix: str = "lc") -> tuple[str, str]:
     if not _WORD.fullmatch(name):
         raise SpecError(f"{spec.name}: cannot name a table after it; use a shorter name")
     return name, f"{name}_history"
+
+
+def row_extras(spec: Spec) -> tuple[str, ...]:
+    """The row's columns besides its fixed ones and the declared counters, read after them:
+    the request key, where an event draws one (NULL: the entity's own)."""
+    return ("request_key",) if draws_keys(spec) else ()
 
 
 def check_storable(spec: Spec) -> None:
@@ -180,8 +194,9 @@ def _writes(
     """What ``event`` writes, once for every compiled form: each column it assigns and the
     expression, read on the row as it was (``col``), in the order the statement binds
     their parameters: the state each transition leads to, the lease, a taker's new epoch,
-    the token, the owner and the bumped counters; and a function that renders the
-    condition that some transition's source and guards hold (rendered after them)."""
+    the token, the owner, the bumped counters and a drawn request key; and a function that
+    renders the condition that some transition's source and guards hold (rendered after
+    them)."""
     decl = spec.effects.get(event)
     effects = set(decl.sets) if decl is not None else set()
     bumps = decl.bumps if decl is not None else ()
@@ -216,6 +231,8 @@ def _writes(
         sets["owner"] = p("owner")
     for column in bumps:
         sets[column] = f"{col(column)} + 1"
+    if "fresh_key" in effects:
+        sets["request_key"] = p("new_request_key")
     return sets, lambda: " OR ".join(f"({cond(t)})" for t in transitions)
 
 
@@ -266,6 +283,7 @@ def compile_birth(
         "lease_deadline": "CAST(NULL AS DOUBLE PRECISION)",
         "owner": "CAST(NULL AS TEXT)",
         **{c: str(int(d.default)) for c, d in spec.columns.items()},
+        **{c: "CAST(NULL AS TEXT)" for c in row_extras(spec)},
     }
     sets, where_of = _writes(spec, event, transitions, p, fresh.__getitem__)
     key = p("key")
@@ -275,7 +293,7 @@ def compile_birth(
     returning = ", ".join(
         [
             *("state", "epoch", "lease_deadline", clock),
-            *(fresh[c] for c in [*PRIOR, *spec.columns]),
+            *(fresh[c] for c in [*PRIOR, *spec.columns, *row_extras(spec)]),
             "owner",  # the new row's
             TRANSACTION_ID,
         ]
@@ -301,7 +319,7 @@ def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s"
     from the initial state allow (:func:`compile_birth`). Zero rows back: refused, or a
     concurrent writer created the entity first; nothing changed."""
     clock = "(SELECT now FROM clock)"
-    names = [*PRIOR, *spec.columns]
+    names = [*PRIOR, *spec.columns, *row_extras(spec)]
     priors = ", ".join(f'{c} AS "prior {c}"' for c in names)
     write = compile_event(
         spec,
@@ -385,10 +403,14 @@ class EntityStore:
         self.table, self.history_table = driver.qualify(table), driver.qualify(history)
         #: while a row here allows it, history up to its seq may be deleted (pruning, reset)
         self._permit = driver.qualify(f"{history}_permit")
-        self._history_name = history
+        self._history_name, self._table_name = history, table
         self._driver = driver
         self._clock = clock
         self._columns = tuple(spec.columns)
+        #: the row's columns read after the counters (a drawn request key)
+        self._extras = row_extras(spec)
+        #: the events that draw a fresh request key (``fresh_key``)
+        self._draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
         self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
         #: each event's write as one statement, where the database can also return the row
         #: it replaced and create a new entity's (PostgreSQL)
@@ -401,7 +423,11 @@ class EntityStore:
         self.retries = retries
         m, t, h = driver.marker, self.table, self.history_table
         select = ", ".join(
-            ["key", "state", "epoch", "token_hash", "lease_deadline", "owner", *self._columns]
+            [
+                *("key", "state", "epoch", "token_hash", "lease_deadline", "owner"),
+                *self._columns,
+                *self._extras,
+            ]
         )
         self._sql = {
             "row": f"SELECT {select} FROM {t} WHERE key = {m}",  # noqa: S608
@@ -475,7 +501,9 @@ class EntityStore:
             lease_seconds=lease_seconds,
             facts=facts,
         )
-        return Handle(handle.key, record[EPOCH], token, record[DEST])
+        return Handle(
+            handle.key, record[EPOCH], token, record[DEST], record[REQUEST_KEY] or handle.key
+        )
 
     def take_over(
         self,
@@ -520,7 +548,7 @@ class EntityStore:
             facts=facts,
             current=current,
         )
-        return Handle(key, record[EPOCH], token, record[DEST])
+        return Handle(key, record[EPOCH], token, record[DEST], record[REQUEST_KEY] or key)
 
     def operate(
         self,
@@ -646,9 +674,14 @@ class EntityStore:
             epoch=r[2],
             lease_deadline=r[4],
             owner=r[5],
-            columns=dict(zip(self._columns, r[6:], strict=True)),
+            columns=dict(zip(self._columns, r[6 : 6 + len(self._columns)], strict=True)),
             token_fingerprint=fingerprint(r[3]),
+            request_key=self._request_key(r) or r[0],
         )
+
+    def _request_key(self, r: tuple[Any, ...]) -> str:
+        """The request key a row (as ``row`` reads it) holds: "" for the entity's own."""
+        return (r[6 + len(self._columns)] or "") if self._extras else ""
 
     def _role(self, event: str, role: str | tuple[str, ...], call: str) -> None:
         if event not in self.spec.events:
@@ -698,6 +731,8 @@ class EntityStore:
                 or (name in FACT_WORDS and value not in FACT_WORDS[name])
             ):
                 raise InvalidArgument(f"fact {name} must be {said}, not {value!r}")
+        if event in self._draws:  # a fresh request key, written by the event's write
+            values = {**values, "new_request_key": fresh_idempotency_key()}
         call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)
         record, outcome = rerun(
             lambda: self._attempt(call),
@@ -748,13 +783,16 @@ class EntityStore:
             if found is not None:
                 tx.transaction_id, found = found[-1], found[:-1]
                 state, new_epoch, lease, now = found[0], found[1], found[2], float(found[3])
-                view = self._view((key, *found[4:8], None, *found[8:-1]))
+                prior = (key, *found[4:8], None, *found[8:-1])
+                view = self._view(prior)
                 caller = CallerView(view.epoch if call.current else epoch, presented, facts, now)
                 self._agrees(event, view, caller, True)
                 shown = values.get("new_token_hash") or presented or view.token_hash
+                request_key = values.get("new_request_key") or self._request_key(prior)
                 record = (
                     *(key, new_epoch, event, view.state, state, now),
                     *(None, fingerprint(shown), lease, facts_text(facts), found[-1] or ""),
+                    request_key,
                 )
                 tx.defer(self._sql["append"], record)
                 return record, (state, new_epoch)
@@ -763,6 +801,7 @@ class EntityStore:
         now = self._now(tx)
         locked = self._locked(tx, key)
         view, row_owner = self._view(locked), locked[5] or ""  # history: "" for none
+        row_key = self._request_key(locked)  # where a refusal leaves it
         if call.current:
             epoch = view.epoch
 
@@ -789,7 +828,10 @@ class EntityStore:
             # explained on the row the first event left, which is why it was refused.
             tx.run("SAVEPOINT claimfsm_first", ())
             # the sweep's: it names the current epoch and brings no token, value or fact
-            swept = guarded(sweep, view.epoch, None, {"new_token_hash": None, "owner": ""}, {})
+            nothing = {"new_token_hash": None, "owner": ""}
+            if sweep in self._draws:
+                nothing["new_request_key"] = fresh_idempotency_key()
+            swept = guarded(sweep, view.epoch, None, nothing, {})
             if swept is not None:
                 self._agrees(sweep, view, CallerView(view.epoch, None, {}, now), True)
                 label = fingerprint(view.token_hash)
@@ -805,9 +847,11 @@ class EntityStore:
                     swept[2],
                     entries.NO_FACTS,
                     swept[3] or "",
+                    nothing.get("new_request_key") or self._request_key(locked),
                 )
                 tx.run(self._sql["append"], swept_record)
-                view = self._view(self._locked(tx, key))
+                locked = self._locked(tx, key)
+                view = self._view(locked)
                 done = guarded(event, epoch, presented)
                 if done is None:
                     tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
@@ -819,6 +863,7 @@ class EntityStore:
             record = (
                 *(key, new_epoch, event, view.state, state, now),
                 *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
+                values.get("new_request_key") or self._request_key(locked),
             )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
@@ -845,6 +890,7 @@ class EntityStore:
         refused = (
             *(key, named, event, row_state, row_state, now),
             *(first, fingerprint(presented), row_lease, facts_text(facts), row_owner),
+            row_key,
         )
         tx.defer(self._sql["append"], refused)
         return refused, refusal
@@ -880,7 +926,7 @@ class EntityStore:
             epoch=row[2],
             token_hash=row[3],
             lease_deadline=row[4],
-            columns=dict(zip(self._columns, row[6:], strict=True)),
+            columns=dict(zip(self._columns, row[6 : 6 + len(self._columns)], strict=True)),
         )
 
     def _agrees(
@@ -928,10 +974,16 @@ class EntityStore:
         self._upgrade(tx)
 
     def _upgrade(self, tx: Tx) -> None:
-        """A history table made before history recorded the lease or the caller's facts
-        gets the columns; the entries it holds are marked as not recording them
-        (``entries.upgrades``)."""
+        """A history table made before history recorded the lease, the caller's facts, the
+        owner or the request key gets the columns; the entries it holds are marked as not
+        recording them (``entries.upgrades``). A row table made before its declaration drew
+        request keys gets the column (NULL: the entity's own key)."""
         driver = self._driver
+        if self._extras:  # a row table made before the declaration drew request keys
+            have = driver.columns(tx, self._table_name)
+            for c in self._extras:
+                if c not in have:
+                    tx.run(f"ALTER TABLE {self.table} {driver.add_column} {c} TEXT", ())
         present = driver.columns(tx, self._history_name)
         for statement in entries.upgrades(
             self.history_table, present, driver.minus_infinity, driver.add_column
@@ -940,6 +992,7 @@ class EntityStore:
 
     def _schema(self) -> list[str]:
         cols = "".join(f", {c} INTEGER NOT NULL" for c in self._columns)
+        cols += "".join(f", {c} TEXT" for c in self._extras)
         seq = self._driver.serial
         return [
             f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, state TEXT NOT NULL,"

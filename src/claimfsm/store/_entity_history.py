@@ -7,13 +7,15 @@ it: its ``epoch``, its state (``dest``; ``source`` is where it was), the token t
 (as ``token_fingerprint``), its lease deadline (``lease_deadline``, None: no lease), the
 facts the caller brought (``facts``: the evidence a guard compares, such as a readback's
 ``running``; empty for none) and the name of the owner the row holds after it (``owner``;
-empty for none), as the claim's history records them. With the store's time (``at``)
+empty for none), as the claim's history records them, and the request key the row holds
+after it (``request_key``: the key a request to the remote carries, drawn by an event
+declared ``fresh_key``; empty while it is the entity's own key). With the store's time (``at``)
 that is what an auditor needs to judge the guards of the entry, the lease's and the
 evidence's included, and the row its history leaves.
 
 A history table made by an earlier claimfsm gains the columns it lacks when the store
 opens it (:func:`upgrades`); the entries it already holds are marked as not recording them:
-a lease of :data:`UNRECORDED`, facts and owner of None.
+a lease of :data:`UNRECORDED`, facts, owner and request key of None.
 
 The store, its upkeep and the audit read these names and indexes from here.
 """
@@ -39,12 +41,15 @@ COLUMNS = (
     "lease_deadline",
     "facts",
     "owner",
+    "request_key",
 )
 SELECT = ", ".join(COLUMNS)
 #: What the store appends: an entry without its seq (the database numbers it).
 RECORD = COLUMNS[1:]
 #: Indexes into an appended record.
-KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER = range(len(RECORD))
+KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER, REQUEST_KEY = range(
+    len(RECORD)
+)
 #: The lease deadline of an entry appended before history recorded it (a store made by an
 #: earlier claimfsm, opened since): not known, so not judged.
 UNRECORDED = float("-inf")
@@ -75,13 +80,18 @@ def table(name: str, serial: str) -> str:
         f"CREATE TABLE IF NOT EXISTS {name} (seq {serial}, key TEXT NOT NULL,"
         " epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT NULL, dest TEXT NOT"
         " NULL, at DOUBLE PRECISION NOT NULL, refused TEXT, token_fingerprint TEXT NOT NULL,"
-        " lease_deadline DOUBLE PRECISION, facts TEXT, owner TEXT)"
+        " lease_deadline DOUBLE PRECISION, facts TEXT, owner TEXT, request_key TEXT)"
     )
 
 
 #: The columns an earlier history table may lack, each with its type, in the order they
 #: were added.
-ADDED = {"lease_deadline": "DOUBLE PRECISION", "facts": "TEXT", "owner": "TEXT"}
+ADDED = {
+    "lease_deadline": "DOUBLE PRECISION",
+    "facts": "TEXT",
+    "owner": "TEXT",
+    "request_key": "TEXT",
+}
 
 
 def unrecorded(column: str, minus_infinity: str) -> str:
@@ -120,13 +130,17 @@ class EntityHistory:
     facts: dict[str, Any] | None = field(default=None, hash=False)
     #: the owner's name the row holds after the entry ("" for none); None: not recorded
     owner: str | None = None
+    #: the request key the row holds after the entry ("": the entity's key); None: not
+    #: recorded
+    request_key: str | None = None
 
     @classmethod
     def read(cls, row: tuple[Any, ...]) -> EntityHistory:
         """The entry a row of :data:`COLUMNS` holds."""
-        seq, key, epoch, event, source, dest, at, refused, token, lease, facts, owner = row
+        seq, key, epoch, event, source, dest, at, refused, token, lease, facts, owner, rkey = row
         return cls(
             *(seq, key, epoch, event, source, dest, at, refused, token, lease),
             facts_read(facts),
             owner,
+            rkey,
         )

@@ -111,7 +111,8 @@ def prune(
             return Pruned(before, None, 0, 0)
         # Each entity's state, epoch and lease as of its last removed entry: a transition
         # taken (or an earlier checkpoint) moves them; a refused operation changed nothing.
-        last: dict[str, tuple[Any, ...]] = {}  # key: seq, epoch, state, at, fp, lease, owner
+        # key: seq, epoch, state, at, fp, lease, owner, request key
+        last: dict[str, tuple[Any, ...]] = {}
         after = removed = 0
         while rows := tx.all(
             f"SELECT {columns} FROM {h} WHERE seq > {m} AND seq <= {m} ORDER BY seq LIMIT {m}",  # noqa: S608
@@ -119,13 +120,14 @@ def prune(
         ):
             if archive is not None:
                 archive([EntityHistory.read(r) for r in rows])
-            for seq, key, epoch, _event, _source, dest, at, refused, fp, lease, _f, owner in rows:
+            for row in rows:
+                seq, key, epoch, _event, _source, dest, at, refused, fp, lease, _f, owner, rk = row
                 if refused is None:
-                    last[key] = (seq, epoch, dest, at, fp, lease, owner)
+                    last[key] = (seq, epoch, dest, at, fp, lease, owner, rk)
                 elif key in last:
                     last[key] = (seq, *last[key][1:])
                 else:  # only refusals so far: the entity was where it began
-                    last[key] = (seq, 0, store.spec.initial, at, "-", None, "")
+                    last[key] = (seq, 0, store.spec.initial, at, "-", None, "", rk)
             after, removed = rows[-1][0], removed + len(rows)
         # the delete trigger lets through only what this transaction's permit allows
         tx.run(store._sql["permit"], (cut,))
@@ -133,11 +135,11 @@ def prune(
         tx.run(store._sql["unpermit"], ())
         marks = ", ".join([m] * len(entries.COLUMNS))
         insert = f"INSERT INTO {h} ({columns}) VALUES ({marks})"  # noqa: S608
-        for key, (seq, epoch, state, at, fp, lease, owner) in sorted(
+        for key, (seq, epoch, state, at, fp, lease, owner, rk) in sorted(
             last.items(), key=lambda kv: kv[1][0]
         ):
             checkpoint = (seq, key, epoch, CHECKPOINT, state, state, at, None, fp, lease)
-            tx.run(insert, (*checkpoint, entries.NO_FACTS, owner))
+            tx.run(insert, (*checkpoint, entries.NO_FACTS, owner, rk))
         return Pruned(before, cut, removed, len(last))
 
     try:

@@ -1,4 +1,5 @@
-"""Owner tokens: secret capabilities. Stores keep only their hash; output shows a fingerprint."""
+"""Owner tokens: secret capabilities. Stores keep only their hash; output shows a fingerprint.
+Fresh idempotency keys, which are not secrets: every request to the remote shows one."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def token_hash(token: str) -> str:
 def fingerprint(hashed: str | None) -> str:
     """A short, non-secret label for a token (a prefix of its hash)."""
     return hashed[:FINGERPRINT_LENGTH] if hashed else "-"
+
+
+def fresh_idempotency_key() -> str:
+    """A key no earlier request used: what a request sent after an event declared
+    ``fresh_key`` carries (the claim's retry; a lifecycle's request key)."""
+    return f"cf-fresh-{secrets.token_hex(16)}"
 
 
 def content_digest(content: str) -> str:

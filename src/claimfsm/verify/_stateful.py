@@ -212,6 +212,9 @@ def lifecycle_state_machine(
             # the handle each worker saved before it crashed ([world] wakes)
             self.saved: list[Handle | None] = [None] * resolved["workers"]
             self.program: list[str] = []
+            # the store's request key for each of the model's (0: the entity's own), as
+            # the store drew them: a key the model draws anew is one the store never held
+            self.request_keys: dict[int, str] = {0: KEY}
             self.clean = True  # no step has failed (teardown then audits the history)
             LifecycleMachine.last_program = self.program
             LifecycleMachine.programs_run += 1
@@ -365,12 +368,27 @@ def lifecycle_state_machine(
             assert got == expect, self._disagree(
                 f"store row (state, epoch, columns, live) {got}, model {expect}"
             )
+            drawn = KEY if row is None else row.request_key
+            known = self.request_keys.get(want.request_key)
+            if known is None:
+                assert drawn not in self.request_keys.values(), self._disagree(
+                    "the store's request key: the model drew a new one, the store did not"
+                )
+                self.request_keys[want.request_key] = drawn
+            else:
+                assert drawn == known, self._disagree(
+                    "the store's request key: the model kept it, the store drew another"
+                )
             for c, (h, mh) in enumerate(zip(self.handles, self.world.clients, strict=True)):
                 assert (h is None) == (not holds_handle(mh)), self._disagree(f"worker {c}'s handle")
                 kept = mh is not None and bool(mh.saved)
                 assert (self.saved[c] is not None) == kept, self._disagree(
                     f"whether worker {c} saved a handle"
                 )
+                if h is not None and mh is not None and mh.phase:  # its request is in play
+                    assert h.request_key == self.request_keys.get(mh.request_key), self._disagree(
+                        f"the request key worker {c}'s request carries"
+                    )
                 if h is not None and mh is not None and row is not None:
                     current = fingerprint(token_hash(h.token)) == row.token_fingerprint and (
                         h.epoch == row.epoch
