@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claimfsm.audit import audit_store
+from claimfsm.audit import audit_lifecycle, audit_store
 from claimfsm.checker import (
     Checker,
     EntityModelConfig,
@@ -575,6 +575,8 @@ def test_a_store_gains_the_request_key_when_its_declaration_draws_one(
     assert handle.request_key == "order-1"  # no fresh_key: the order's own
     store.act(handle, "give_up")
     store.close()
+    # read-only, before the store is opened by it: a row without the column keeps its own
+    assert audit_lifecycle(fresh_spec, url).ok
     store = open_entity_store(fresh_spec, url)
     try:
         row = store.row("order-1")

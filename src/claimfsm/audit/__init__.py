@@ -112,9 +112,10 @@ def audit_lifecycle(
     check_storable(spec)
     table, _ = table_names(spec, prefix)
     report = AuditReport()
-    row_columns = ", ".join([ROW, *spec.columns, *row_extras(spec)])
+    row_columns = ", ".join([ROW, *spec.columns])
     older = frozenset(ADDED)  # a store made before history recorded the lease or facts
-    with entity_streams(url, table, HISTORY, row_columns, older) as (history, rows):
+    extras = row_extras(spec)  # a request key, which a table made before may lack
+    with entity_streams(url, table, HISTORY, row_columns, older, extras) as (history, rows):
         report.entries, report.targets, report.claims = walk(
             EntityRules(spec), history, rows, _keeper(report, keep), progress
         )

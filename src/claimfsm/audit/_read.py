@@ -48,12 +48,14 @@ def entity_streams(
     history_columns: tuple[str, ...],
     row_columns: str,
     unrecorded: frozenset[str] = frozenset(),
+    row_extras: tuple[str, ...] = (),
 ) -> Iterator[Streams]:
     """A lifecycle store's (history entries ordered by key then seq, rows ordered by key),
     from its tables ``table`` and ``table_history`` (names the store checked);
     ``NotFound`` when they do not exist. A column of ``unrecorded`` that an older history
     table lacks reads as what marks it not recorded (``entries.unrecorded``: the store adds
-    it so when opened)."""
+    it so when opened). ``row_extras``: row columns read after ``row_columns``; one an older
+    row table lacks reads as NULL (the store adds it when opened: a request key)."""
     with _snapshot(url) as (conn, path, schema):
         if path is not None:
             found = conn.execute(
@@ -77,6 +79,11 @@ def entity_streams(
         # the store's own catalog query and literal: the reader keeps no copy of them
         found = conn.execute(driver.columns_sql, (f"{qualified}_history",)).fetchall()
         present = {r[0] for r in found}
+        if row_extras:
+            have = {r[0] for r in conn.execute(driver.columns_sql, (qualified,)).fetchall()}
+            row_columns = ", ".join(
+                [row_columns, *(c if c in have else f"NULL AS {c}" for c in row_extras)]
+            )
         selected = ", ".join(
             f"{entries.unrecorded(c, driver.minus_infinity)} AS {c}"
             if c in unrecorded and c not in present
