@@ -22,6 +22,7 @@ from claimfsm.checker import (
     entity_model,
     promela,
     replay,
+    spin_available,
     spin_check,
 )
 from claimfsm.cli import main
@@ -601,3 +602,77 @@ def test_the_store_agrees_with_the_model_of_a_fresh_key_resend(url: str) -> None
         steps=25,
     )
     assert result.ok, "\n".join([result.failure, *result.program])
+
+
+#: The README's charge whose readback records its outcome in the row (``outcome``).
+RECORDED = FILES["charge.toml"].replace(
+    "\n[[transitions]]\n",
+    '\n[events.found]\nsets = ["outcome"]\n\n[events.missing]\nsets = ["outcome"]\n'
+    "\n[[transitions]]\n",
+    1,
+)
+
+
+def test_readback_s_outcome_recorded_in_the_row_is_checked_and_stored(url: str) -> None:
+    """An event declared ``outcome`` records readback's outcome in the row until a take
+    begins the next epoch: the model keeps it (and SPIN's twin, state for state), the
+    store writes what the caller brought and refuses the event without it, the audit
+    replays it from history, and verify compares it step by step."""
+    assert FILES["charge.toml"] != RECORDED
+    spec = load_spec_text(RECORDED)
+    model = entity_model(spec)
+    recorded = {(w.rows[0].state, w.rows[0].outcome) for w in _reachable(model)}
+    assert ("charged", "present") in recorded and ("idle", "absent") in recorded
+    assert ("held", "") in recorded and ("held", "absent") not in recorded  # a take clears it
+    plain = Checker(entity_model(load_spec_text(FILES["charge.toml"]))).symmetry(False).run()
+    ours = Checker(model).symmetry(False).run()
+    assert ours.verdict == "ok" and ours.unique > plain.unique
+    if spin_available() is None:
+        theirs, _ = spin_check(spec)
+        assert (theirs.unique, theirs.depth) == (ours.unique, ours.depth)
+        assert "byte oc" in promela(spec).text
+    store = open_entity_store(spec, url)
+    try:
+        handle = store.act(store.take("order-1", "take", lease_seconds=30), "send")
+        store.act(handle, "give_up")
+        with pytest.raises(InvalidArgument, match="records readback's outcome"):
+            store.operate("order-1", "missing", facts={"fenced_through": 1})
+        store.operate("order-1", "missing", facts={"outcome": "absent", "fenced_through": 1})
+        assert store.row("order-1").outcome == "absent"  # type: ignore[union-attr]
+        store.take("order-1", "take", lease_seconds=30)
+        assert store.row("order-1").outcome is None  # type: ignore[union-attr]
+        assert audit_store(store).ok
+        m = store._driver.marker
+        store._driver.rerun(
+            lambda tx: tx.run(
+                f"UPDATE {store.table} SET outcome = {m} WHERE key = {m}",  # noqa: S608
+                ("present", "order-1"),
+            )
+        )
+        found = [(v.kind, v.target_id) for v in audit_store(store).violations]
+        assert found == [("row_mismatch", "order-1")], found
+    finally:
+        store.close()
+    result = verify(
+        spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=10, steps=25
+    )
+    assert result.ok, "\n".join([result.failure, *result.program])
+
+
+def test_recording_an_outcome_or_drawing_a_key_needs_a_remote(tmp_path: Path) -> None:
+    """Both are about requests to a remote: without one, every command names the event and
+    what to do, and the store creates nothing."""
+    job = (Path(__file__).parent.parent / "specs" / "job.toml").read_text()
+    for effect in ("outcome", "fresh_key"):
+        path = tmp_path / f"job-{effect}.toml"
+        path.write_text(job.replace('sets = ["lease"', f'sets = ["{effect}", "lease"', 1))
+        assert path.read_text() != job
+        db = f"sqlite:///{tmp_path / 'job.sqlite'}"
+        for command in (["check", str(path)], ["verify", str(path), "--db", db]):
+            result = CliRunner().invoke(main, command)
+            assert result.exit_code != 0, result.output
+            assert f"sets {effect}" in result.output and "no event declares a remote" in (
+                result.output
+            ), result.output
+            assert "Traceback" not in result.output
+        assert not (tmp_path / "job.sqlite").exists()

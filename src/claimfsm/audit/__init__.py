@@ -152,8 +152,8 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
 def _row_fields(r: Any, extras: tuple[str, ...]) -> tuple[Any, ...]:
     """An entity row as the lifecycle audit reads it (``_entity.ROW`` and the columns)."""
     fixed = (r.key, r.state, r.epoch, r.token_fingerprint, r.lease_deadline, r.owner)
-    drawn = () if extras == () else ("" if r.request_key == r.key else r.request_key,)
-    return (*fixed, *r.columns.values(), *drawn)
+    read = {"request_key": "" if r.request_key == r.key else r.request_key, "outcome": r.outcome}
+    return (*fixed, *r.columns.values(), *(read[name] for name in extras))
 
 
 __all__ = [

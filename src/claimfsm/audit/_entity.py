@@ -47,6 +47,7 @@ from claimfsm.spec._invariants import leaves_by_another, row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
+from claimfsm.store._entity import row_extras
 from claimfsm.store._entity_history import facts_read, lease_recorded
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
@@ -85,6 +86,8 @@ class Entity:
     columns: dict[str, int] | None = field(default_factory=dict)  # None: not known
     #: the request key it holds ("": the entity's own); None: not known
     request_key: str | None = ""
+    #: readback's outcome it records ("": none in this epoch); None: not known
+    outcome: str | None = ""
     entries: int = 0
 
 
@@ -101,7 +104,9 @@ class EntityRules:
         self.bumps = {e: d.bumps for e, d in spec.effects.items()}
         self.fresh = frozenset(e for e, d in spec.effects.items() if "fresh_token" in d.sets)
         self.draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
-        self.keeps_key = bool(self.draws)  # the row keeps a request key (a column)
+        self.records = frozenset(e for e, d in spec.effects.items() if "outcome" in d.sets)
+        #: the row's columns after the declared ones
+        self.extras = row_extras(spec)
         self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
         for t in spec.transitions:
             self.by_step.setdefault((t.event, t.source, t.dest), []).append(t.guards)
@@ -119,6 +124,7 @@ class EntityRules:
                 report("checkpoint_inside", seq, "a checkpoint after the first entry")
             ent.state, ent.epoch, ent.holder, ent.columns = e[DEST], e[EPOCH], e[TOKEN], None
             ent.lease, ent.owner, ent.request_key = e[LEASE], e[OWNER], e[REQUEST_KEY]
+            ent.outcome = None  # a checkpoint does not record it
             return
         if e[REFUSED] is not None:
             if not e[SOURCE] == e[DEST] == ent.state:
@@ -181,6 +187,11 @@ class EntityRules:
         ent.state, ent.epoch, ent.lease, ent.owner = dest, e[EPOCH], e[LEASE], e[OWNER]
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
+        if event in self.records:  # the outcome its caller brought, where recorded
+            facts = facts_read(e[FACTS])
+            ent.outcome = None if facts is None else facts.get("outcome")
+        elif event in self.takers:
+            ent.outcome = ""
         if ent.columns is not None:
             for c in self.bumps.get(event, ()):
                 ent.columns[c] += 1
@@ -256,8 +267,9 @@ class EntityRules:
 
     def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
         """``row``: (state, epoch, token fingerprint or None, lease deadline, owner,
-        *declared columns, and the request key where the row keeps one: "" for the
-        entity's own), or None: no row."""
+        *declared columns, then the request key where the row keeps one, "" for the
+        entity's own, and readback's outcome where it records one, "" for none), or None:
+        no row."""
         if row is None:
             if ent is not None:
                 report("row_missing", (), f"history of {ent.key!r} but no row")
@@ -271,8 +283,10 @@ class EntityRules:
             "owner": owner or "",
             **dict(zip(self.columns, values[: len(self.columns)], strict=True)),
         }
-        if self.keeps_key:
-            found["request_key"] = values[len(self.columns)] or ""
+        found.update(
+            (name, value or "")
+            for name, value in zip(self.extras, values[len(self.columns) :], strict=True)
+        )
         base = ent or self.begin("")
         replayed = {"state": base.state, "epoch": base.epoch, "token": base.holder}
         if lease_recorded(base.lease):
@@ -281,8 +295,10 @@ class EntityRules:
             replayed["owner"] = base.owner
         if base.columns is not None:
             replayed.update(base.columns)
-        if self.keeps_key and base.request_key is not None:
+        if "request_key" in self.extras and base.request_key is not None:
             replayed["request_key"] = base.request_key
+        if "outcome" in self.extras and base.outcome is not None:
+            replayed["outcome"] = base.outcome
         differ = [
             f"{k} {found[k]!r} (history: {v!r})" for k, v in replayed.items() if found[k] != v
         ]

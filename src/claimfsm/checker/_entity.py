@@ -105,6 +105,9 @@ class Row(NamedTuple):
     #: the entity's request key now (0 until an event declared ``fresh_key`` draws one),
     #: bounded by ``[world] counts``
     request_key: int = 0
+    #: readback's outcome the row records (an event declared ``outcome``): "" none yet in
+    #: this epoch (a take clears it), else ``present`` or ``absent``
+    outcome: str = ""
 
 
 class Handle(NamedTuple):
@@ -284,14 +287,18 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
             if not bad:
-                return t.dest, _after(row, event, t.dest, caller is None and not named)
+                taking = caller is None and not named
+                return t.dest, _after(row, event, t.dest, taking, facts.get("outcome", ""))
             failing += [g for g in bad if g not in failing]
         return None, ", ".join(failing)
 
-    def _after(row: Row, event: str, dest: str, taking: bool) -> Row:
+    def _after(row: Row, event: str, dest: str, taking: bool, outcome: str) -> Row:
+        """``row`` once ``event`` led it to ``dest``; ``outcome``: readback's, as the world's
+        evidence said before the event (what an event declared ``outcome`` records)."""
         epoch, token, live, cols = row.epoch, row.token, row.live, row.columns
         effects = sets.get(event, frozenset())
         request_key = row.request_key + 1 if "fresh_key" in effects else row.request_key
+        recorded = outcome if "outcome" in effects else "" if taking else row.outcome
         resent = row.resent + 1 if event in resends else row.resent
         if taking:  # a new epoch: a fresh token, and a lease only if the event sets one
             epoch, token, live, resent = epoch + 1, 1, False, 0
@@ -318,6 +325,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             row.landed,
             resent,
             request_key,
+            recorded,
         )
 
     def cut(after: Row) -> bool:
@@ -658,6 +666,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             parts.append(f"fenced through e{row.fence}")
         if row.request_key:
             parts.append(f"request key k{row.request_key}")
+        if row.outcome:
+            parts.append(f"readback recorded {row.outcome}")
         if row.in_flight:
             parts.append("in flight " + ",".join(map(_request, row.in_flight)))
         if row.landed:

@@ -107,6 +107,8 @@ def promela(
     )
     sets = {e: set(d.sets) for e, d in spec.effects.items()}
     fresh_keys = rules is not None and any("fresh_key" in x for x in sets.values())
+    # readback's outcome the row records (oc: 0 none, 1 present, 2 absent)
+    outcomes = rules is not None and any("outcome" in x for x in sets.values())
     nkeys = counts + 1 if fresh_keys else 1  # request keys 0 .. counts
 
     def at(ep: Any, key: Any) -> str:
@@ -297,13 +299,18 @@ def promela(
     def apply(event: str, k: str, t: Any, taking: bool) -> list[str]:
         """The assignments of transition ``t`` of ``event`` on entity ``k``."""
         r = f"r[{k}]"
-        out = [f"{r}.st = {sid[t.dest]}"]
+        effects = sets.get(event, set())
+        out = []
+        if outcomes and "outcome" in effects:  # readback's, before the event draws a key
+            out.append(f"{r}.oc = ({took_key(r, f'{r}.kg' if fresh_keys else 0)} -> 1 : 2)")
+        elif outcomes and taking:
+            out.append(f"{r}.oc = 0")  # a new epoch has recorded no readback yet
+        out.append(f"{r}.st = {sid[t.dest]}")
         out += [
             f"esc_{n} = 1"
             for n, inv in enumerate(guarded)
             if t.source in inv.states and t.dest not in inv.states and event not in inv.events
         ]
-        effects = sets.get(event, set())
         if taking:
             out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
             if resends:
@@ -544,6 +551,7 @@ def promela(
         )
         + ("; byte rs" if resends else "")
         + ("; byte kg" if fresh_keys else "")
+        + ("; byte oc" if outcomes else "")
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; byte phase" if rules is not None else "")

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from claimfsm.spec import Spec, draws_keys
+from claimfsm.spec import Spec, draws_keys, records_outcome
 from claimfsm.store._entity_history import lease_recorded
 
 
@@ -84,9 +84,11 @@ def print_rows(
         return
     columns = tuple(spec.columns)
     keys = draws_keys(spec)  # the request key, where an event draws one
+    outcomes = records_outcome(spec)  # readback's outcome, where an event records it
     header = (
         *("key", "epoch", "state", "owner", "token", "lease", *columns),
         *(("request key",) if keys else ()),
+        *(("outcome",) if outcomes else ()),
     )
     cells = [
         (
@@ -98,6 +100,7 @@ def print_rows(
             _lease(r.lease_deadline, now) if r.state in spec.states_where("lease") else "-",
             *(str(r.columns[c]) for c in columns),
             *((_request_key("" if r.request_key == r.key else r.request_key),) if keys else ()),
+            *((r.outcome or "-",) if outcomes else ()),
         )
         for r in rows
     ]

@@ -61,6 +61,7 @@ from claimfsm.spec._roles import (
     has_remote,
     lifecycle_facts,
     lifecycle_problem,
+    records_outcome,
     wake_events,
 )
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
@@ -119,6 +120,7 @@ __all__ = [
     "lifecycle_world_problem",
     "load_spec",
     "parse_spec",
+    "records_outcome",
     "require_claim_protocol",
     "runs_on_the_claim_model",
     "shipped",

@@ -2,7 +2,8 @@
 the row column each sets and the caller's fact it takes the value from. stdlib only.
 
 - ``lease``: the lease deadline becomes now + the caller's lease seconds.
-- ``outcome``: the row records the caller's evidence (readback's ``present`` or ``absent``).
+- ``outcome``: the row records the caller's evidence (readback's ``present`` or ``absent``),
+  until a taker's new epoch clears it: the claim row's, or a lifecycle's with a remote.
 - ``owner``: the row's owner becomes the caller.
 - ``fresh_token``: a new owner token (its hash): every earlier handle becomes stale.
 - ``fresh_key``: a new idempotency key: a request sent after it is a new request to the

@@ -127,6 +127,11 @@ def draws_keys(spec: Any) -> bool:
     return any("fresh_key" in d.sets for d in spec.effects.values())
 
 
+def records_outcome(spec: Any) -> bool:
+    """Whether some event of ``spec`` records readback's outcome in the row (``outcome``)."""
+    return any("outcome" in d.sets for d in spec.effects.values())
+
+
 def wake_events(spec: Any) -> tuple[str, ...]:
     """The events a client woken from a crash with its saved handle may take (``[world]
     wakes``): it begins its work again, so it takes an owner event that leaves the state a
@@ -216,9 +221,9 @@ def lifecycle_problem(spec: Any) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
     model of a lifecycle of your own nor its store can read (None: nothing): a guard over
     the claim's drafts, over a fact its world has not (the remote's, without a remote),
-    over the claim row's own columns, an event that records the claim's readback outcome
-    or draws a fresh idempotency key without a remote to send it to, or a remote it cannot
-    run (:func:`remote_problem`)."""
+    over the claim row's own columns, an event that records readback's outcome or draws a
+    fresh idempotency key without a remote, or a remote it cannot run
+    (:func:`remote_problem`)."""
     facts = lifecycle_facts(spec)
     for name, g in spec.guards.items():
         if g.kind in ("draft_ready", "draft_pinned"):
@@ -243,10 +248,12 @@ def lifecycle_problem(spec: Any) -> str | None:
                 f" {list(FACT_WORDS[g.fact])}"
             )
     for event, decl in spec.effects.items():
-        if "outcome" in decl.sets:
+        if "outcome" in decl.sets and not has_remote(spec):
             return (
-                f"event {event!r} sets outcome, the claim row's readback evidence; a"
-                " lifecycle's history records the outcome its caller brought (its facts)"
+                f"event {event!r} sets outcome, readback's word on a request to the remote,"
+                " and no event declares a remote: give the events on the remote their roles"
+                ' (remote = "answered" or "unanswered" under [events.NAME]), or leave'
+                " outcome out (history records the facts a caller brings)"
             )
         if "fresh_key" in decl.sets and not has_remote(spec):
             return (

@@ -57,7 +57,14 @@ from claimfsm.errors import (
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained
-from claimfsm.spec import Spec, TransitionDecl, draws_keys, lifecycle_facts, lifecycle_problem
+from claimfsm.spec import (
+    Spec,
+    TransitionDecl,
+    draws_keys,
+    lifecycle_facts,
+    lifecycle_problem,
+    records_outcome,
+)
 from claimfsm.spec._roles import FACT_KINDS, FACT_WORDS
 from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
@@ -114,6 +121,9 @@ class EntityRow:
     #: the idempotency key a request to the remote carries now: the entity's key, or the
     #: one an event declared ``fresh_key`` drew last
     request_key: str = ""
+    #: readback's outcome the row records (an event declared ``outcome``) in this epoch:
+    #: ``present`` or ``absent``; None: none
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,9 +147,12 @@ def table_names(spec: Spec, prefix: str = "lc") -> tuple[str, str]:
 
 
 def row_extras(spec: Spec) -> tuple[str, ...]:
-    """The row's columns besides its fixed ones and the declared counters, read after them:
-    the request key, where an event draws one (NULL: the entity's own)."""
-    return ("request_key",) if draws_keys(spec) else ()
+    """The row's columns besides its fixed ones and the declared counters, read after them,
+    both text: the request key, where an event draws one (NULL: the entity's own), and
+    readback's outcome, where an event records it (NULL: none in this epoch)."""
+    return (("request_key",) if draws_keys(spec) else ()) + (
+        ("outcome",) if records_outcome(spec) else ()
+    )
 
 
 def check_storable(spec: Spec) -> None:
@@ -233,6 +246,10 @@ def _writes(
         sets[column] = f"{col(column)} + 1"
     if "fresh_key" in effects:
         sets["request_key"] = p("new_request_key")
+    if "outcome" in effects:  # readback's, as the caller brought it
+        sets["outcome"] = f"CAST({p('fact:outcome')} AS TEXT)"
+    elif taking and records_outcome(spec):
+        sets["outcome"] = "CAST(NULL AS TEXT)"  # a new epoch has recorded none yet
     return sets, lambda: " OR ".join(f"({cond(t)})" for t in transitions)
 
 
@@ -411,6 +428,8 @@ class EntityStore:
         self._extras = row_extras(spec)
         #: the events that draw a fresh request key (``fresh_key``)
         self._draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
+        #: the events that record readback's outcome (``outcome``): their caller brings it
+        self._records = frozenset(e for e, d in spec.effects.items() if "outcome" in d.sets)
         self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
         #: each event's write as one statement, where the database can also return the row
         #: it replaced and create a new entity's (PostgreSQL)
@@ -677,11 +696,19 @@ class EntityStore:
             columns=dict(zip(self._columns, r[6 : 6 + len(self._columns)], strict=True)),
             token_fingerprint=fingerprint(r[3]),
             request_key=self._request_key(r) or r[0],
+            outcome=self._extra(r, "outcome"),
         )
+
+    def _extra(self, r: tuple[Any, ...], name: str) -> Any:
+        """Column ``name`` of :func:`row_extras` in a row as ``row`` reads it (None: the
+        row has no such column)."""
+        if name not in self._extras:
+            return None
+        return r[6 + len(self._columns) + self._extras.index(name)]
 
     def _request_key(self, r: tuple[Any, ...]) -> str:
         """The request key a row (as ``row`` reads it) holds: "" for the entity's own."""
-        return (r[6 + len(self._columns)] or "") if self._extras else ""
+        return self._extra(r, "request_key") or ""
 
     def _role(self, event: str, role: str | tuple[str, ...], call: str) -> None:
         if event not in self.spec.events:
@@ -731,6 +758,11 @@ class EntityStore:
                 or (name in FACT_WORDS and value not in FACT_WORDS[name])
             ):
                 raise InvalidArgument(f"fact {name} must be {said}, not {value!r}")
+        if event in self._records and "outcome" not in facts:
+            raise InvalidArgument(
+                f"event {event!r} records readback's outcome (sets outcome): bring it,"
+                ' facts={"outcome": "present"} or {"outcome": "absent"}'
+            )
         if event in self._draws:  # a fresh request key, written by the event's write
             values = {**values, "new_request_key": fresh_idempotency_key()}
         call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)

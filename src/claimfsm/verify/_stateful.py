@@ -368,6 +368,10 @@ def lifecycle_state_machine(
             assert got == expect, self._disagree(
                 f"store row (state, epoch, columns, live) {got}, model {expect}"
             )
+            recorded = "" if row is None else row.outcome or ""
+            assert recorded == want.outcome, self._disagree(
+                f"readback's outcome the row records: store {recorded!r}, model {want.outcome!r}"
+            )
             drawn = KEY if row is None else row.request_key
             known = self.request_keys.get(want.request_key)
             if known is None:
