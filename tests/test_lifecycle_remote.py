@@ -370,11 +370,13 @@ def test_the_store_hands_the_resender_the_epoch(retry_spec: Spec, url: str) -> N
 
 
 def test_the_store_agrees_with_the_model_of_a_resend(retry_spec: Spec, url: str) -> None:
+    _agrees(retry_spec, url)
+
+
+def _agrees(spec: Spec, url: str) -> None:
+    """The generated stateful test of ``spec`` passes against the store at ``url``."""
     result = verify(
-        retry_spec,
-        lambda clock: open_entity_store(retry_spec, url, clock=clock),
-        examples=10,
-        steps=25,
+        spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=10, steps=25
     )
     assert result.ok, "\n".join([result.failure, *result.program])
 
@@ -460,9 +462,18 @@ FRESH = RETRY.replace(
 )
 
 
+#: ``FRESH`` without the invariant the fresh key breaks (charged_once), to run it through.
+UNGUARDED = FRESH.replace(
+    "[invariants.charged_once]"
+    + FILES["charge.toml"].split("[invariants.charged_once]")[1].split("\n\n")[0]
+    + "\n\n",
+    "",
+)
+
+
 @pytest.fixture
 def fresh_spec(tmp_path: Path) -> Spec:
-    assert FRESH != RETRY
+    assert FRESH != RETRY and "charged_once" not in UNGUARDED
     path = tmp_path / "fresh.toml"
     path.write_text(FRESH)
     return load_spec(path)
@@ -494,10 +505,7 @@ def test_spin_reaches_the_same_states_with_a_fresh_key(fresh_spec: Spec) -> None
     without the invariant the fresh key breaks, the same states as the built-in engine
     (keys drawn and sent); with it, the same shortest counterexample."""
     needs_spin()
-    charged_once = FILES["charge.toml"].split("[invariants.charged_once]")[1].split("\n\n")[0]
-    block = "[invariants.charged_once]" + charged_once + "\n\n"
-    assert block in FRESH
-    unguarded = load_spec_text(FRESH.replace(block, ""))
+    unguarded = load_spec_text(UNGUARDED)
     theirs, _ = spin_check(unguarded)
     model = entity_model(unguarded)
     ours = Checker(model).symmetry(False).run()
@@ -593,15 +601,7 @@ def test_the_store_agrees_with_the_model_of_a_fresh_key_resend(url: str) -> None
     """The generated stateful test compares the store's request keys with the model's:
     a key the model draws is one the store never held, and each request carries the key
     the model says (the charge's charged_once left out, which the fresh key breaks)."""
-    charged_once = FILES["charge.toml"].split("[invariants.charged_once]")[1].split("\n\n")[0]
-    spec = load_spec_text(FRESH.replace("[invariants.charged_once]" + charged_once + "\n\n", ""))
-    result = verify(
-        spec,
-        lambda clock: open_entity_store(spec, url, clock=clock),
-        examples=10,
-        steps=25,
-    )
-    assert result.ok, "\n".join([result.failure, *result.program])
+    _agrees(load_spec_text(UNGUARDED), url)
 
 
 #: The README's charge whose readback records its outcome in the row (``outcome``).
@@ -653,10 +653,7 @@ def test_readback_s_outcome_recorded_in_the_row_is_checked_and_stored(url: str) 
         assert found == [("row_mismatch", "order-1")], found
     finally:
         store.close()
-    result = verify(
-        spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=10, steps=25
-    )
-    assert result.ok, "\n".join([result.failure, *result.program])
+    _agrees(spec, url)
 
 
 def test_recording_an_outcome_or_drawing_a_key_needs_a_remote(tmp_path: Path) -> None:
