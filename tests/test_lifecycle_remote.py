@@ -673,3 +673,38 @@ def test_recording_an_outcome_or_drawing_a_key_needs_a_remote(tmp_path: Path) ->
             ), result.output
             assert "Traceback" not in result.output
         assert not (tmp_path / "job.sqlite").exists()
+
+
+#: The README's charge with a request key per attempt: the owner's send draws one.
+PER_ATTEMPT = FILES["charge.toml"].replace(
+    '[events.send]\nwork = "starts"', '[events.send]\nwork = "starts"\nsets = ["fresh_key"]', 1
+)
+
+
+def test_a_request_key_per_attempt(url: str) -> None:
+    """An owner's event may draw the key (a key per attempt): the request it then sends
+    carries it. Fenced, the charge still happens once; deduplicating, the key no longer
+    joins two attempts, so what fencing would have stopped is charged twice. SPIN's twin
+    reaches the same states; the store hands the sender its new key, and the generated
+    stateful test agrees with the model."""
+    assert FILES["charge.toml"] != PER_ATTEMPT
+    spec = load_spec_text(PER_ATTEMPT)
+    assert all(verdicts(spec, "fencing").values())
+    unfenced = load_spec_text(
+        PER_ATTEMPT.replace(
+            'guards = ["current", "not_found", "fenced"]', 'guards = ["current", "not_found"]'
+        )
+    )
+    assert not verdicts(unfenced, "dedup")["charged_once"]  # the order's own key: once
+    if spin_available() is None:
+        theirs, _ = spin_check(spec)
+        ours = Checker(entity_model(spec)).symmetry(False).run()
+        assert (theirs.unique, theirs.depth, theirs.verdict) == (ours.unique, ours.depth, "ok")
+    store = open_entity_store(spec, url)
+    try:
+        first = store.act(store.take("order-1", "take", lease_seconds=30), "send")
+        assert first.request_key.startswith("cf-fresh-")
+        assert store.row("order-1").request_key == first.request_key  # type: ignore[union-attr]
+    finally:
+        store.close()
+    _agrees(spec, url)

@@ -31,7 +31,7 @@ A declaration that gives its events remote roles has a remote too (``RemoteRules
 claim world's): beside each row, the requests in flight and those that took effect, each
 as (epoch, request key), and the entity's request key (0, its own, until an event
 declared ``fresh_key`` draws the next); in each handle, its request's phase and the key
-it carries (the row's when its work started). A client whose work started sends one
+it carries (the row's as the client's last step left it, until it sends). A client whose work started sends one
 request (``send``); the request lands later or never (``land``: applied, or rejected by
 a fencing remote's fence, or a duplicate of its key at a deduplicating one),
 after its sender stopped waiting (an ``unanswered`` event), crashed or moved on; the
@@ -123,7 +123,8 @@ class Handle(NamedTuple):
     #: it wakes up once with it. A client that holds no handle but a saved one is
     #: :func:`resting` (key -1); one that holds neither is None.
     saved: tuple[int, ...] = ()
-    #: the request key its request carries (``Row.key`` when its work started)
+    #: the request key its request carries: the row's as the client's last step left it
+    #: while the request is due, then the one it was sent with
     request_key: int = 0
 
 
@@ -499,10 +500,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             phase, request_key = h.phase, h.request_key
             if rules is not None:
                 if work == "starts":
-                    phase, request_key = "S", row.request_key  # it may send its request now
+                    phase = "S"  # it may send its request now
                 elif event in answered or event in unanswered:
                     # its part is over; a request may stay in flight
                     phase, working, request_key = "", False, 0
+                if phase == "S":  # still due: it carries the key as this step left the row
+                    request_key = row.request_key
             if working != h.working:
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row

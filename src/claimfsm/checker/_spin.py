@@ -371,12 +371,12 @@ def promela(
                 body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
             if rules is not None and work == "starts":
                 body.append(f"c[{c}].phase = 1")  # its request is due
-                if fresh_keys:  # with the entity's request key as it is now
-                    body.append(f"c[{c}].rk = r[{k}].kg")
             elif rules is not None and e in answered | unanswered:
                 body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
                 if fresh_keys:
                     body.append(f"c[{c}].rk = 0")
+            if fresh_keys:  # still due: it carries the key as this step left the row
+                body.append(f"c[{c}].rk = (c[{c}].phase == 1 -> r[{k}].kg : c[{c}].rk)")
             if t.dest not in owner_events:  # done with the handle unless work runs
                 body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
             branches.append((holds(t, k, mine(c), True), body))

@@ -389,7 +389,7 @@ def lifecycle_state_machine(
                 assert (self.saved[c] is not None) == kept, self._disagree(
                     f"whether worker {c} saved a handle"
                 )
-                if h is not None and mh is not None and mh.phase:  # its request is in play
+                if h is not None and mh is not None and mh.phase == "S":  # its request is due
                     assert h.request_key == self.request_keys.get(mh.request_key), self._disagree(
                         f"the request key worker {c}'s request carries"
                     )
