@@ -29,9 +29,13 @@ and not compared). For every entry it asks:
   otherwise the first failing guard names the violation (``guard_failed``).
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
+- The request key (where an event declares ``fresh_key``): only such an event changes
+  it, and it draws one the entity did not hold just before (``request_key``); a refusal
+  records the one the entity holds. Readback's outcome the row records (where an event
+  declares ``outcome``) is the one its caller brought, cleared by a taker's new epoch.
 
-At the end of an entity, its row must be what its history leaves, its lease and owner
-included (``row_mismatch``); a row with no history must be as the declaration begins it,
+At the end of an entity, its row must be what its history leaves, its lease, owner,
+request key and recorded outcome included (``row_mismatch``); a row with no history must be as the declaration begins it,
 and history needs a row (``row_missing``).
 """
 
