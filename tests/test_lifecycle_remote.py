@@ -708,3 +708,21 @@ def test_a_request_key_per_attempt(url: str) -> None:
     finally:
         store.close()
     _agrees(spec, url)
+
+
+def test_one_edit_of_an_effect_reaches_the_sql_the_model_and_the_promela() -> None:
+    """``fresh_key`` added to the resend's ``sets`` and nothing else: the store's compiled
+    write of that event draws the key (and no other event's changes), the model's row
+    draws it, and SPIN's twin keeps it."""
+    from claimfsm.store._entity import compile_event
+
+    before, after = load_spec_text(RETRY), load_spec_text(FRESH)
+    for event in before.events:
+        old, new = (compile_event(s, event, "t").sql for s in (before, after))
+        assert (old != new) == (event == "retry"), event
+        assert ("request_key = ?" in new) == (event == "retry"), new
+    drawn = {w.rows[0].request_key for w in _reachable(entity_model(after))}
+    assert drawn == {0, 1} and {
+        w.rows[0].request_key for w in _reachable(entity_model(before))
+    } == {0}
+    assert "kg" in promela(after).text and "kg" not in promela(before).text
