@@ -424,7 +424,7 @@ class EntityStore:
         self._driver = driver
         self._clock = clock
         self._columns = tuple(spec.columns)
-        #: the row's columns read after the counters (a drawn request key)
+        #: the row's columns read after the counters (a drawn request key, an outcome)
         self._extras = row_extras(spec)
         #: the events that draw a fresh request key (``fresh_key``)
         self._draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
