@@ -35,8 +35,8 @@ and not compared). For every entry it asks:
   declares ``outcome``) is the one its caller brought, cleared by a taker's new epoch.
 
 At the end of an entity, its row must be what its history leaves, its lease, owner,
-request key and recorded outcome included (``row_mismatch``); a row with no history must be as the declaration begins it,
-and history needs a row (``row_missing``).
+request key and recorded outcome included (``row_mismatch``); a row with no history must
+be as the declaration begins it, and history needs a row (``row_missing``).
 """
 
 from __future__ import annotations

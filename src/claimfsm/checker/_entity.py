@@ -31,9 +31,10 @@ A declaration that gives its events remote roles has a remote too (``RemoteRules
 claim world's): beside each row, the requests in flight and those that took effect, each
 as (epoch, request key), and the entity's request key (0, its own, until an event
 declared ``fresh_key`` draws the next); in each handle, its request's phase and the key
-it carries (the row's as the client's last step left it, until it sends). A client whose work started sends one
-request (``send``); the request lands later or never (``land``: applied, or rejected by
-a fencing remote's fence, or a duplicate of its key at a deduplicating one),
+it carries (the row's as the client's last step left it, until it sends). A client
+whose work started sends one request (``send``); the request lands later or never
+(``land``: applied, or rejected by a fencing remote's fence, or a duplicate of its key at
+a deduplicating one),
 after its sender stopped waiting (an ``unanswered`` event), crashed or moved on; the
 sender hears the answer (``ack``) only once it took effect, and takes an ``answered``
 event only then. An idle client takes a ``resends`` event to hold the current epoch with
