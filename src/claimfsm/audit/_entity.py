@@ -106,9 +106,9 @@ class EntityRules:
         self.defaults = {c: spec.columns[c].default for c in self.columns}
         self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
         self.bumps = {e: d.bumps for e, d in spec.effects.items()}
-        self.fresh = frozenset(e for e, d in spec.effects.items() if "fresh_token" in d.sets)
-        self.draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
-        self.records = frozenset(e for e, d in spec.effects.items() if "outcome" in d.sets)
+        self.fresh = spec.events_setting("fresh_token")
+        self.draws = spec.events_setting("fresh_key")
+        self.records = spec.events_setting("outcome")
         #: the row's columns after the declared ones
         self.extras = row_extras(spec)
         self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}

@@ -205,6 +205,10 @@ class Spec:
         """Events whose commit must survive power loss."""
         return frozenset(e for e, d in self.effects.items() if d.durable)
 
+    def events_setting(self, effect: str) -> frozenset[str]:
+        """Events that declare ``effect`` in their ``sets`` (fresh_token, fresh_key, ...)."""
+        return frozenset(e for e, d in self.effects.items() if effect in d.sets)
+
     def guards_of_kind(self, kind: str) -> tuple[str, ...]:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""
         return tuple(name for name, g in self.guards.items() if g.kind == kind)

@@ -124,12 +124,12 @@ def has_remote(spec: Any) -> bool:
 
 def draws_keys(spec: Any) -> bool:
     """Whether some event of ``spec`` draws a fresh request key (``fresh_key``)."""
-    return any("fresh_key" in d.sets for d in spec.effects.values())
+    return bool(spec.events_setting("fresh_key"))
 
 
 def records_outcome(spec: Any) -> bool:
     """Whether some event of ``spec`` records readback's outcome in the row (``outcome``)."""
-    return any("outcome" in d.sets for d in spec.effects.values())
+    return bool(spec.events_setting("outcome"))
 
 
 def wake_events(spec: Any) -> tuple[str, ...]:

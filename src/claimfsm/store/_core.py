@@ -190,9 +190,7 @@ class Store(ABC):
         # At most one pending or approved draft per target, where declared ([drafts]).
         self._one_live_draft = self.spec.drafts is not None and self.spec.drafts.one_live_per_target
         # Events that write a new idempotency key, where declared (``fresh_key``).
-        self._fresh_key = frozenset(
-            e for e, d in self.spec.effects.items() if "fresh_key" in d.sets
-        )
+        self._fresh_key = self.spec.events_setting("fresh_key")
 
     def observe(self, observer: Observer) -> None:
         """Call ``observer`` with an :class:`Observed` after every transition and refusal

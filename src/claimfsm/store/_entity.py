@@ -427,9 +427,9 @@ class EntityStore:
         #: the row's columns read after the counters (a drawn request key, an outcome)
         self._extras = row_extras(spec)
         #: the events that draw a fresh request key (``fresh_key``)
-        self._draws = frozenset(e for e, d in spec.effects.items() if "fresh_key" in d.sets)
+        self._draws = spec.events_setting("fresh_key")
         #: the events that record readback's outcome (``outcome``): their caller brings it
-        self._records = frozenset(e for e, d in spec.effects.items() if "outcome" in d.sets)
+        self._records = spec.events_setting("outcome")
         self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
         #: each event's write as one statement, where the database can also return the row
         #: it replaced and create a new entity's (PostgreSQL)
