@@ -26,7 +26,7 @@ from claimfsm.checker import (
     spin_check,
 )
 from claimfsm.cli import main
-from claimfsm.errors import InsufficientEvidence, InvalidArgument, StaleClaim
+from claimfsm.errors import InsufficientEvidence, InvalidArgument, SpecError, StaleClaim
 from claimfsm.spec import Spec, load_spec, shipped
 from claimfsm.store import open_entity_store
 from claimfsm.verify import verify
@@ -726,3 +726,59 @@ def test_one_edit_of_an_effect_reaches_the_sql_the_model_and_the_promela() -> No
         w.rows[0].request_key for w in _reachable(entity_model(before))
     } == {0}
     assert "kg" in promela(after).text and "kg" not in promela(before).text
+
+
+#: The recorded charge with examples that ask for readback's word: charged on readback,
+#: and called missing; and one no run reaches (missing leads to idle, found to charged).
+EXAMPLES = RECORDED.replace(
+    "\n[world]\n",
+    '\n[invariants.found_on_readback]\nkind = "reachable"\nstates = ["charged"]\n'
+    'outcome = "present"\nmeaning = "a charge found on readback"\n'
+    '\n[invariants.missing_on_readback]\nkind = "reachable"\nstates = ["idle"]\n'
+    'outcome = "absent"\nmeaning = "a charge called missing on readback"\n'
+    '\n[invariants.{impossible}]\nkind = "reachable"\nstates = ["charged"]\n'
+    'outcome = "absent"\nmeaning = "charged, with readback saying absent"\n'
+    "\n[world]\n",
+    1,
+)
+
+
+def test_an_example_may_ask_for_readback_s_outcome() -> None:
+    """Where a row records readback's outcome, a ``reachable`` example may name it, as the
+    claim's ``reconciled_present`` does: every search and SPIN meet the reachable ones (the
+    built-in one on a path that ends with readback's event) and neither meets charged
+    with readback saying absent. Without an event recording the outcome, the example is
+    refused by name."""
+    assert "impossible" not in RECORDED and "{impossible}" in EXAMPLES
+    spec = load_spec_text(EXAMPLES.replace("{impossible}", "charged_but_absent"))
+    model = entity_model(spec)
+    ours = Checker(model).symmetry(False).run()
+    outcomes = {p.name: ours.outcome(p) for p in model.properties if p.kind == "sometimes"}
+    assert outcomes == {
+        "charges": "found",
+        "gives_up": "found",
+        "found_on_readback": "found",
+        "missing_on_readback": "found",
+        "charged_but_absent": "never happens",
+    }, outcomes
+    for other in (Checker(model).arrays(False), Checker(model).packed(False)):
+        theirs = other.symmetry(False).run()
+        assert {p.name: theirs.outcome(p) for p in model.properties} == {
+            p.name: ours.outcome(p) for p in model.properties
+        }
+    found = ours.discoveries["found_on_readback"].path
+    last = found[-1].state.rows[0]
+    assert (last.state, last.outcome) == ("charged", "present")
+    assert "found" in model.show_action(found[-1].action)  # readback, not the answer
+    if spin_available() is None:
+        theirs, _ = spin_check(spec)
+        assert theirs.unique == ours.unique
+        met = set(theirs.reached) | set(theirs.discoveries)
+        assert "charged_but_absent" not in met
+        assert {"found_on_readback", "missing_on_readback"} <= met, met
+    plain = FILES["charge.toml"] + (
+        '\n[invariants.found_on_readback]\nkind = "reachable"\nstates = ["charged"]\n'
+        'outcome = "present"\nmeaning = "a charge found on readback"\n'
+    )
+    with pytest.raises(SpecError, match="no row records readback's outcome"):
+        entity_model(load_spec_text(plain))

@@ -653,9 +653,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if inv.kind == "eventually":
             properties.append(_obligation(inv, or_bounded, roles))
         elif inv.kind == "reachable":
-            properties.append(
-                Property(inv.name, "sometimes", _some_row_in(frozenset(inv.states)), inv.meaning)
-            )
+            met = _some_row_in(frozenset(inv.states), inv.outcome)
+            properties.append(Property(inv.name, "sometimes", met, inv.meaning))
         else:
             properties.append(
                 Property(inv.name, "always", _invariant(inv, col_index, rules), inv.meaning)
@@ -935,8 +934,13 @@ class _CallerView:
         return self.facts.get(name)
 
 
-def _some_row_in(states: frozenset[str]) -> Callable[[EntityWorld], bool]:
-    return lambda world: any(row.state in states for row in world.rows)
+def _some_row_in(
+    states: frozenset[str], outcome: str | None = None
+) -> Callable[[EntityWorld], bool]:
+    """Some row is in ``states`` (and records readback's ``outcome``, where given)."""
+    if outcome is None:
+        return lambda world: any(row.state in states for row in world.rows)
+    return lambda world: any(row.state in states and row.outcome == outcome for row in world.rows)
 
 
 def _invariant(

@@ -107,7 +107,7 @@ def promela(
     )
     sets = {e: set(d.sets) for e, d in spec.effects.items()}
     fresh_keys = rules is not None and any("fresh_key" in x for x in sets.values())
-    # readback's outcome the row records (oc: 0 none, 1 present, 2 absent)
+    # readback's outcome the row records (oc: 0 none, else its TEXT code)
     outcomes = rules is not None and any("outcome" in x for x in sets.values())
     nkeys = counts + 1 if fresh_keys else 1  # request keys 0 .. counts
 
@@ -142,6 +142,14 @@ def promela(
 
     def any_of(terms: Sequence[str]) -> str:
         return "(" + " || ".join(terms) + ")" if terms else "false"
+
+    def example(r: str, name: str) -> str:
+        """Row ``r`` meets the example ``name``: in its states, with its outcome if given."""
+        inv = spec.invariants[name]
+        met = in_states(r, list(inv.states))
+        if inv.outcome is None:
+            return met
+        return f"({met} && {r}.oc == {TEXT[inv.outcome]})"
 
     def in_states(r: str, names: Sequence[str]) -> str:
         return any_of([f"{r}.st == {sid[s]}" for s in names])
@@ -576,12 +584,7 @@ def promela(
     checks = [f"assert({_invariant(spec, p.name, *world)})" for p in invariants]
     # examples (kind reachable): C fragments that print SOMETIMES n when first met
     sometimes = tuple(p.name for p in model.properties if p.kind == "sometimes")
-    met = {
-        name: any_of(
-            [in_states(f"r[{k}]", list(spec.invariants[name].states)) for k in range(keys)]
-        )
-        for name in sometimes
-    }
+    met = {name: any_of([example(f"r[{k}]", name) for k in range(keys)]) for name in sometimes}
     marks = [
         f'if (!seen[{n}] && {_in_c(met[name])}) {{ seen[{n}] = 1; printf("SOMETIMES {n}\\n"); }}'
         for n, name in enumerate(sometimes)

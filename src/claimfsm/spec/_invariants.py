@@ -29,6 +29,7 @@ from claimfsm.spec._roles import (
     has_remote,
     lifecycle_problem,
     named_tables,
+    records_outcome,
     wake_events,
 )
 
@@ -47,9 +48,10 @@ INVARIANT_KINDS: dict[str, str] = {
     " bounds) is taken, or stops being takeable, on every run where each step listed in"
     " `fair` that stays possible is eventually taken",
     "reachable": "an example, not an invariant: some reachable state has an entity in one of"
-    " `states` (the claim world: with the readback `outcome`, if given), or (the claim"
-    " world) a step took `event`, the refusal a stale owner's operation records, or one"
-    " target has `live_drafts` live drafts",
+    " `states` (with the readback `outcome` its row records, if given: the claim's, or a"
+    " lifecycle's whose event sets outcome), or (the claim world) a step took `event`, the"
+    " refusal a stale owner's operation records, or one target has `live_drafts` live"
+    " drafts",
 }
 
 #: The keys each invariant kind takes besides ``kind``, ``meaning`` and ``remote``.
@@ -362,10 +364,17 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 f" (its drafts and remote); a lifecycle of your own declares"
                 f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}{why}"
             )
-        if inv.kind == "reachable" and (inv.outcome or inv.event or inv.live_drafts):
+        if inv.kind == "reachable" and (inv.event or inv.live_drafts):
             return (
-                f"invariant {name!r}: an example of a lifecycle of your own names states"
-                " alone (outcome, event and live_drafts are the claim world's)"
+                f"invariant {name!r}: an example of a lifecycle of your own names states,"
+                " with an outcome where its row records one (event and live_drafts are the"
+                " claim world's)"
+            )
+        if inv.kind == "reachable" and inv.outcome and not records_outcome(spec):
+            return (
+                f"invariant {name!r} asks for the outcome {inv.outcome!r}, and no row"
+                ' records readback\'s outcome: declare sets = ["outcome"] on the event'
+                " that takes readback's evidence, or leave outcome out"
             )
         if inv.remote and not remote:
             return (
