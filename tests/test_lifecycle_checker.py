@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from claimfsm.checker import Checker, EntityModelConfig, entity_model, replay
 from claimfsm.cli import main
-from claimfsm.errors import SpecError
+from claimfsm.errors import SpecError, TargetBusy
 from claimfsm.machine import ClaimMachine
 from claimfsm.spec import declarations_dir, load_spec, shipped
 
@@ -522,3 +522,46 @@ def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: P
     url = f"sqlite:///{tmp_path / 'v.sqlite'}"
     result = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=1)
     assert result.ok, result
+
+
+def test_frees_target_means_a_transition_out_of_the_state_in_a_lifecycle(tmp_path: Path) -> None:
+    """In the claim's world a ``frees_target`` state is one the next epoch is acquired
+    from by the acquire out of the initial state; a lifecycle keeps one row per entity, so
+    there the flag means a free guard on a transition out of the state itself. A flag no
+    such transition reads would mean nothing: every command refuses it by name, and the
+    store creates nothing. With the transition, the flag is what lets the guard hold."""
+    from claimfsm.store import open_entity_store
+
+    flagged = JOB.replace("[states.succeeded]\n", "[states.succeeded]\nfrees_target = true\n", 1)
+    assert flagged != JOB
+    path = job(tmp_path, flagged)
+    db = tmp_path / "job.sqlite"
+    for command in (["check", str(path)], ["verify", str(path), "--db", f"sqlite:///{db}"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code != 0, result.output
+        assert "state 'succeeded' is flagged frees_target, and no transition with a free guard" in (
+            result.output
+        ), result.output
+        assert "Traceback" not in result.output
+    with pytest.raises(SpecError, match="flagged frees_target"):
+        open_entity_store(load_spec(path), f"sqlite:///{db}")
+    assert not db.exists()
+    rerun = (
+        '[events.rerun]\nby = "taker"\nsets = ["lease"]\n\n'
+        '[[transitions]]\nevent = "rerun"\nsource = "succeeded"\ndest = "leased"\n'
+        'guards = ["job_queued"]\n\n[invariants.'
+    )
+    for text, taken in ((flagged, True), (JOB, False)):
+        spec = load_spec(job(tmp_path, text.replace("[invariants.", rerun, 1), name="rerun"))
+        entity_model(spec)  # the checker's world takes it
+        store = open_entity_store(spec, f"sqlite:///{tmp_path / f'r{int(taken)}.sqlite'}")
+        try:
+            handle = store.act(store.take("j", "lease", lease_seconds=30), "start")
+            store.act(handle, "succeed")
+            if taken:
+                assert store.take("j", "rerun", lease_seconds=30).epoch == 2
+            else:
+                with pytest.raises(TargetBusy, match="job_queued"):
+                    store.take("j", "rerun", lease_seconds=30)
+        finally:
+            store.close()

@@ -264,7 +264,31 @@ def lifecycle_problem(spec: Any) -> str | None:
             )
     if spec.drafts is not None:
         return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
-    return remote_problem(spec)
+    return inert_frees_target(spec) or remote_problem(spec)
+
+
+def inert_frees_target(spec: Any) -> str | None:
+    """A state flagged ``frees_target`` that no transition with a ``free`` guard leaves
+    (None: none). The claim protocol's world begins the next epoch from any such state by
+    its acquire out of the initial state; a lifecycle of your own keeps one row per entity
+    and begins it by a transition out of the state itself, so there the flag would mean
+    nothing: the key could never be taken from it."""
+    free = set(spec.guards_of_kind("free"))
+    for name, state in spec.states.items():
+        if not state.frees_target or name == spec.initial:
+            continue
+        if any(t.source == name and free & set(t.guards) for t in spec.transitions):
+            continue
+        takers = sorted(e for e in spec.events if spec.role(e) == "taker")
+        leave = f"one of {takers}" if takers else "a taker's event"
+        return (
+            f"state {name!r} is flagged frees_target, and no transition with a free guard"
+            f" leaves it: a lifecycle of your own begins the next epoch by a transition out"
+            f" of the state itself (the claim's world alone begins it from the initial"
+            f" state), so declare {leave} from {name!r} with a free guard, or leave the"
+            " flag out"
+        )
+    return None
 
 
 def remote_problem(spec: Any) -> str | None:
