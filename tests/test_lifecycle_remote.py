@@ -782,3 +782,32 @@ def test_an_example_may_ask_for_readback_s_outcome() -> None:
     )
     with pytest.raises(SpecError, match="no row records readback's outcome"):
         entity_model(load_spec_text(plain))
+
+
+def test_a_checkpoint_carries_readback_s_recorded_outcome(url: str) -> None:
+    """Pruning records the outcome the row holds as of its last removed entry in the
+    checkpoint, so the audit still compares it with the row after history was pruned."""
+    from claimfsm.verify import ManualClock
+
+    clock = ManualClock()
+    store = open_entity_store(load_spec_text(RECORDED), url, clock=clock)
+    try:
+        handle = store.act(store.take("order-1", "take", lease_seconds=30), "send")
+        store.act(handle, "give_up")
+        store.operate("order-1", "missing", facts={"outcome": "absent", "fenced_through": 1})
+        clock.advance(100)
+        store.prune_history(50)
+        [point] = store.history("order-1")
+        assert (point.event, point.facts) == ("checkpoint", {"outcome": "absent"})
+        assert audit_store(store).ok
+        m = store._driver.marker
+        store._driver.rerun(
+            lambda tx: tx.run(
+                f"UPDATE {store.table} SET outcome = {m} WHERE key = {m}",  # noqa: S608
+                ("present", "order-1"),
+            )
+        )
+        found = [(v.kind, v.target_id) for v in audit_store(store).violations]
+        assert found == [("row_mismatch", "order-1")], found
+    finally:
+        store.close()

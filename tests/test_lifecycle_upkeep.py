@@ -320,3 +320,44 @@ def test_threads_share_one_store(url: str) -> None:
     found = audit_store(store)
     assert found.ok, found.violations
     store.close()
+
+
+def test_a_checkpoint_carries_the_columns_so_the_audit_keeps_judging_them(url: str) -> None:
+    """Pruning replays each entity's declared columns to where its removed entries end
+    and records them in the checkpoint's facts, so the audit still compares them with the
+    row, and judges the guards that read them, after history was pruned; pruning again
+    carries them on from the checkpoint."""
+    from claimfsm.audit import audit_store
+
+    clock = ManualClock()
+    store = open_entity_store(JOB, url, clock=clock)
+    try:
+        for _ in range(2):  # two attempts, each lapsed
+            store.take("a", "lease", owner="w", lease_seconds=10)
+            clock.advance(11)
+            assert store.operate("a", "lapse") == "queued"
+        clock.advance(100)
+        store.prune_history(50)
+        [point] = store.history("a")
+        assert (point.event, point.facts) == ("checkpoint", {"columns": {"attempts": 2}})
+        assert audit_store(store).ok
+        store.take("a", "lease", owner="w", lease_seconds=10)  # the third attempt
+        clock.advance(11)
+        store.operate("a", "lapse")
+        clock.advance(100)
+        store.prune_history(50)  # again, past the first checkpoint
+        [point] = store.history("a")
+        assert point.facts == {"columns": {"attempts": 3}}
+        assert audit_store(store).ok
+        m = store._driver.marker
+        store._driver.rerun(
+            lambda tx: tx.run(
+                f"UPDATE {store.table} SET attempts = {m} WHERE key = {m}",  # noqa: S608
+                (1, "a"),
+            )
+        )
+        found = [(v.kind, v.target_id, v.message) for v in audit_store(store).violations]
+        assert [(k, t) for k, t, _ in found] == [("row_mismatch", "a")], found
+        assert "attempts 1 (history: 3)" in found[0][2], found
+    finally:
+        store.close()

@@ -2,9 +2,10 @@
 
 The auditor walks each entity's history in ``seq`` order, keeping only the row that history
 leaves: its state, its epoch, the fingerprint of the token that holds it, its lease
-deadline, its owner's name, and its declared columns (known from the entity's first entry on; a
-``checkpoint`` records state, epoch and lease only, so after one the columns are unknown
-and not compared). For every entry it asks:
+deadline, its owner's name, and its declared columns (known from the entity's first entry on;
+a ``checkpoint`` records them in its ``facts``, with readback's recorded outcome, where
+pruning knew them: after one from before it did, they are unknown and not compared). For
+every entry it asks:
 
 - A ``checkpoint`` (written by pruning) may only open an entity's history
   (``checkpoint_inside``).
@@ -24,7 +25,7 @@ and not compared). For every entry it asks:
   of a column with a constant or of a fact the caller brought (the entry's ``facts``, its
   evidence) with a constant or a column, while what it reads is known. What history from
   before it recorded leases or facts does not show is assumed, and so is a declared
-  column after a checkpoint. An entry is legal if some declared
+  column after a checkpoint that did not record it. An entry is legal if some declared
   transition with its event, source and destination has every witnessed guard holding;
   otherwise the first failing guard names the violation (``guard_failed``).
 - The declared invariants that history shows hold after each transition: ``row``
@@ -53,6 +54,7 @@ from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
 from claimfsm.store._entity import row_extras
 from claimfsm.store._entity_history import facts_read, lease_recorded
+from claimfsm.store._entity_upkeep import checkpoint_carries
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
 #: The history columns the auditor reads, and the row columns before the declared ones
@@ -70,7 +72,7 @@ Report = Callable[[str, tuple[int, ...], str], None]
 #: the machines run; of those, the kinds that read the presented token; the kinds that
 #: read the lease, witnessed while history records it; and the kinds that compare a
 #: column or a fact, witnessed while the column is known (``epoch`` always, a declared one
-#: until a checkpoint) and the entry records the facts its caller brought.
+#: unless a checkpoint did not record it) and the entry records the facts its caller brought.
 WITNESSED = frozenset({"free", "epoch", "owner"})
 TOKEN_READERS = frozenset({"owner"})
 LEASE_READERS = frozenset({"live", "lapsed"})
@@ -126,9 +128,10 @@ class EntityRules:
         if e[EVENT] == CHECKPOINT and e[REFUSED] is None:
             if ent.entries > 1:
                 report("checkpoint_inside", seq, "a checkpoint after the first entry")
-            ent.state, ent.epoch, ent.holder, ent.columns = e[DEST], e[EPOCH], e[TOKEN], None
+            ent.state, ent.epoch, ent.holder = e[DEST], e[EPOCH], e[TOKEN]
             ent.lease, ent.owner, ent.request_key = e[LEASE], e[OWNER], e[REQUEST_KEY]
-            ent.outcome = None  # a checkpoint does not record it
+            # the columns and the outcome, where the checkpoint recorded them
+            ent.columns, ent.outcome = checkpoint_carries(e[FACTS], self.columns)
             return
         if e[REFUSED] is not None:
             if not e[SOURCE] == e[DEST] == ent.state:

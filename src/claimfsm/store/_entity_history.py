@@ -6,11 +6,12 @@ the ``checkpoint`` entries pruning leaves. An entry records the row as the opera
 it: its ``epoch``, its state (``dest``; ``source`` is where it was), the token that holds it
 (as ``token_fingerprint``), its lease deadline (``lease_deadline``, None: no lease), the
 facts the caller brought (``facts``: the evidence a guard compares, such as a readback's
-``running``; empty for none) and the name of the owner the row holds after it (``owner``;
-empty for none), as the claim's history records them, and the request key the row holds
-after it (``request_key``: the key a request to the remote carries, drawn by an event
-declared ``fresh_key``; empty while it is the entity's own key). With the store's time (``at``)
-that is what an auditor needs to judge the guards of the entry, the lease's and the
+``running``; empty for none; a ``checkpoint``'s record the row's declared ``columns`` and
+recorded ``outcome`` as pruning left them) and the name of the owner the row holds after it
+(``owner``; empty for none), as the claim's history records them, and the request key the
+row holds after it (``request_key``: the key a request to the remote carries, drawn by an
+event declared ``fresh_key``; empty while it is the entity's own key). With the store's time
+(``at``) that is what an auditor needs to judge the guards of the entry, the lease's and the
 evidence's included, and the row its history leaves.
 
 A history table made by an earlier claimfsm gains the columns it lacks when the store

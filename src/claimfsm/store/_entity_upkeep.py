@@ -13,10 +13,11 @@ per sweep, so a sweep always ends.
 
 :func:`prune` removes every history entry up to the newest one older than a given age, in
 one transaction, so each entity loses a prefix of its history. Where an entity's removed
-entries end, a ``checkpoint`` entry (the same ``seq``) records its state, epoch and
-lease as of then: the history that remains still starts where the entity was, and a reader knows
-older entries were removed. An ``archive`` callable is given the removed entries first, in
-``seq`` order and in batches; if it raises, nothing is removed.
+entries end, a ``checkpoint`` entry (the same ``seq``) records its state, epoch, lease,
+owner and request key as of then, and in its ``facts`` its declared columns and readback's
+recorded outcome (:class:`_Carried`): the history that remains still starts where the entity
+was, and a reader knows older entries were removed. An ``archive`` callable is given the
+removed entries first, in ``seq`` order and in batches; if it raises, nothing is removed.
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ def prune(
         # taken (or an earlier checkpoint) moves them; a refused operation changed nothing.
         # key: seq, epoch, state, at, fp, lease, owner, request key
         last: dict[str, tuple[Any, ...]] = {}
+        # and its declared columns and recorded outcome as of then, replayed from where its
+        # history begins (its first entry, or a checkpoint that recorded them)
+        carried = _Carried(store.spec)
         after = removed = 0
         while rows := tx.all(
             f"SELECT {columns} FROM {h} WHERE seq > {m} AND seq <= {m} ORDER BY seq LIMIT {m}",  # noqa: S608
@@ -121,7 +125,10 @@ def prune(
             if archive is not None:
                 archive([EntityHistory.read(r) for r in rows])
             for row in rows:
-                seq, key, epoch, _event, _source, dest, at, refused, fp, lease, _f, owner, rk = row
+                seq, key, epoch, event, _source, dest, at, refused, fp, lease, facts, owner, rk = (
+                    row
+                )
+                carried.entry(key, event, refused, facts)
                 if refused is None:
                     last[key] = (seq, epoch, dest, at, fp, lease, owner, rk)
                 elif key in last:
@@ -139,7 +146,7 @@ def prune(
             last.items(), key=lambda kv: kv[1][0]
         ):
             checkpoint = (seq, key, epoch, CHECKPOINT, state, state, at, None, fp, lease)
-            tx.run(insert, (*checkpoint, entries.NO_FACTS, owner, rk))
+            tx.run(insert, (*checkpoint, carried.facts(key), owner, rk))
         return Pruned(before, cut, removed, len(last))
 
     try:
@@ -157,4 +164,69 @@ def prune(
         ) from None
 
 
-__all__ = ["Swept", "prune", "sweep"]
+class _Carried:
+    """What a checkpoint records besides the row's state, epoch, lease, owner and request
+    key, in its ``facts``: the declared columns (``columns``) and readback's recorded
+    outcome (``outcome``, "" for none, where an event records one) as its entity's last
+    removed entry left them, each where known (an entry from before history recorded the
+    facts, or a checkpoint that did not record them, leaves it unknown)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.defaults = {c: spec.columns[c].default for c in spec.columns}
+        self.bumps = {e: d.bumps for e, d in spec.effects.items()}
+        self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
+        self.records = spec.events_setting("outcome")
+        self.recording = bool(self.records)
+        #: key -> (columns, outcome), None where not known
+        self.known: dict[str, tuple[dict[str, int] | None, str | None]] = {}
+
+    def entry(self, key: str, event: str, refused: str | None, facts: str | None) -> None:
+        """Apply one entry, in ``seq`` order; a key's first is where its history begins."""
+        columns, outcome = self.known.setdefault(key, (dict(self.defaults), ""))
+        if refused is not None:
+            return  # a refusal changed nothing
+        if event == CHECKPOINT:
+            self.known[key] = checkpoint_carries(facts, tuple(self.defaults))
+            return
+        if columns is not None and self.bumps.get(event):
+            columns = {c: v + (c in self.bumps[event]) for c, v in columns.items()}
+        if event in self.records:
+            read = entries.facts_read(facts)
+            outcome = None if read is None else read.get("outcome")
+        elif event in self.takers:
+            outcome = ""
+        self.known[key] = columns, outcome
+
+    def facts(self, key: str) -> str:
+        columns, outcome = self.known[key]
+        said: dict[str, Any] = {}
+        if columns is not None and columns:
+            said["columns"] = columns
+        if self.recording and outcome is not None:
+            said["outcome"] = outcome
+        return entries.facts_text(said)
+
+
+def checkpoint_carries(
+    facts: str | None, columns: tuple[str, ...]
+) -> tuple[dict[str, int] | None, str | None]:
+    """The declared columns and readback's outcome a checkpoint's ``facts`` record (None:
+    not recorded; a declaration without columns has nothing unknown). Columns that are
+    not the declaration's ``columns`` (it changed since) are not known."""
+    read = entries.facts_read(facts) or {}
+    found = read.get("columns")
+    if not columns:
+        known: dict[str, int] | None = {}
+    elif (
+        isinstance(found, dict)
+        and sorted(found) == sorted(columns)
+        and all(type(v) is int for v in found.values())
+    ):
+        known = {c: found[c] for c in columns}
+    else:
+        known = None
+    outcome = read.get("outcome")
+    return known, (outcome if isinstance(outcome, str) else None)
+
+
+__all__ = ["Swept", "checkpoint_carries", "prune", "sweep"]
