@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from hypothesis import settings
 from transitions import Machine
 
+from claimfsm.audit import audit_store
 from claimfsm.checker import Checker, entity_model
 from claimfsm.cli import main
 from claimfsm.errors import (
@@ -198,16 +199,30 @@ def test_the_store_asks_the_declarations_transitions_machine(tmp_path: Path) -> 
     store.close()
 
 
-def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
+def test_one_event_may_reach_one_state_from_two_sources(url: str, tmp_path: Path) -> None:
+    """The store records the state its row was in, read where it writes, so one event may
+    reach one state from two sources (``fail`` out of ``leased`` and out of ``running``, as
+    the claim's acquire would leave each state that frees its target): history shows the
+    source each took, the audit accepts it, and verify finds the store agreeing with the
+    model."""
     two_sources = JOB.replace(
         'event = "release"\nsource = "leased"\ndest = "queued"',
         'event = "fail"\nsource = "leased"\ndest = "queued"',
     ).replace('[events.release]\nby = "owner"\n', "")
-    (tmp_path / "two.toml").write_text(two_sources)
-    with pytest.raises(
-        SpecError, match="event 'fail' reaches 'queued' from both 'leased' and 'running'"
-    ):
-        open_entity_store(load_spec(tmp_path / "two.toml"), "sqlite:///" + str(tmp_path / "x"))
+    assert two_sources != JOB
+    (tmp_path / "two.toml").write_text(two_sources.replace('name = "job"', 'name = "two"'))
+    spec = load_spec(tmp_path / "two.toml")
+    with open_entity_store(spec, url, clock=ManualClock()) as store:
+        store.act(store.take("a", "lease", lease_seconds=30), "fail")
+        store.act(store.act(store.take("b", "lease", lease_seconds=30), "start"), "fail")
+        fails = [(e.key, e.source, e.dest) for e in store.history() if e.event == "fail"]
+        assert fails == [("a", "leased", "queued"), ("b", "running", "queued")]
+        assert audit_store(store).ok
+    result = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=5)
+    assert result.ok, result.failure
+
+
+def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
     from claimfsm.spec import claim_spec
 
     with pytest.raises(SpecError, match="reads the claim protocol's drafts"):

@@ -156,11 +156,13 @@ def row_extras(spec: Spec) -> tuple[str, ...]:
 
 
 def check_storable(spec: Spec) -> None:
-    """What the store needs of a declaration, or one SpecError naming the file."""
+    """What the store needs of a declaration, or one SpecError naming the file. (One event
+    may reach one state from two sources: the store records the state the row was in, read
+    in the transaction or returned by the one statement, not one derived from the
+    destination, as the claim's store does.)"""
     problem = lifecycle_problem(spec)
     if problem is not None:
         raise SpecError(f"{spec.path or spec.name}: {problem}")
-    spec.require_sources_determined()
 
 
 def compile_event(
