@@ -613,6 +613,20 @@ RECORDED = FILES["charge.toml"].replace(
 )
 
 
+def _forged_outcome_is_found(store: Any) -> None:
+    """The row's outcome forged to ``present`` behind the store: the audit finds the row
+    is not what its history leaves."""
+    m = store._driver.marker
+    store._driver.rerun(
+        lambda tx: tx.run(
+            f"UPDATE {store.table} SET outcome = {m} WHERE key = {m}",  # noqa: S608
+            ("present", "order-1"),
+        )
+    )
+    found = [(v.kind, v.target_id) for v in audit_store(store).violations]
+    assert found == [("row_mismatch", "order-1")], found
+
+
 def test_readback_s_outcome_recorded_in_the_row_is_checked_and_stored(url: str) -> None:
     """An event declared ``outcome`` records readback's outcome in the row until a take
     begins the next epoch: the model keeps it (and SPIN's twin, state for state), the
@@ -642,15 +656,7 @@ def test_readback_s_outcome_recorded_in_the_row_is_checked_and_stored(url: str) 
         store.take("order-1", "take", lease_seconds=30)
         assert store.row("order-1").outcome is None  # type: ignore[union-attr]
         assert audit_store(store).ok
-        m = store._driver.marker
-        store._driver.rerun(
-            lambda tx: tx.run(
-                f"UPDATE {store.table} SET outcome = {m} WHERE key = {m}",  # noqa: S608
-                ("present", "order-1"),
-            )
-        )
-        found = [(v.kind, v.target_id) for v in audit_store(store).violations]
-        assert found == [("row_mismatch", "order-1")], found
+        _forged_outcome_is_found(store)
     finally:
         store.close()
     _agrees(spec, url)
@@ -800,14 +806,6 @@ def test_a_checkpoint_carries_readback_s_recorded_outcome(url: str) -> None:
         [point] = store.history("order-1")
         assert (point.event, point.facts) == ("checkpoint", {"outcome": "absent"})
         assert audit_store(store).ok
-        m = store._driver.marker
-        store._driver.rerun(
-            lambda tx: tx.run(
-                f"UPDATE {store.table} SET outcome = {m} WHERE key = {m}",  # noqa: S608
-                ("present", "order-1"),
-            )
-        )
-        found = [(v.kind, v.target_id) for v in audit_store(store).violations]
-        assert found == [("row_mismatch", "order-1")], found
+        _forged_outcome_is_found(store)
     finally:
         store.close()
