@@ -54,7 +54,7 @@ from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
 from claimfsm.store._entity import row_extras
 from claimfsm.store._entity_history import facts_read, lease_recorded
-from claimfsm.store._entity_upkeep import checkpoint_carries
+from claimfsm.store._entity_upkeep import Carried, checkpoint_carries
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
 #: The history columns the auditor reads, and the row columns before the declared ones
@@ -107,10 +107,9 @@ class EntityRules:
         self.columns = tuple(spec.columns)
         self.defaults = {c: spec.columns[c].default for c in self.columns}
         self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
-        self.bumps = {e: d.bumps for e, d in spec.effects.items()}
+        self.carried = Carried(spec)  # how an entry moves the columns and the outcome
         self.fresh = spec.events_setting("fresh_token")
         self.draws = spec.events_setting("fresh_key")
-        self.records = spec.events_setting("outcome")
         #: the row's columns after the declared ones
         self.extras = row_extras(spec)
         self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
@@ -194,14 +193,8 @@ class EntityRules:
         ent.state, ent.epoch, ent.lease, ent.owner = dest, e[EPOCH], e[LEASE], e[OWNER]
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
-        if event in self.records:  # the outcome its caller brought, where recorded
-            facts = facts_read(e[FACTS])
-            ent.outcome = None if facts is None else facts.get("outcome")
-        elif event in self.takers:
-            ent.outcome = ""
-        if ent.columns is not None:
-            for c in self.bumps.get(event, ()):
-                ent.columns[c] += 1
+        # the columns counted and the outcome recorded, as pruning replays them
+        ent.columns, ent.outcome = self.carried.after(ent.columns, ent.outcome, event, e[FACTS])
         for inv in self.rows:
             if inv.column == "epoch":
                 value: Any = ent.epoch

@@ -15,7 +15,7 @@ per sweep, so a sweep always ends.
 one transaction, so each entity loses a prefix of its history. Where an entity's removed
 entries end, a ``checkpoint`` entry (the same ``seq``) records its state, epoch, lease,
 owner and request key as of then, and in its ``facts`` its declared columns and readback's
-recorded outcome (:class:`_Carried`): the history that remains still starts where the entity
+recorded outcome (:class:`Carried`): the history that remains still starts where the entity
 was, and a reader knows older entries were removed. An ``archive`` callable is given the
 removed entries first, in ``seq`` order and in batches; if it raises, nothing is removed.
 """
@@ -116,7 +116,7 @@ def prune(
         last: dict[str, tuple[Any, ...]] = {}
         # and its declared columns and recorded outcome as of then, replayed from where its
         # history begins (its first entry, or a checkpoint that recorded them)
-        carried = _Carried(store.spec)
+        carried = Carried(store.spec)
         after = removed = 0
         while rows := tx.all(
             f"SELECT {columns} FROM {h} WHERE seq > {m} AND seq <= {m} ORDER BY seq LIMIT {m}",  # noqa: S608
@@ -164,12 +164,13 @@ def prune(
         ) from None
 
 
-class _Carried:
+class Carried:
     """What a checkpoint records besides the row's state, epoch, lease, owner and request
     key, in its ``facts``: the declared columns (``columns``) and readback's recorded
     outcome (``outcome``, "" for none, where an event records one) as its entity's last
     removed entry left them, each where known (an entry from before history recorded the
-    facts, or a checkpoint that did not record them, leaves it unknown)."""
+    facts, or a checkpoint that did not record them, leaves it unknown). :meth:`after` is
+    how an entry moves them, for pruning and the audit alike."""
 
     def __init__(self, spec: Any) -> None:
         self.defaults = {c: spec.columns[c].default for c in spec.columns}
@@ -188,6 +189,14 @@ class _Carried:
         if event == CHECKPOINT:
             self.known[key] = checkpoint_carries(facts, tuple(self.defaults))
             return
+        self.known[key] = self.after(columns, outcome, event, facts)
+
+    def after(
+        self, columns: dict[str, int] | None, outcome: str | None, event: str, facts: str | None
+    ) -> tuple[dict[str, int] | None, str | None]:
+        """The columns and the outcome after a transition of ``event`` (not a refusal) whose
+        entry records ``facts``: the event's ``bumps`` counted, readback's outcome as its
+        caller brought it where the event records one, none after a taker's new epoch."""
         if columns is not None and self.bumps.get(event):
             columns = {c: v + (c in self.bumps[event]) for c, v in columns.items()}
         if event in self.records:
@@ -195,7 +204,7 @@ class _Carried:
             outcome = None if read is None else read.get("outcome")
         elif event in self.takers:
             outcome = ""
-        self.known[key] = columns, outcome
+        return columns, outcome
 
     def facts(self, key: str) -> str:
         columns, outcome = self.known[key]
@@ -229,4 +238,4 @@ def checkpoint_carries(
     return known, (outcome if isinstance(outcome, str) else None)
 
 
-__all__ = ["Swept", "checkpoint_carries", "prune", "sweep"]
+__all__ = ["Carried", "Swept", "checkpoint_carries", "prune", "sweep"]
