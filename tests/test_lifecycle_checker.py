@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claimfsm.checker import Checker, EntityModelConfig, entity_model, replay
+from claimfsm.checker import (
+    Checker,
+    EntityModelConfig,
+    entity_model,
+    replay,
+    spin_available,
+    spin_check,
+)
 from claimfsm.cli import main
 from claimfsm.errors import SpecError, TargetBusy
 from claimfsm.machine import ClaimMachine
@@ -565,3 +572,53 @@ def test_frees_target_means_a_transition_out_of_the_state_in_a_lifecycle(tmp_pat
                     store.take("j", "rerun", lease_seconds=30)
         finally:
             store.close()
+
+
+EVENTS = JOB.replace(
+    "[world]",
+    '[invariants.a_failed_attempt_is_retried]\nkind = "reachable"\nevent = "fail"\n'
+    'meaning = "an attempt fails and its job goes back to the queue"\n\n'
+    '[invariants.a_spent_job_is_buried]\nkind = "reachable"\nevent = "bury"\n'
+    'meaning = "the sweep buries a job that spent its attempts"\n\n[world]',
+    1,
+)
+
+
+def test_an_example_may_name_an_event_a_step_takes(tmp_path: Path) -> None:
+    """A ``reachable`` example may name an event instead of states, as the claim's
+    ``stale_owner_discarded`` does: the world marks the step that takes it. Burying is
+    the only way into ``dead``, so the event example and the state example agree: both
+    met with four epochs, neither with two (a job never spends its three attempts). Every
+    search and SPIN agree; the path to a met one ends with the event's step."""
+    assert EVENTS != JOB
+    spec = load_spec(job(tmp_path, EVENTS))
+    examples = ("a_job_is_dead_lettered", "a_failed_attempt_is_retried", "a_spent_job_is_buried")
+    for epochs, outcome in ((4, "found"), (2, "never happens")):
+        model = entity_model(spec, EntityModelConfig(epochs=epochs))
+        ours = Checker(model).symmetry(False).run()
+        props = {p.name: p for p in model.properties}
+        found = {name: ours.outcome(props[name]) for name in examples}
+        assert found == {
+            "a_job_is_dead_lettered": outcome,
+            "a_failed_attempt_is_retried": "found",
+            "a_spent_job_is_buried": outcome,
+        }, found
+        for other in (Checker(model).arrays(False), Checker(model).packed(False)):
+            theirs = other.symmetry(False).run()
+            assert theirs.unique == ours.unique
+            assert {n: theirs.outcome(props[n]) for n in examples} == found
+        path = ours.discoveries["a_failed_attempt_is_retried"].path
+        assert "fail" in model.show_action(path[-1].action), model.show_action(path[-1].action)
+        if spin_available() is None:
+            spun, _ = spin_check(spec, EntityModelConfig(epochs=epochs))
+            assert spun.unique == ours.unique
+            met = set(spun.reached) | set(spun.discoveries)
+            assert {n for n in examples if found[n] == "found"} <= met, met
+            assert not {n for n in examples if found[n] != "found"} & met, met
+    unmarked = entity_model(load_spec(job(tmp_path)), EntityModelConfig(epochs=2))
+    # the marks are part of the state, in both engines
+    assert ours.unique > Checker(unmarked).symmetry(False).run().unique
+    counted = EVENTS.replace('"reachable"\nevent = "fail"', '"reachable"\nlive_drafts = 2')
+    assert counted != EVENTS
+    with pytest.raises(SpecError, match="live_drafts counts the claim world's drafts"):
+        entity_model(load_spec(job(tmp_path, counted)))

@@ -22,10 +22,11 @@ Guards are true as their declared kinds say, by the predicates the machines run
 (``spec._predicates``, read on a view of the world's row and caller; ``compare`` reads the
 row's columns and the world's evidence: ``running``, whether work at the row's epoch is
 running somewhere, and ``fenced_through``); the declaration's transitions say where an
-event leads. The properties are the declaration's ``[invariants]`` (``exclusive_work``, ``row``,
-``left_only_by``, ``eventually``, and ``reachable`` examples) and the framework's own
-promise that a stale client's operation changes nothing. Nothing here names a state,
-event or guard.
+event leads. The properties are the declaration's ``[invariants]`` (``exclusive_work``,
+``row``, ``left_only_by``, ``eventually``, and ``reachable`` examples: a row in some
+states, or a step that took some event, which the world marks as it marks a broken
+``left_only_by``) and the framework's own promise that a stale client's operation changes
+nothing. Nothing here names a state, event or guard.
 
 A declaration that gives its events remote roles has a remote too (``RemoteRules``, the
 claim world's): beside each row, the requests in flight and those that took effect, each
@@ -144,8 +145,10 @@ class EntityWorld(NamedTuple):
     rows: tuple[Row, ...]
     clients: tuple[Handle | None, ...]
     stale_changed: bool = False  # a stale client's operation changed a row
-    # the left_only_by invariants broken so far: a row left their states by another event
-    escaped: frozenset[str] = frozenset()
+    #: sticky marks, by invariant name: the ``left_only_by`` invariants broken so far (a
+    #: row left their states by another event), and the ``reachable`` examples met by a
+    #: step that took their ``event``
+    marks: frozenset[str] = frozenset()
     # a request arrived at the remote while one of another epoch of its entity was in flight
     overlap: bool = False
 
@@ -397,20 +400,21 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             yield from client_actions(shared, h, c)
         yield from world_actions(shared)
 
-    # left_only_by invariants, and the ones each step breaks (few steps: each judged once)
+    # The sticky marks each step sets (few steps: each judged once): the left_only_by
+    # invariants it breaks, and the examples whose event it takes.
     guarded = [inv for inv in spec.invariants.values() if inv.kind == "left_only_by"]
-    breaks: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    by_event = [inv for inv in spec.invariants.values() if inv.event is not None]
+    sets_marks: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
-    def left(world: EntityWorld, source: str, event: str, dest: str) -> frozenset[str]:
-        """The broken left_only_by invariants after ``event`` moves a row from ``source``
-        to ``dest``."""
+    def mark(world: EntityWorld, source: str, event: str, dest: str) -> frozenset[str]:
+        """The world's marks once ``event`` moved a row from ``source`` to ``dest``."""
         step = (source, event, dest)
-        broken = breaks.get(step)
-        if broken is None:
-            broken = breaks[step] = tuple(
+        found = sets_marks.get(step)
+        if found is None:
+            found = sets_marks[step] = tuple(
                 inv.name for inv in guarded if leaves_by_another(inv, source, event, dest)
-            )
-        return world.escaped.union(broken) if broken else world.escaped
+            ) + tuple(inv.name for inv in by_event if inv.event == event)
+        return world.marks.union(found) if found else world.marks
 
     firsts = {e: spec.first(e) for e in spec.events if spec.first(e) is not None}
 
@@ -432,7 +436,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             (*world.rows[:key], row, *world.rows[key + 1 :]),
             world.clients,
             world.stale_changed,
-            left(world, world.rows[key].state, first, dest),
+            mark(world, world.rows[key].state, first, dest),
             world.overlap,
         )
         again = fire(moved, key, event, caller, named)
@@ -472,9 +476,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     else resting(saved)
                 )
             rows[key] = row
-            escaped = left(world, world.rows[key].state, event, dest)
+            marks = mark(world, world.rows[key].state, event, dest)
             return EntityWorld(
-                tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
+                tuple(rows), tuple(clients), world.stale_changed, marks, world.overlap
             ), cut(row)
         if kind in ("own", "wake"):
             _, c, event = action
@@ -491,7 +495,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 if h.working:
                     rows[h.key] = _stops(rows[h.key], h.epoch)
                 return EntityWorld(
-                    tuple(rows), tuple(clients), world.stale_changed, world.escaped, world.overlap
+                    tuple(rows), tuple(clients), world.stale_changed, world.marks, world.overlap
                 ), False
             dest, row = result
             stale = (h.epoch, h.token) != (before.epoch, before.token)
@@ -516,11 +520,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 if done
                 else Handle(h.key, h.epoch, token, dest, working, phase, h.saved, request_key)
             )
-            escaped = left(world, before.state, event, dest)
+            marks = mark(world, before.state, event, dest)
             changed = world.stale_changed or stale
-            return EntityWorld(tuple(rows), tuple(clients), changed, escaped, world.overlap), cut(
-                row
-            )
+            return EntityWorld(tuple(rows), tuple(clients), changed, marks, world.overlap), cut(row)
         if kind == "env":
             _, key, event = action
             world, result = fire_first(world, key, event, None, True)
@@ -528,9 +530,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 return None
             rows = list(world.rows)
             rows[key] = result[1]
-            escaped = left(world, world.rows[key].state, event, result[0])
+            marks = mark(world, world.rows[key].state, event, result[0])
             world = EntityWorld(
-                tuple(rows), tuple(clients), world.stale_changed, escaped, world.overlap
+                tuple(rows), tuple(clients), world.stale_changed, marks, world.overlap
             )
             return world, cut(result[1])
         overlap = world.overlap
@@ -566,7 +568,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 sent = tuple(sorted((*r.in_flight, (h.epoch, h.request_key))))
                 rows[h.key] = r._replace(in_flight=sent, fence=arrived)
             world = EntityWorld(
-                tuple(rows), tuple(clients), world.stale_changed, world.escaped, overlap
+                tuple(rows), tuple(clients), world.stale_changed, world.marks, overlap
             )
             return world, len(rows[h.key].in_flight) > counts
         elif kind == "land":
@@ -587,7 +589,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             assert h is not None
             clients[c] = h._replace(phase="A")
         return EntityWorld(
-            tuple(rows), tuple(clients), world.stale_changed, world.escaped, overlap
+            tuple(rows), tuple(clients), world.stale_changed, world.marks, overlap
         ), False
 
     # Whether a bound stops some next step (``_next`` says cut): only an event's step can
@@ -639,7 +641,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         handles = [h for h in world.clients if h is not None]
         handles.sort()
         idle = len(world.clients) - len(handles)
-        return (world.rows, idle, tuple(handles), world.stale_changed, world.escaped, world.overlap)
+        return (world.rows, idle, tuple(handles), world.stale_changed, world.marks, world.overlap)
 
     properties: list[Property[EntityWorld]] = [
         Property(
@@ -653,7 +655,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if inv.kind == "eventually":
             properties.append(_obligation(inv, or_bounded, roles))
         elif inv.kind == "reachable":
-            met = _some_row_in(frozenset(inv.states), inv.outcome)
+            met = (
+                _marked(inv.name)
+                if inv.event is not None
+                else _some_row_in(frozenset(inv.states), inv.outcome)
+            )
             properties.append(Property(inv.name, "sometimes", met, inv.meaning))
         else:
             properties.append(
@@ -793,17 +799,17 @@ def _join(shared: Shared, clients: tuple[Handle | None, ...]) -> EntityWorld:
     by ``tuple.__new__`` rather than the NamedTuple's constructor, in about half its time
     (timeit of one world, 2026-12-04: 114 ns against 211): the searches join a world for
     every state they expand."""
-    rows, stale_changed, escaped, overlap = shared
-    return _new_world(EntityWorld, (rows, clients, stale_changed, escaped, overlap))
+    rows, stale_changed, marks, overlap = shared
+    return _new_world(EntityWorld, (rows, clients, stale_changed, marks, overlap))
 
 
 _new_world = tuple.__new__
 
 
 def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
-    """The world's shared part (rows, stale_changed, escaped, overlap) and its clients'
+    """The world's shared part (rows, stale_changed, marks, overlap) and its clients'
     handles."""
-    return (world.rows, world.stale_changed, world.escaped, world.overlap), world.clients
+    return (world.rows, world.stale_changed, world.marks, world.overlap), world.clients
 
 
 def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict[str, Any]:
@@ -945,12 +951,17 @@ def _some_row_in(
     return lambda world: any(row.state in states and row.outcome == outcome for row in world.rows)
 
 
+def _marked(name: str) -> Callable[[EntityWorld], bool]:
+    """A step set the mark ``name``: the example's event was taken."""
+    return lambda world: name in world.marks
+
+
 def _invariant(
     inv: Any, col_index: dict[str, int], rules: RemoteRules | None
 ) -> Callable[[EntityWorld], bool]:
     if inv.kind == "left_only_by":
-        name = inv.name
-        return lambda world: name not in world.escaped
+        broken = _marked(inv.name)
+        return lambda world: not broken(world)
     if inv.kind == "effect_once":  # with a remote: one request took effect at most, any key
         return lambda world: all(len(row.landed) <= 1 for row in world.rows)
     if inv.kind == "exclusive_work" and rules is not None:

@@ -139,13 +139,18 @@ def promela(
     woken = wake_events(spec) if wakes else ()
     # left_only_by invariants, each a sticky bit: a row left its states by another event
     guarded = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
+    # reachable examples that name an event, each a sticky bit: a step took the event
+    taken = [i for i in spec.invariants.values() if i.event is not None]
 
     def any_of(terms: Sequence[str]) -> str:
         return "(" + " || ".join(terms) + ")" if terms else "false"
 
     def example(r: str, name: str) -> str:
-        """Row ``r`` meets the example ``name``: in its states, with its outcome if given."""
+        """Row ``r`` meets the example ``name``: in its states, with its outcome if given;
+        or, for an example that names an event, some step took it (the world's bit)."""
         inv = spec.invariants[name]
+        if inv.event is not None:
+            return f"took_{taken.index(inv)}"
         met = in_states(r, list(inv.states))
         if inv.outcome is None:
             return met
@@ -319,6 +324,7 @@ def promela(
             for n, inv in enumerate(guarded)
             if t.source in inv.states and t.dest not in inv.states and event not in inv.events
         ]
+        out += [f"took_{n} = 1" for n, inv in enumerate(taken) if inv.event == event]
         if taking:
             out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
             if resends:
@@ -575,6 +581,10 @@ def promela(
             else []
         ),
         *(f"bit esc_{n};  /* {inv.name} broken */" for n, inv in enumerate(guarded)),
+        *(
+            f"bit took_{n};  /* {inv.name}: a step took {inv.event} */"
+            for n, inv in enumerate(taken)
+        ),
     ]
     if liveness is not None:
         some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
@@ -614,8 +624,9 @@ def promela(
 
 
 def _in_c(expr: str) -> str:
-    """A Promela expression over the rows as C inside pan (``now.`` before each row)."""
-    return re.sub(r"\br\[", "now.r[", expr)
+    """A Promela expression over the rows and the examples' bits as C inside pan
+    (``now.`` before each)."""
+    return re.sub(r"\b(r\[|took_)", r"now.\1", expr)
 
 
 def _with_ltl(

@@ -49,9 +49,9 @@ INVARIANT_KINDS: dict[str, str] = {
     " `fair` that stays possible is eventually taken",
     "reachable": "an example, not an invariant: some reachable state has an entity in one of"
     " `states` (with the readback `outcome` its row records, if given: the claim's, or a"
-    " lifecycle's whose event sets outcome), or (the claim world) a step took `event`, the"
-    " refusal a stale owner's operation records, or one target has `live_drafts` live"
-    " drafts",
+    " lifecycle's whose event sets outcome), or a step took `event` (in the claim world,"
+    " its one: the refusal a stale owner's operation records), or (the claim world) one"
+    " target has `live_drafts` live drafts",
 }
 
 #: The keys each invariant kind takes besides ``kind``, ``meaning`` and ``remote``.
@@ -364,11 +364,11 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 f" (its drafts and remote); a lifecycle of your own declares"
                 f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}{why}"
             )
-        if inv.kind == "reachable" and (inv.event or inv.live_drafts):
+        if inv.kind == "reachable" and inv.live_drafts:
             return (
-                f"invariant {name!r}: an example of a lifecycle of your own names states,"
-                " with an outcome where its row records one (event and live_drafts are the"
-                " claim world's)"
+                f"invariant {name!r}: an example of a lifecycle of your own names states"
+                " (with an outcome where its row records one) or an event a step takes;"
+                " live_drafts counts the claim world's drafts"
             )
         if inv.kind == "reachable" and inv.outcome and not records_outcome(spec):
             return (
