@@ -622,3 +622,38 @@ def test_an_example_may_name_an_event_a_step_takes(tmp_path: Path) -> None:
     assert counted != EVENTS
     with pytest.raises(SpecError, match="live_drafts counts the claim world's drafts"):
         entity_model(load_spec(job(tmp_path, counted)))
+
+
+def _taken(fair: str) -> str:
+    return JOB.replace(
+        "[world]",
+        f'[invariants.a_queued_job_is_leased]\nkind = "taken"\nfair = {fair}\n'
+        'meaning = "a job that may be leased is leased, or stops being leasable"\n\n[world]',
+        1,
+    )
+
+
+def test_a_lifecycle_may_declare_taken(tmp_path: Path) -> None:
+    """``taken`` is the claim world's obligation that a free target is acquired while some
+    worker keeps trying; in a lifecycle, an entity that an idle worker's taker event would
+    begin a new epoch on is taken or stops being takeable. With only leasing fair, two
+    workers that leased and then paused on their stale handles starve the queued job: no
+    worker is idle to lease it. With the workers' own steps fair too, a stale worker is
+    refused and drops its handle, and the job is leased. SPIN agrees on both."""
+    owner_steps = '["lease", "release", "start", "renew", "succeed", "fail"]'
+    for fair, verdict in (('["lease"]', "violated"), (owner_steps, "holds")):
+        spec = load_spec(job(tmp_path, _taken(fair)))
+        model = entity_model(spec)
+        report = Checker(model).run()
+        props = {p.name: p for p in model.properties}
+        assert report.outcome(props["a_queued_job_is_leased"]) == verdict
+        if verdict == "violated":
+            last = report.discoveries["a_queued_job_is_leased"].path[-1].state
+            assert last.rows[0].state == "queued", model.show_state(last)
+            assert all(h is not None and h.key == 0 for h in last.clients), model.show_state(last)
+        if spin_available() is None:
+            spun, _ = spin_check(spec)
+            assert spun.outcome(props["a_queued_job_is_leased"]) == verdict
+    refused = job(tmp_path, _taken('["lease", "steps"]'))
+    result = CliRunner().invoke(main, ["check", str(refused)])
+    assert result.exit_code == 1 and "lists the fair step 'steps'" in result.output, result.output

@@ -651,9 +651,23 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             "a client acting on a handle that is no longer current changes no row",
         )
     ]
+
+    def takeable(shared: Shared) -> bool:
+        """Entity 0 may be taken: an idle client's taker event begins a new epoch on its
+        row as it is (its ``first`` event applied where the stores would), within the
+        bounds (the claim world's: a free target, an approved draft, epochs left)."""
+        world = EntityWorld(shared[0], (), *shared[1:])
+        for e in takers:
+            result = fire_first(world, 0, e, None, False)[1]
+            if result is not None and result[0] is not None and not cut(result[1]):
+                return True
+        return False
+
     for inv in spec.invariants.values():
         if inv.kind == "eventually":
             properties.append(_obligation(inv, or_bounded, roles))
+        elif inv.kind == "taken":
+            properties.append(_taken(inv, takeable, or_bounded, roles))
         elif inv.kind == "reachable":
             met = (
                 _marked(inv.name)
@@ -1021,6 +1035,29 @@ def _obligation(
         holds,
         inv.meaning,
         trigger=trigger,
+        fair=lambda action: fairness_class(fair, action),
+        fairness=", ".join(words) if words else "none: any step may be skipped forever",
+        stutter=True,
+    )
+
+
+def _taken(
+    inv: Any,
+    takeable: Callable[[Shared], bool],
+    or_bounded: Callable[[Callable[[Shared], bool]], Callable[[EntityWorld], bool]],
+    roles: dict[str, str],
+) -> Property[EntityWorld]:
+    """A ``taken`` invariant as the engine's liveness property: from a state where entity 0
+    may be taken, it is taken or stops being takeable, under the fairness ``fair`` states
+    (as :func:`_obligation` reads it, for entity 0 alone and with a bound meeting it)."""
+    fair = frozenset(inv.fair)
+    words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
+    return Property(
+        inv.name,
+        "eventually",
+        or_bounded(lambda shared: not takeable(shared)),
+        inv.meaning,
+        trigger=lambda world: takeable(_split(world)[0]),
         fair=lambda action: fairness_class(fair, action),
         fairness=", ".join(words) if words else "none: any step may be skipped forever",
         stutter=True,

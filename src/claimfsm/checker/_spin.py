@@ -413,6 +413,9 @@ def promela(
 
     # (the built-in model's action, when it is possible, when a bound cuts it, its body)
     options: list[tuple[Action, str, str, list[str]]] = []
+    # entity 0 may be taken: some taker's event fires on its row for an idle client,
+    # within the bounds (what a ``taken`` invariant reads; the built-in model's takeable)
+    takeable: list[str] = []
     for c in range(workers):
         # an idle client's events: a taker's (a new epoch) and, with a remote, a resend
         # (naming the current epoch, taken over with a fresh token, its request due)
@@ -439,7 +442,10 @@ def promela(
                     branches.append((holds(t, k, None, resend), body))
                     bodies.append((t, body))
                 branches += first_ways(e, k, None, resend, bodies)
-                possible = f"!c[{c}].has && " + any_of([f"({b})" for b, _ in branches])
+                fires = any_of([f"({b})" for b, _ in branches])
+                if c == 0 and key == 0 and not resend:
+                    takeable.append(f"({fires} && !{cut_of(e, k, True, branches)})")
+                possible = f"!c[{c}].has && " + fires
                 options.append(
                     (
                         (kind, c, key, e),
@@ -588,7 +594,7 @@ def promela(
     ]
     if liveness is not None:
         some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
-        return _with_ltl(spec, liveness, options, sid, head, some_cut)
+        return _with_ltl(spec, liveness, options, sid, head, some_cut, any_of(takeable))
     invariants = [p for p in model.properties if p.kind == "always"]
     world = (workers, keys, columns, default, sid, epochs, rules, nkeys)
     checks = [f"assert({_invariant(spec, p.name, *world)})" for p in invariants]
@@ -636,11 +642,13 @@ def _with_ltl(
     sid: dict[str, int],
     head: list[str],
     some_cut: str,
+    takeable: str,
 ) -> Promela:
-    """The model with ``eventually`` invariant ``name`` as an LTL formula (see ``promela``)."""
+    """The model with ``eventually`` or ``taken`` invariant ``name`` as an LTL formula (see
+    ``promela``); ``takeable``: entity 0 may be taken, what a ``taken`` one reads."""
     inv = spec.invariants.get(name)
-    if inv is None or inv.kind != "eventually":
-        raise ValueError(f"{name!r} is not an eventually invariant of {spec.name}")
+    if inv is None or inv.kind not in ("eventually", "taken"):
+        raise ValueError(f"{name!r} is not an eventually or taken invariant of {spec.name}")
     fair = frozenset(inv.fair)
     classes: dict[Any, int] = {}
     for action, *_ in options:
@@ -648,8 +656,11 @@ def _with_ltl(
         if found is not None:
             classes.setdefault(found, len(classes) + 1)
     # (ltl_observer says how the formula reads the state and the fairness)
-    trigger = " || ".join(f"r[0].st == {sid[s]}" for s in inv.sources)
-    goal = " || ".join(f"r[0].st == {sid[s]}" for s in inv.goals)
+    if inv.kind == "taken":  # taken, or no longer takeable
+        trigger, goal = takeable, f"!{takeable}"
+    else:
+        trigger = " || ".join(f"r[0].st == {sid[s]}" for s in inv.sources)
+        goal = " || ".join(f"r[0].st == {sid[s]}" for s in inv.goals)
     steps = {
         found: [
             f"(({en}) && !{ct})" if ct != "false" else f"({en})"

@@ -1,7 +1,7 @@
 """What a declaration's ``[invariants]`` say: the kinds of property the checker proves
 (:data:`INVARIANT_KINDS`), the keys each kind takes, and which world reads which
 (:func:`lifecycle_world_problem`: the claim world reads every kind but ``row``, a lifecycle
-of your own every kind but the claim world's ``effect_once`` and ``taken``). stdlib only.
+of your own every kind, ``effect_once`` where it declares a remote). stdlib only.
 
 - ``exclusive_work``, ``row``, ``effect_once`` and ``left_only_by`` hold in every reachable
   state;
@@ -44,8 +44,9 @@ INVARIANT_KINDS: dict[str, str] = {
     "effect_once": "each entity's effect (the claim world: each draft's) happens at most once"
     " at the remote; a lifecycle declares it with a remote",
     "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
-    "taken": "the claim world: a free target with an approved draft (and epochs left in the"
-    " bounds) is taken, or stops being takeable, on every run where each step listed in"
+    "taken": "an entity that may be taken (a taker's event would begin a new epoch on it"
+    " within the bounds; the claim world: a free target with an approved draft and epochs"
+    " left) is taken, or stops being takeable, on every run where each step listed in"
     " `fair` that stays possible is eventually taken",
     "reachable": "an example, not an invariant: some reachable state has an entity in one of"
     " `states` (with the readback `outcome` its row records, if given: the claim's, or a"
@@ -410,5 +411,5 @@ def lifecycle_world_problem(spec: Any) -> str | None:
     return None
 
 
-#: Invariant kinds only the claim world reads (its drafts, its remote).
-CLAIM_INVARIANTS = frozenset({"effect_once", "taken"})
+#: Invariant kinds only the claim world reads (its remote), unless a lifecycle declares one.
+CLAIM_INVARIANTS = frozenset({"effect_once"})
