@@ -638,10 +638,16 @@ def test_a_lifecycle_may_declare_taken(tmp_path: Path) -> None:
     worker keeps trying; in a lifecycle, an entity that an idle worker's taker event would
     begin a new epoch on is taken or stops being takeable. With only leasing fair, two
     workers that leased and then paused on their stale handles starve the queued job: no
-    worker is idle to lease it. With the workers' own steps fair too, a stale worker is
-    refused and drops its handle, and the job is leased. SPIN agrees on both."""
+    worker is idle to lease it. With the workers' own steps fair too (each owner event, or
+    the claim's ``steps``: some worker keeps stepping, a keep-alive aside), a stale worker
+    is refused and drops its handle, and the job is leased. SPIN agrees on each."""
     owner_steps = '["lease", "release", "start", "renew", "succeed", "fail"]'
-    for fair, verdict in (('["lease"]', "violated"), (owner_steps, "holds")):
+    cases = (
+        ('["lease"]', "violated"),
+        (owner_steps, "holds"),
+        ('["lease", "steps"]', "holds"),  # some worker keeps stepping: the claim's fairness
+    )
+    for fair, verdict in cases:
         spec = load_spec(job(tmp_path, _taken(fair)))
         model = entity_model(spec)
         report = Checker(model).run()
@@ -654,6 +660,17 @@ def test_a_lifecycle_may_declare_taken(tmp_path: Path) -> None:
         if spin_available() is None:
             spun, _ = spin_check(spec)
             assert spun.outcome(props["a_queued_job_is_leased"]) == verdict
-    refused = job(tmp_path, _taken('["lease", "steps"]'))
-    result = CliRunner().invoke(main, ["check", str(refused)])
-    assert result.exit_code == 1 and "lists the fair step 'steps'" in result.output, result.output
+    said = CliRunner().invoke(main, ["check", str(job(tmp_path, _taken('["lease", "steps"]')))])
+    assert said.exit_code == 0 and "a_queued_job_is_leased: holds" in said.output, said.output
+
+
+def test_the_fair_step_steps_counts_what_the_claim_world_counts() -> None:
+    """``steps`` counts a worker's step on its handle but a keep-alive: on the claim's
+    declaration, read as a lifecycle reads it, the claim world's own steps; on the job,
+    every owner event but the lease renewal."""
+    from claimfsm.checker._claim import WORKER_STEPS
+    from claimfsm.spec import step_events
+
+    claim = shipped()["claim"]
+    assert step_events(claim) == {str(e) for e in WORKER_STEPS} - {"send", "ack"}
+    assert step_events(shipped()["job"]) == {"start", "succeed", "fail", "release"}

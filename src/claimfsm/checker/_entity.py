@@ -74,6 +74,7 @@ from claimfsm.spec import (
     compare,
     has_remote,
     lifecycle_world_problem,
+    step_events,
     wake_events,
 )
 from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another
@@ -652,6 +653,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         )
     ]
 
+    steps = step_events(spec)  # the owner events the fair step ``steps`` counts
+
     def takeable(shared: Shared) -> bool:
         """Entity 0 may be taken: an idle client's taker event begins a new epoch on its
         row as it is (its ``first`` event applied where the stores would), within the
@@ -665,9 +668,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 
     for inv in spec.invariants.values():
         if inv.kind == "eventually":
-            properties.append(_obligation(inv, or_bounded, roles))
+            properties.append(_obligation(inv, or_bounded, roles, steps))
         elif inv.kind == "taken":
-            properties.append(_taken(inv, takeable, or_bounded, roles))
+            properties.append(_taken(inv, takeable, or_bounded, roles, steps))
         elif inv.kind == "reachable":
             met = (
                 _marked(inv.name)
@@ -1008,6 +1011,7 @@ def _obligation(
     inv: Any,
     or_bounded: Callable[[Callable[[Shared], bool]], Callable[[EntityWorld], bool]],
     roles: dict[str, str],
+    steps: frozenset[str],
 ) -> Property[EntityWorld]:
     """An ``eventually`` invariant as the engine's liveness property.
 
@@ -1015,30 +1019,13 @@ def _obligation(
     alike, so a violation for one is, renumbered, a violation for entity 0. Only the steps
     listed in ``fair`` are sure to happen: a run may stop in any state where none of them is
     possible (a worker may pause forever), and one that stays possible is eventually taken
-    (weak fairness). A fair class is (event or world step, entity); an owner's event is one
-    class over all clients and entities: some client holding a handle from which it may try
-    the event eventually tries it (and may be refused). A state where a bound stops a step
-    meets the obligation: the search cannot see past it, so a run that leaves the bounds is
-    not called a violation.
+    (weak fairness, :func:`fairness_class`). A state where a bound stops a step meets the
+    obligation: the search cannot see past it, so a run that leaves the bounds is not
+    called a violation.
     """
-    sources, goals, fair = frozenset(inv.sources), frozenset(inv.goals), frozenset(inv.fair)
-
+    sources, goals = frozenset(inv.sources), frozenset(inv.goals)
     holds = or_bounded(lambda shared: shared[0][0].state in goals)
-
-    def trigger(world: EntityWorld) -> bool:
-        return world.rows[0].state in sources
-
-    words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
-    return Property(
-        inv.name,
-        "eventually",
-        holds,
-        inv.meaning,
-        trigger=trigger,
-        fair=lambda action: fairness_class(fair, action),
-        fairness=", ".join(words) if words else "none: any step may be skipped forever",
-        stutter=True,
-    )
+    return _fair_property(inv, holds, lambda world: world.rows[0].state in sources, roles, steps)
 
 
 def _taken(
@@ -1046,19 +1033,34 @@ def _taken(
     takeable: Callable[[Shared], bool],
     or_bounded: Callable[[Callable[[Shared], bool]], Callable[[EntityWorld], bool]],
     roles: dict[str, str],
+    steps: frozenset[str],
 ) -> Property[EntityWorld]:
     """A ``taken`` invariant as the engine's liveness property: from a state where entity 0
     may be taken, it is taken or stops being takeable, under the fairness ``fair`` states
     (as :func:`_obligation` reads it, for entity 0 alone and with a bound meeting it)."""
+    holds = or_bounded(lambda shared: not takeable(shared))
+    return _fair_property(inv, holds, lambda world: takeable(_split(world)[0]), roles, steps)
+
+
+def _fair_property(
+    inv: Any,
+    holds: Callable[[EntityWorld], bool],
+    trigger: Callable[[EntityWorld], bool],
+    roles: dict[str, str],
+    steps: frozenset[str],
+) -> Property[EntityWorld]:
+    """The engine's property: from a state where ``trigger`` holds, ``holds`` is reached on
+    every run fair to the steps ``inv`` lists (``steps``: the owner events ``steps``
+    counts)."""
     fair = frozenset(inv.fair)
     words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
     return Property(
         inv.name,
         "eventually",
-        or_bounded(lambda shared: not takeable(shared)),
+        holds,
         inv.meaning,
-        trigger=lambda world: takeable(_split(world)[0]),
-        fair=lambda action: fairness_class(fair, action),
+        trigger=trigger,
+        fair=lambda action: fairness_class(fair, action, steps),
         fairness=", ".join(words) if words else "none: any step may be skipped forever",
         stutter=True,
     )
@@ -1074,11 +1076,20 @@ def _acting(world: EntityWorld, action: Action) -> tuple[int, tuple[int, int]]:
     return h.key, (h.epoch, h.token)
 
 
-def fairness_class(fair: frozenset[str], action: Action) -> tuple[str, Any] | None:
-    """The weak-fairness class of ``action`` under an ``eventually`` invariant's ``fair``
-    list (None: not assumed fair): (event or world step, entity); an owner's event is one
-    class over every client's try."""
+def fairness_class(
+    fair: frozenset[str], action: Action, steps: frozenset[str] = frozenset()
+) -> tuple[Any, ...] | None:
+    """The weak-fairness class of ``action`` under an ``eventually`` or ``taken``
+    invariant's ``fair`` list (None: not assumed fair): (event or world step, entity); an
+    owner's event is one class over every client's try; with ``steps`` listed, every
+    client's step on the handle it holds (an owner event of ``steps``, its request's send
+    and its answer) is one class too, the claim world's ``steps``, unless its event is
+    listed itself."""
     kind = action[0]
+    if "steps" in fair and (
+        (kind == "own" and action[2] in steps and action[2] not in fair) or kind in ("send", "ack")
+    ):
+        return ("steps",)
     if kind == "env" and action[2] in fair:
         return (action[2], action[1])
     if kind in ("take", "resend") and action[3] in fair:

@@ -47,7 +47,7 @@ from claimfsm.checker._entity import (
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
 from claimfsm.errors import ClaimFSMError
-from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model, wake_events
+from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model, step_events, wake_events
 
 #: The readback words a remote's ``outcome`` fact takes, by their code in the Promela.
 TEXT = {"present": 1, "absent": 2}
@@ -649,10 +649,10 @@ def _with_ltl(
     inv = spec.invariants.get(name)
     if inv is None or inv.kind not in ("eventually", "taken"):
         raise ValueError(f"{name!r} is not an eventually or taken invariant of {spec.name}")
-    fair = frozenset(inv.fair)
+    fair, counted = frozenset(inv.fair), step_events(spec)
     classes: dict[Any, int] = {}
     for action, *_ in options:
-        found = fairness_class(fair, action)
+        found = fairness_class(fair, action, counted)
         if found is not None:
             classes.setdefault(found, len(classes) + 1)
     # (ltl_observer says how the formula reads the state and the fairness)
@@ -665,7 +665,7 @@ def _with_ltl(
         found: [
             f"(({en}) && !{ct})" if ct != "false" else f"({en})"
             for a, en, ct, _b in options
-            if fairness_class(fair, a) == found
+            if fairness_class(fair, a, counted) == found
         ]
         for found in classes
     }
@@ -676,7 +676,7 @@ def _with_ltl(
     ]
     out += ["", "active proctype world() {", "  d_step { observe() };", "  do"]
     for n, (action, possible, bounded, body) in enumerate(options):
-        cls = classes.get(fairness_class(fair, action), 0)
+        cls = classes.get(fairness_class(fair, action, counted), 0)
         out.append(f"  :: d_step {{ (({possible}) && !{bounded}) ->")
         out.append(f'       printf("ACTION {n}\\n");')
         out += ["       " + _statement(line) for line in body]

@@ -62,6 +62,7 @@ from claimfsm.spec._roles import (
     lifecycle_facts,
     lifecycle_problem,
     records_outcome,
+    step_events,
     wake_events,
 )
 from claimfsm.spec._vocabulary import ClaimSteps, Event, State, claim_steps, require_claim_protocol
@@ -124,6 +125,7 @@ __all__ = [
     "require_claim_protocol",
     "runs_on_the_claim_model",
     "shipped",
+    "step_events",
     "transition_keys",
     "wake_events",
     "wrong_designs",

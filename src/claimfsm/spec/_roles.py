@@ -150,6 +150,21 @@ def wake_events(spec: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
+def step_events(spec: Any) -> frozenset[str]:
+    """The owner events the fair step ``steps`` counts (a worker's step on the handle it
+    holds, besides its request's send and answer): each but a keep-alive, an event every
+    transition of which leads back to its source, as a lease renewal does. On
+    ``claim.toml`` these are the claim world's own (``begin_send``, ``timeout``,
+    ``confirm``, ``release``), which it finds by their place in the claim's shape, not by
+    role: ``release_by_target``'s release, with no owner guard, is no owner event."""
+    return frozenset(
+        e
+        for e in spec.events
+        if spec.role(e) == "owner"
+        and any(t.dest != t.source and not t.internal for t in spec.transitions if t.event == e)
+    )
+
+
 def crashless_wakes(spec: Any) -> str | None:
     """The problem with a world that declares ``wakes = true`` and ``crashes = false``
     (None: none), which both worlds refuse: a client wakes up only from a crash."""
