@@ -1,6 +1,6 @@
 """Declarations are user input: mutated ones (Hypothesis) fed to every command that reads a
-declaration (spec, diagram, check, verify) end in one clear error or a valid run, never a
-traceback."""
+declaration (spec, diagram, check, verify, report, and the store commands claims, sweep,
+history, audit and prune) end in one clear error or a valid run, never a traceback."""
 
 from __future__ import annotations
 
@@ -59,13 +59,13 @@ def mutated(draw: st.DrawFn) -> str:
 )
 @given(text=mutated())
 def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str) -> None:
-    runner = CliRunner()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "claim.toml").write_text(CLAIM)  # what a variant's base names
         (Path(tmp) / "wrong").mkdir()
         path = Path(tmp) / "wrong" / "mutant.toml"
         path.write_text(text, encoding="utf-8")
-        for args in (
+        _each_ends_well(
+            text,
             ["spec", str(path)],
             ["spec", str(path), "--json"],
             ["diagram", str(path), "--out", str(Path(tmp) / "d"), "--no-images"],
@@ -86,18 +86,44 @@ def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str
             # the store commands: the declaration says whose store (none exists here)
             ["claims", str(path), "--db", f"sqlite:///{Path(tmp) / 'v.sqlite'}"],
             ["sweep", str(path), "--db", f"sqlite:///{Path(tmp) / 'v.sqlite'}", "--json"],
-        ):
-            result = runner.invoke(main, args)
-            if result.exception is not None and not isinstance(result.exception, SystemExit):
-                raise AssertionError(
-                    f"claimfsm {' '.join(args[:1])} raised {result.exception!r} on:\n{text}"
-                ) from result.exception
-            if result.exit_code == 2 and args[0] == "verify":  # a usage error
-                assert "Error: " in result.output, result.output
-                continue
-            if result.exit_code not in (0, 1, 3):
-                raise AssertionError(
-                    f"claimfsm {args[0]} exited {result.exit_code}: {result.output}"
-                )
-            if result.exit_code == 1:
-                assert "Error: " in result.output or "violated" in result.output, result.output
+        )
+
+
+@settings(max_examples=20, deadline=None)  # a report checks and draws: seconds each
+@given(text=mutated())
+def test_mutated_declarations_in_the_report_and_the_other_store_commands(text: str) -> None:
+    """The report (which checks the declaration and draws it) and the store commands that
+    read history, each on the same mutants: an error or a run, never a traceback."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "claim.toml").write_text(CLAIM)
+        (Path(tmp) / "wrong").mkdir()
+        path = Path(tmp) / "wrong" / "mutant.toml"
+        path.write_text(text, encoding="utf-8")
+        db = f"sqlite:///{Path(tmp) / 'v.sqlite'}"
+        _each_ends_well(
+            text,
+            ["report", str(path), "--workers", "1", "--out", str(Path(tmp) / "r.html")],
+            ["history", str(path), "--db", db],
+            ["audit", str(path), "--db", db, "--json"],
+            ["prune", str(path), "--db", db, "--older-than", "1d"],
+        )
+        assert not (Path(tmp) / "v.sqlite").exists()  # no command made a store
+
+
+def _each_ends_well(text: str, *commands: list[str]) -> None:
+    """Each command on the mutant ``text`` exits 0, 1 (an error, or a violation found) or
+    3, with an ``Error:`` line for an error, and raises nothing."""
+    runner = CliRunner()
+    for args in commands:
+        result = runner.invoke(main, args)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(
+                f"claimfsm {' '.join(args[:1])} raised {result.exception!r} on:\n{text}"
+            ) from result.exception
+        if result.exit_code == 2 and args[0] == "verify":  # a usage error
+            assert "Error: " in result.output, result.output
+            continue
+        if result.exit_code not in (0, 1, 3):
+            raise AssertionError(f"claimfsm {args[0]} exited {result.exit_code}: {result.output}")
+        if result.exit_code == 1:
+            assert "Error: " in result.output or "violated" in result.output, result.output
