@@ -181,7 +181,7 @@ def fair_words(spec: Spec, fair: tuple[str, ...]) -> str:
     words = []
     for name in fair:
         if name in FAIR_STEPS:
-            words.append(FAIR_STEPS[name].removeprefix("the claim world: "))
+            words.append(FAIR_STEPS[name])
         else:
             role = spec.role(name)
             whom = {

@@ -23,7 +23,7 @@ Guards are true as their declared kinds say, by the predicates the machines run
 row's columns and the world's evidence: ``running``, whether work at the row's epoch is
 running somewhere, and ``fenced_through``); the declaration's transitions say where an
 event leads. The properties are the declaration's ``[invariants]`` (``exclusive_work``,
-``row``, ``left_only_by``, ``eventually``, and ``reachable`` examples: a row in some
+``row``, ``left_only_by``, ``eventually``, ``taken``, and ``reachable`` examples: a row in some
 states, or a step that took some event, which the world marks as it marks a broken
 ``left_only_by``) and the framework's own promise that a stale client's operation changes
 nothing. Nothing here names a state, event or guard.

@@ -75,11 +75,12 @@ def promela(
 ) -> Promela:
     """The Promela model of ``spec`` in the world ``config`` (its ``[world]`` by default).
 
-    ``liveness``: the name of an ``eventually`` invariant, checked instead of the safety
-    properties as an LTL formula. Each step records its fairness class in ``last``; one more
-    option, always possible, lets the run pause (``last = 0``), since a run may stop where
-    no fair step is possible; the formula is the obligation under weak fairness of each
-    class: if a class is possible from some point on, it is taken infinitely often."""
+    ``liveness``: the name of an ``eventually`` or ``taken`` invariant, checked instead of
+    the safety properties as an LTL formula. Each step records its fairness class in
+    ``last``; one more option, always possible, lets the run pause (``last = 0``), since a
+    run may stop where no fair step is possible; the formula is the obligation under weak
+    fairness of each class: if a class is possible from some point on, it is taken
+    infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
     # The remote (a declaration with one): per row, how many requests of each epoch and
@@ -140,7 +141,7 @@ def promela(
     # left_only_by invariants, each a sticky bit: a row left its states by another event
     guarded = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
     # reachable examples that name an event, each a sticky bit: a step took the event
-    taken = [i for i in spec.invariants.values() if i.event is not None]
+    event_examples = [i for i in spec.invariants.values() if i.event is not None]
 
     def any_of(terms: Sequence[str]) -> str:
         return "(" + " || ".join(terms) + ")" if terms else "false"
@@ -150,7 +151,7 @@ def promela(
         or, for an example that names an event, some step took it (the world's bit)."""
         inv = spec.invariants[name]
         if inv.event is not None:
-            return f"took_{taken.index(inv)}"
+            return f"took_{event_examples.index(inv)}"
         met = in_states(r, list(inv.states))
         if inv.outcome is None:
             return met
@@ -324,7 +325,7 @@ def promela(
             for n, inv in enumerate(guarded)
             if t.source in inv.states and t.dest not in inv.states and event not in inv.events
         ]
-        out += [f"took_{n} = 1" for n, inv in enumerate(taken) if inv.event == event]
+        out += [f"took_{n} = 1" for n, inv in enumerate(event_examples) if inv.event == event]
         if taking:
             out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
             if resends:
@@ -589,7 +590,7 @@ def promela(
         *(f"bit esc_{n};  /* {inv.name} broken */" for n, inv in enumerate(guarded)),
         *(
             f"bit took_{n};  /* {inv.name}: a step took {inv.event} */"
-            for n, inv in enumerate(taken)
+            for n, inv in enumerate(event_examples)
         ),
     ]
     if liveness is not None:
