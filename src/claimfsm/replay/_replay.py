@@ -82,15 +82,18 @@ def coverage_paths(
 ) -> list[tuple[Step[World, tuple[Any, ...]], ...]]:
     """The first (shortest) path to each kind of step, plus a sample of the deepest paths.
 
-    A kind of step is (action, the target's state before, after): every transition the
-    model can take and every refusal it can meet.
+    A kind of step is (action, the event it names, the target's state before, after): every
+    transition the model can take and every refusal it can meet, a woken worker's with each
+    of the events it may take.
     """
     canon: Callable[[World], Hashable] = model.canonical or (lambda s: s)
     init = list(model.init_states())
     seen: dict[Hashable, tuple[Hashable | None, Any, World, int]] = {}
     queue: deque[Hashable] = deque()
     firsts: dict[tuple[Any, ...], Hashable] = {}
-    loops: dict[tuple[Any, ...], tuple[Hashable, Any]] = {}  # steps that change no state
+    # kinds first met on an edge into a state already reached (a step that changes nothing,
+    # two woken workers' refusals that leave the same world), each with its own path
+    others: dict[tuple[Any, ...], tuple[Hashable, Any, World]] = {}
     for s in init:
         seen[canon(s)] = (None, None, s, 0)
         queue.append(canon(s))
@@ -104,7 +107,7 @@ def coverage_paths(
             k2 = canon(nxt)
             kind = (
                 action[0],
-                *(a for a in action[3:] if isinstance(a, str)),
+                *(a for a in action[1:] if isinstance(a, str)),  # a woken worker's event too
                 state.targets[0].state,
                 nxt.targets[0].state,
                 k2 == key,  # a step that changes nothing (a successful renew) is its own kind
@@ -115,8 +118,8 @@ def coverage_paths(
                 queue.append(k2)
             if kind not in firsts and seen[k2][0] == key and seen[k2][1] == action:
                 firsts[kind] = k2
-            elif k2 == key and kind not in firsts and kind not in loops:
-                loops[kind] = (key, action)
+            elif kind not in firsts and kind not in others:
+                others[kind] = (key, action, nxt)
 
     def path_to(key: Hashable) -> tuple[Step[World, tuple[Any, ...]], ...]:
         return path_from(seen, key)
@@ -128,10 +131,9 @@ def coverage_paths(
         dict.fromkeys([*firsts.values(), *rng.sample(deep, min(deep_samples, len(deep)))])
     )
     paths = [path_to(k) for k in chosen]
-    for kind, (key, action) in loops.items():
+    for kind, (key, action, nxt) in others.items():
         if kind not in firsts:
-            state = seen[key][2]
-            paths.append((*path_to(key), Step(action, state)))
+            paths.append((*path_to(key), Step(action, nxt)))
     return paths
 
 
