@@ -664,13 +664,46 @@ def test_a_lifecycle_may_declare_taken(tmp_path: Path) -> None:
     assert said.exit_code == 0 and "a_queued_job_is_leased: holds" in said.output, said.output
 
 
-def test_the_fair_step_steps_counts_what_the_claim_world_counts() -> None:
-    """``steps`` counts a worker's step on its handle but a keep-alive: on the claim's
-    declaration, read as a lifecycle reads it, the claim world's own steps; on the job,
-    every owner event but the lease renewal."""
-    from claimfsm.checker._claim import WORKER_STEPS
-    from claimfsm.spec import step_events
+def test_the_fair_step_steps_counts_what_the_claim_world_counts(tmp_path: Path) -> None:
+    """Both worlds read a worker's steps and its wake-ups off the declaration by role:
+    ``steps`` counts an owner event but a keep-alive, and a worker woken from a crash takes
+    an owner event out of the state a take leads into. claim.toml gives its acquire and
+    release their roles (``by``), so the designs that drop the guard that would say so
+    (release_by_target, update_returning_claim) keep the claim world's steps; an owner
+    event the claim world does not model is refused by name."""
+    from claimfsm.checker import claim_model
+    from claimfsm.spec import step_events, wake_events
+    from claimfsm.spec._vocabulary import Event, claim_steps
 
-    claim = shipped()["claim"]
-    assert step_events(claim) == {str(e) for e in WORKER_STEPS} - {"send", "ack"}
+    for name, spec in shipped().items():
+        if name.startswith("job"):
+            continue
+        named = claim_steps(spec)
+        assert wake_events(spec) == ("begin_send", "release"), name
+        assert named.woken(spec) == (Event.BEGIN_SEND, Event.RELEASE), name
+        assert step_events(spec) == {"begin_send", "confirm", "timeout", "release"}, name
+        assert named.stepping(spec) == {
+            Event.BEGIN_SEND,
+            Event.CONFIRM,
+            Event.TIMEOUT,
+            Event.RELEASE,
+        }, name
     assert step_events(shipped()["job"]) == {"start", "succeed", "fail", "release"}
+    # Without the declared role, a release with no owner guard is the operator's: the
+    # wake-up and the fair step would lose it.
+    text = (declarations_dir() / "claim.toml").read_text()
+    unroled = text.replace('by = "owner"  #', "#", 1)
+    assert unroled != text
+    (tmp_path / "unroled.toml").write_text(unroled)
+    overlay = tmp_path / "overlay.toml"
+    overlay.write_text(
+        'base = "unroled.toml"\nname = "unroled"\ndescription = "no roles declared"\n\n'
+        '[[drop_guard]]\nevent = "release"\nguard = "owner_matches"\n'
+    )
+    assert wake_events(load_spec(overlay)) == ("begin_send",)
+    assert "release" not in step_events(load_spec(overlay))
+    # An owner event the claim world has no worker step for is refused, not miscounted.
+    owned = tmp_path / "owned.toml"
+    owned.write_text(text.replace("[events.reconcile]", '[events.reconcile]\nby = "owner"', 1))
+    with pytest.raises(SpecError, match=r"reconcile.*claim world models only"):
+        claim_model(load_spec(owned))

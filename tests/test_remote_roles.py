@@ -59,7 +59,13 @@ EDITS = {
         " claim's confirm); this declaration has ['confirm', 'timeout']",
     ),
     "answered_on_release": (
-        [(ANSWERED, '[events.release]\nremote = "answered"')],
+        [
+            (ANSWERED, "[events.confirm]"),
+            (
+                '[events.release]\nby = "owner"',
+                '[events.release]\nremote = "answered"\nby = "owner"',
+            ),
+        ],
         "the event declaring remote = 'answered' (the claim's confirm), 'release', must lead"
         " from 'sending' into a terminal state (the remote answered: the attempt is over);"
         " from there it leads nowhere",

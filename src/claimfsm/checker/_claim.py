@@ -62,16 +62,9 @@ from claimfsm.spec._vocabulary import (
 Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
 
 
-#: A worker's steps of a dispatch, other than renewing. Under the liveness fairness, a
-#: worker that can take one does not renew for ever instead. (A worker that does hold a
-#: claim for ever, renewing it, starves its target: the protocol sets no maximum hold
-#: time, so a service bounds its calls.)
 #: A holder's operations on its claim, each the declared event the claim's steps name.
 OWNER_STEPS = frozenset(
     {Event.BEGIN_SEND, Event.RELEASE, Event.CONFIRM, Event.TIMEOUT, Event.RENEW}
-)
-WORKER_STEPS = frozenset(
-    {Event.BEGIN_SEND, "send", "ack", Event.TIMEOUT, Event.CONFIRM, Event.RELEASE}
 )
 
 
@@ -315,11 +308,16 @@ def claim_model(
             f" on {starts}"
         )
     send_first = starts == [e_acquire]
-    # What a worker woken from a crash takes with its saved handle: the claim's two steps
-    # out of the state acquire leads into, which its worker takes whatever their guards
-    # (release_by_target's release has no owner guard, and a stale worker still calls it);
-    # none where a crash forgets the handle ([world] wakes = false).
-    wakes = [Event.RELEASE, Event.BEGIN_SEND] if cfg.wakes else []
+    # What a worker woken from a crash takes with its saved handle, as a lifecycle's world
+    # reads it (the owner events out of the state acquire leads into: begin_send and
+    # release, which claim.toml gives its holder by role, so release_by_target's release,
+    # with no owner guard, is still the holder's); none where a crash forgets the handle
+    # ([world] wakes = false). The fair step ``steps`` counts the owner events read so too,
+    # but renew: a worker that can take another step does not renew for ever instead. (One
+    # that holds a claim for ever, renewing it, starves its target: the protocol sets no
+    # maximum hold time, so a service bounds its calls.)
+    wakes = list(steps.woken(spec)) if cfg.wakes else []
+    stepping = steps.stepping(spec) | {"send", "ack"}
     # Whether a retry sends under a new idempotency key is declared too: ``fresh_key`` in
     # what retry writes (fresh_key_retry). The model's remote sees keys change nowhere else.
     keyed = [e for e, d in spec.effects.items() if "fresh_key" in d.sets]
@@ -786,7 +784,7 @@ def claim_model(
                 if a[0] in (Event.RECONCILE, "sweep"):
                     return (event, a[1])
                 return (event, "held")
-            return ("steps",) if "steps" in listed and a[0] in WORKER_STEPS else None
+            return ("steps",) if "steps" in listed and a[0] in stepping else None
 
         return fair
 

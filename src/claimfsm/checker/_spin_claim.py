@@ -172,7 +172,7 @@ class _Generator:
         )
         self.one_live = spec.drafts is not None and spec.drafts.one_live_per_target
         # what a worker woken from a crash takes on its saved handle (as the built-in model)
-        self.wakes = [Event.RELEASE, Event.BEGIN_SEND] if cfg.wakes else []
+        self.wakes = list(named.woken(spec)) if cfg.wakes else []
         # the declared invariants this world checks, and the one left_only_by's rule
         self.invariants = {
             inv.name: inv for inv in claim_invariants(spec, named, cfg.remote, cfg.drafts)

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from claimfsm.errors import SpecError
+from claimfsm.spec._roles import lifecycle_problem, step_events, wake_events
+
 
 class State(StrEnum):
     """States of one epoch; meanings are in ``specs/claim.toml``."""
@@ -122,6 +125,37 @@ class ClaimSteps:
                 return role
         return None
 
+    def woken(self, spec: Any) -> tuple[Event, ...]:
+        """What a worker woken from a crash may take with its saved handle, as both worlds
+        read it (``wake_events``: an owner event out of the state a take leads into, for
+        another state): on ``claim.toml``, begin_send and release. ``SpecError`` when the
+        declaration gives another, which the claim world does not model."""
+        return self._typed(spec, wake_events(spec), "wakes with", (Event.BEGIN_SEND, Event.RELEASE))
+
+    def stepping(self, spec: Any) -> frozenset[Event]:
+        """The owner events the fair step ``steps`` counts, as both worlds read them
+        (``step_events``: an owner event but a keep-alive): on ``claim.toml``,
+        begin_send, confirm, timeout and release."""
+        owner = (Event.BEGIN_SEND, Event.CONFIRM, Event.TIMEOUT, Event.RELEASE)
+        return frozenset(self._typed(spec, sorted(step_events(spec)), "steps with", owner))
+
+    def _typed(
+        self, spec: Any, names: Any, what: str, modelled: tuple[Event, ...]
+    ) -> tuple[Event, ...]:
+        out = []
+        for name in names:
+            typed = self.event_role(name)
+            if typed not in modelled:
+                where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+                raise SpecError(
+                    f"{where}: a worker of the claim world {what} {name!r}, an owner event"
+                    f" (by = 'owner' or an owner guard); the claim world models only"
+                    f" {[self.events[e] for e in modelled]}: declare {name!r} by the"
+                    " operator or the sweep (by)"
+                )
+            out.append(typed)
+        return tuple(out)
+
     def state_role(self, name: str) -> State | None:
         """The typed face of the declared state ``name`` (None: not one of the claim's)."""
         for role, declared in self.states.items():
@@ -133,7 +167,6 @@ class ClaimSteps:
 def claim_steps(spec: Any) -> ClaimSteps:
     """The claim's steps in ``spec`` (``ClaimSteps``), or ``SpecError`` naming the one step
     its shape does not give, and what to declare."""
-    from claimfsm.errors import SpecError
 
     where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
 
@@ -287,8 +320,6 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
     """The claim's steps in ``spec`` for ``what`` (the checker's claim model), which reads
     the claim's world by the declaration's shape, whatever its names; ``SpecError`` when
     the shape is not the claim's, or the declaration says more than that world reads."""
-    from claimfsm.errors import SpecError
-    from claimfsm.spec._roles import lifecycle_problem
 
     if lifecycle_problem(spec) is None:
         where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
