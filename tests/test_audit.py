@@ -140,7 +140,7 @@ def test_a_forged_transition_by_a_stale_token_is_found(db: tuple[Db, Store, Fake
     found = audit(d.url)
     assert [(v.kind, v.target_id) for v in found.violations] == [
         ("stale_owner_changed", "a"),
-        ("claim_row_disagrees", "a"),  # and the claim row is not what history says
+        ("row_disagrees", "a"),  # and the claim row is not what history says
     ]
     assert "does not hold the epoch" in found.violations[0].message
 
@@ -150,7 +150,7 @@ def test_a_transition_of_a_superseded_epoch_is_found(db: tuple[Db, Store, FakeCl
     honest_history(store, clock)
     last = d.last("a")
     d.append(last, epoch=1, event="renew", from_state="reserved", to_state="reserved")
-    assert kinds(d.url) == [("stale_epoch_changed", "a"), ("claim_row_disagrees", "a")]
+    assert kinds(d.url) == [("stale_epoch_changed", "a"), ("row_disagrees", "a")]
 
 
 def test_epochs_that_do_not_increase_are_found(db: tuple[Db, Store, FakeClock]) -> None:
@@ -159,7 +159,7 @@ def test_epochs_that_do_not_increase_are_found(db: tuple[Db, Store, FakeClock]) 
     last = d.last("b")  # reconciled: free, so only the epoch number is wrong
     d.append(last, epoch=1, event="acquire", from_state="unclaimed", to_state="reserved")
     found = audit(d.url)
-    assert [v.kind for v in found.violations] == ["epoch_order", "claim_row_disagrees"]
+    assert [v.kind for v in found.violations] == ["epoch_order", "row_disagrees"]
     assert "epoch 1 follows epoch 1; expected 2" in found.violations[0].message
 
 
@@ -170,7 +170,7 @@ def test_leaving_uncertain_without_evidence_is_found(db: tuple[Db, Store, FakeCl
     b.mark_uncertain()
     d.append(d.last("b"), event="reconcile", from_state="uncertain", to_state="reconciled")
     # (outcome stays NULL: no readback recorded)
-    assert kinds(d.url) == [("evidence_not_recorded", "b"), ("claim_row_disagrees", "b")]
+    assert kinds(d.url) == [("evidence_not_recorded", "b"), ("row_disagrees", "b")]
 
 
 def test_an_undeclared_transition_is_found(db: tuple[Db, Store, FakeClock]) -> None:
@@ -195,9 +195,9 @@ def test_a_lapsed_lease_used_and_a_live_lease_lapsed_are_found(
     d.append(d.last("b"), event="lapse", from_state="reserved", to_state="expired", at=1029.0)
     assert [k for k, _ in kinds(d.url)] == [
         "lapsed_lease_used",
-        "claim_row_disagrees",
+        "row_disagrees",
         "live_lease_lapsed",
-        "claim_row_disagrees",
+        "row_disagrees",
     ]
     assert (a.lease_deadline, b.lease_deadline) == (1030.0, 1030.0)
 
@@ -216,7 +216,7 @@ def test_a_claim_row_changed_behind_historys_back_is_found(
     honest_history(store, clock)
     d.run("UPDATE {c} SET state = 'released' WHERE target_id = ?", "b")
     found = audit(d.url)
-    assert [(v.kind, v.target_id) for v in found.violations] == [("claim_row_disagrees", "b")]
+    assert [(v.kind, v.target_id) for v in found.violations] == [("row_disagrees", "b")]
     assert "state: history 'reconciled', claim 'released'" in found.violations[0].message
 
 
@@ -234,8 +234,8 @@ def test_a_claim_without_history_and_history_without_a_claim_are_found(
     )
     d.run("DELETE FROM {c} WHERE target_id = ?", "c")
     assert kinds(d.url) == [
-        ("claim_without_history", "0-first"),
-        ("history_without_claim", "c"),
+        ("row_without_history", "0-first"),
+        ("history_without_row", "c"),
     ]
 
 
@@ -342,8 +342,9 @@ def test_the_command_reports_violations_and_exits_1(tmp_path: Path) -> None:
         conn.execute("UPDATE claims SET epoch = 7 WHERE target_id = 'b'")
     bad = runner.invoke(main, ["audit", "--db", f"sqlite:///{path}", "--show", "1"])
     assert bad.exit_code == 1
-    assert "2 violations" in bad.output and "claim_row_disagrees: 2" in bad.output
-    assert "[claim_row_disagrees] target 'a', entries" in bad.output
+    assert "2 violations" in bad.output
+    assert "row_disagrees: 2 (the row is not what its history leaves)" in bad.output
+    assert "[row_disagrees] target 'a', entries" in bad.output
     assert "1 more not shown; --show N" in bad.output
     as_json = runner.invoke(main, ["audit", "--db", f"sqlite:///{path}", "--json"])
     assert as_json.exit_code == 1
@@ -372,3 +373,41 @@ def test_progress_is_reported_while_streaming(tmp_path: Path) -> None:
     assert found.ok and found.entries == 2 * PROGRESS_EVERY + 1
     assert calls == [(PROGRESS_EVERY, 1), (2 * PROGRESS_EVERY, 1)]
     assert claim.epoch == 1
+
+
+def test_both_audits_name_their_violations_from_one_list() -> None:
+    """The claim's audit and a lifecycle's report by one vocabulary (``audit.VIOLATIONS``):
+    every kind either rule set names is in it, a failing guard of each witnessed kind
+    names the same violation in both, and the README's audit section names every kind."""
+    import ast
+
+    import claimfsm.audit as package
+    from claimfsm.audit import VIOLATIONS
+    from claimfsm.audit._entity import COLUMN_READERS, LEASE_READERS
+    from claimfsm.audit._entity import WITNESSED as ENTITY_WITNESSED
+    from claimfsm.audit._kinds import broken
+    from claimfsm.audit._rules import WITNESSED as CLAIM_WITNESSED
+    from claimfsm.spec import shipped
+
+    here = Path(package.__file__).parent
+    reported: set[str] = set()
+    for module in ("_rules.py", "_entity.py"):
+        tree = ast.parse((here / module).read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "report"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                reported.add(node.args[0].value)
+    assert reported and reported <= set(VIOLATIONS), reported - set(VIOLATIONS)
+    judged = CLAIM_WITNESSED | ENTITY_WITNESSED | LEASE_READERS | COLUMN_READERS
+    for spec in shipped().values():
+        for name, guard in spec.guards.items():
+            if guard.kind in judged:
+                assert broken(name, guard)[0] in VIOLATIONS, name
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Audit") : readme.index("## Benchmarks")]
+    assert [k for k in VIOLATIONS if f"`{k}`" not in section] == []

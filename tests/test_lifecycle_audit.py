@@ -120,8 +120,8 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     _forge(store, "orphan", 1, "start", "leased", "running", fp=holder)
     assert _kinds(url) == {
         "epoch_order": ["orphan"],
-        "guard_failed": ["orphan"],  # owner_matches: epoch 1 does not hold epoch 2
-        "row_mismatch": ["orphan"],  # the row never moved
+        "stale_owner_changed": ["orphan"],  # owner_matches: epoch 1 does not hold epoch 2
+        "row_disagrees": ["orphan"],  # the row never moved
     }
 
     # A start by a token that does not hold the lease, at the right epoch.
@@ -131,7 +131,7 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     moved = {"at": clock(), "lease": deadline, "owner": "w"}
     _forge(store, "b", 1, "start", "leased", "running", fp=forged, **moved)
     _set_row(store, "b", state="running")
-    assert _kinds(url)["guard_failed"] == ["b", "orphan"]
+    assert _kinds(url)["stale_owner_changed"] == ["b", "orphan"]
 
     # An undeclared step, a refusal that moved, a checkpoint inside history, and a step
     # out of a terminal state.
@@ -141,15 +141,15 @@ def test_each_kind_of_damage_is_found_and_named(url: str) -> None:
     _forge(store, "a", 2, "checkpoint", "succeeded", "succeeded", fp=a_holder, owner="w2")
     _forge(store, "spent", 4, "lease", "dead", "leased")
     kinds = _kinds(url)
-    assert kinds["undeclared"] == ["c", "spent"]
+    assert kinds["undeclared_transition"] == ["c", "spent"]
     assert kinds["refusal_changed"] == ["d"]
-    assert kinds["checkpoint_inside"] == ["a"]
-    assert kinds["row_missing"] == ["c", "d"]  # history, but no row
-    assert kinds["row_mismatch"] == ["orphan", "spent"]  # spent: history leaves it leased
+    assert kinds["checkpoint_misplaced"] == ["a"]
+    assert kinds["history_without_row"] == ["c", "d"]  # history, but no row
+    assert kinds["row_disagrees"] == ["orphan", "spent"]  # spent: history leaves it leased
 
     # A row edited by hand: its counter no longer what history counts.
     _set_row(store, "b", attempts=9)
-    assert _kinds(url)["row_mismatch"] == ["b", "orphan", "spent"]
+    assert _kinds(url)["row_disagrees"] == ["b", "orphan", "spent"]
     store.close()
 
 
@@ -186,7 +186,7 @@ def test_the_owner_is_recorded_and_judged_from_history(url: str) -> None:
     _forge(store, "m", 0, "start", "leased", "leased", refused="epoch_current", owner="w9")
     report = audit_lifecycle(JOB, url)
     found = [(v.kind, v.target_id) for v in report.violations]
-    assert found == [("row_mismatch", "k"), ("refusal_changed", "m")], report.violations
+    assert found == [("row_disagrees", "k"), ("refusal_changed", "m")], report.violations
     assert "owner 'someone else' (history: 'w1')" in report.violations[0].message
     store.close()
 
@@ -211,8 +211,10 @@ def test_the_lease_is_judged_from_history(url: str) -> None:
     lapsed_at = renewed - 1
     _forge(store, "j", 1, "lapse", "leased", "queued", at=lapsed_at, fp="-", lease=None)
     report = audit_lifecycle(JOB, url)
-    assert [v.kind for v in report.violations] == ["guard_failed", "row_mismatch"]
-    assert "lease_lapsed did not hold" in report.violations[0].message
+    assert [v.kind for v in report.violations] == ["live_lease_lapsed", "row_disagrees"]
+    assert "lapse leased -> queued: a lease was lapsed before its deadline (lease_lapsed:" in (
+        report.violations[0].message
+    )
     store.take("k", "lease", owner="w", lease_seconds=10)
     late = store.row("k").lease_deadline + 1  # type: ignore[union-attr]
     holder = store.history("k")[-1].token_fingerprint
@@ -221,14 +223,14 @@ def test_the_lease_is_judged_from_history(url: str) -> None:
     )
     _set_row(store, "k", state="running")
     kinds = _kinds(url)
-    assert kinds["guard_failed"] == ["j", "k"]
+    assert kinds["live_lease_lapsed"] == ["j"] and kinds["lapsed_lease_used"] == ["k"]
     # A row whose lease was moved by hand, and a refusal that recorded another lease.
     store.take("m", "lease", owner="w", lease_seconds=10)
     _set_row(store, "m", lease_deadline=clock() + 1000)
     store.take("n", "lease", owner="w", lease_seconds=10)
     _forge(store, "n", 0, "start", "leased", "leased", refused="epoch_current", lease=1.0)
     kinds = _kinds(url)
-    assert kinds["row_mismatch"] == ["j", "m"]
+    assert kinds["row_disagrees"] == ["j", "m"]
     assert kinds["refusal_changed"] == ["n"]
     store.close()
 
@@ -328,7 +330,7 @@ def test_the_evidence_a_caller_brought_is_recorded_and_judged(url: str) -> None:
     _forge(store, "o", 2, "requeue", "orphaned", "queued", facts=stale_fence, at=clock(), owner="w")
     _set_row(store, "o", state="queued")
     report = audit_lifecycle(JOB, url)
-    assert [(v.kind, v.target_id) for v in report.violations] == [("guard_failed", "o")]
+    assert [(v.kind, v.target_id) for v in report.violations] == [("evidence_not_recorded", "o")]
     assert "requeue" in report.violations[0].message
     store.close()
 
@@ -352,7 +354,7 @@ def test_declared_row_invariants_are_checked_on_history(tmp_path: Path) -> None:
     store.close()
     report = audit_lifecycle(JOB, url)
     kinds = {v.kind for v in report.violations}
-    assert kinds == {"guard_failed", "invariant_row"}, report.violations
+    assert kinds == {"count_out_of_range", "invariant_row"}, report.violations
     assert any("attempts_bounded" in v.message for v in report.violations)
     # by its own declaration the fourth lease is legal, and still breaks the invariant
     loose_report = audit_lifecycle(load_spec(loose), url)
@@ -373,7 +375,7 @@ def test_the_audit_command_on_a_lifecycle(tmp_path: Path) -> None:
     out = run(main, ["audit", "job", "--db", url, "--json"])
     assert out.exit_code == 1
     found = json.loads(out.output)
-    assert found["violations_by_kind"] == {"row_mismatch": 1}
+    assert found["violations_by_kind"] == {"row_disagrees": 1}
     assert found["violations"][0]["target_id"] == "a"
     out = run(main, ["audit", "job", "--db", f"sqlite:///{tmp_path / 'none.sqlite'}"])
     assert out.exit_code == 1 and "NotFound" in out.output
@@ -503,7 +505,7 @@ def test_one_walk_pairs_history_with_rows_for_both_audits(
         def finish(self, track: str | None, row: tuple[Any, ...] | None, report: Any) -> None:
             self.seen.append(("finish", track, row))
             if row is None:
-                report("row_missing", (), "no row")
+                report("history_without_row", (), "no row")
 
     names, found = Names(), []
     history = [(1, "b", "x"), (2, "b", "y"), (3, "d", "z")]
@@ -519,6 +521,6 @@ def test_one_walk_pairs_history_with_rows_for_both_audits(
         ("finish", None, (3,)),
         ("finish", "d", None),
     ]
-    assert found == [("row_missing", "d", (), "no row")]
+    assert found == [("history_without_row", "d", (), "no row")]
     with pytest.raises(StoreError, match="out of key order"):
         walking.walk(Names(), [(1, "b"), (2, "a")], [], lambda *v: None)

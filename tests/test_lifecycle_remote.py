@@ -624,7 +624,7 @@ def _forged_outcome_is_found(store: Any) -> None:
         )
     )
     found = [(v.kind, v.target_id) for v in audit_store(store).violations]
-    assert found == [("row_mismatch", "order-1")], found
+    assert found == [("row_disagrees", "order-1")], found
 
 
 def test_readback_s_outcome_recorded_in_the_row_is_checked_and_stored(url: str) -> None:

@@ -357,7 +357,7 @@ def test_a_checkpoint_carries_the_columns_so_the_audit_keeps_judging_them(url: s
             )
         )
         found = [(v.kind, v.target_id, v.message) for v in audit_store(store).violations]
-        assert [(k, t) for k, t, _ in found] == [("row_mismatch", "a")], found
+        assert [(k, t) for k, t, _ in found] == [("row_disagrees", "a")], found
         assert "attempts 1 (history: 3)" in found[0][2], found
     finally:
         store.close()

@@ -4,7 +4,8 @@ Every target's history must be a legal path of the declaration, and must replay 
 claim row; the invariants history can show must have held: epochs strictly increase, no
 stale owner or stale epoch changed anything, leases were used only while live, and
 ``uncertain`` was left only with readback evidence. ``_rules`` says exactly what is
-checked and how; ``_read`` streams the two tables from one snapshot.
+checked and how (``_entity`` for a lifecycle of your own; ``_kinds`` names the violations
+both report); ``_read`` streams the two tables from one snapshot.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from claimfsm.audit._kinds import VIOLATIONS
 from claimfsm.audit._read import streams
 from claimfsm.audit._rules import Rules, Violation
 from claimfsm.audit._walk import PROGRESS_EVERY, Found, walk
@@ -81,6 +83,7 @@ def _keeper(report: AuditReport, keep: int) -> Found:
     """Count every violation in ``report``, and keep the first ``keep`` in full."""
 
     def violation(kind: str, key: str, seqs: tuple[int, ...], message: str) -> None:
+        assert kind in VIOLATIONS, f"{kind}: not one of the audits' violation kinds"
         report.counts[kind] += 1
         if len(report.violations) < keep:
             report.violations.append(Violation(kind, key, seqs, message))
@@ -158,6 +161,7 @@ def _row_fields(r: Any, extras: tuple[str, ...]) -> tuple[Any, ...]:
 
 __all__ = [
     "PROGRESS_EVERY",
+    "VIOLATIONS",
     "AuditReport",
     "Violation",
     "audit",

@@ -8,12 +8,12 @@ pruning knew them: after one from before it did, they are unknown and not compar
 every entry it asks:
 
 - A ``checkpoint`` (written by pruning) may only open an entity's history
-  (``checkpoint_inside``).
+  (``checkpoint_misplaced``).
 - A refused operation (``refused`` names the guard) changes nothing: it stays in the state
   the entity is in, and records the lease and the owner the entity holds
   (``refusal_changed``).
 - A transition starts where the entity is (``broken_path``) and is declared: some
-  transition of its event leads from its source to its destination (``undeclared``).
+  transition of its event leads from its source to its destination (``undeclared_transition``).
 - A taker's event begins the next epoch; every other event keeps the current one
   (``epoch_order``: a stale caller's operation never changes a row).
 - The guards that history can witness hold for it, evaluated by the predicates the
@@ -27,7 +27,10 @@ every entry it asks:
   before it recorded leases or facts does not show is assumed, and so is a declared
   column after a checkpoint that did not record it. An entry is legal if some declared
   transition with its event, source and destination has every witnessed guard holding;
-  otherwise the first failing guard names the violation (``guard_failed``).
+  otherwise the first failing guard names the violation of its kind (``_kinds.broken``:
+  ``target_not_free``, ``stale_epoch_changed``, ``stale_owner_changed``,
+  ``lapsed_lease_used``, ``live_lease_lapsed``, ``evidence_not_recorded`` for a fact
+  compared, ``count_out_of_range`` for a column), as the claim's audit names it.
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
 - The request key (where an event declares ``fresh_key``): only such an event changes
@@ -36,8 +39,8 @@ every entry it asks:
   declares ``outcome``) is the one its caller brought, cleared by a taker's new epoch.
 
 At the end of an entity, its row must be what its history leaves, its lease, owner,
-request key and recorded outcome included (``row_mismatch``); a row with no history must
-be as the declaration begins it, and history needs a row (``row_missing``).
+request key and recorded outcome included (``row_disagrees``); a row with no history must
+be as the declaration begins it, and history needs a row (``history_without_row``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from claimfsm.audit._kinds import broken
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
 from claimfsm.spec._invariants import leaves_by_another, row_holds
@@ -126,7 +130,7 @@ class EntityRules:
         ent.entries += 1
         if e[EVENT] == CHECKPOINT and e[REFUSED] is None:
             if ent.entries > 1:
-                report("checkpoint_inside", seq, "a checkpoint after the first entry")
+                report("checkpoint_misplaced", seq, "a checkpoint after the first entry")
             ent.state, ent.epoch, ent.holder = e[DEST], e[EPOCH], e[TOKEN]
             ent.lease, ent.owner, ent.request_key = e[LEASE], e[OWNER], e[REQUEST_KEY]
             # the columns and the outcome, where the checkpoint recorded them
@@ -168,7 +172,7 @@ class EntityRules:
             report("broken_path", seq, f"{event} from {source}, but the entity was {ent.state}")
         candidates = self.by_step.get((event, source, dest))
         if candidates is None:
-            report("undeclared", seq, f"{event} {source} -> {dest} is not declared")
+            report("undeclared_transition", seq, f"{event} {source} -> {dest} is not declared")
         expected = ent.epoch + 1 if event in self.takers else ent.epoch
         if e[EPOCH] != expected:
             report(
@@ -181,7 +185,8 @@ class EntityRules:
             failing = self._failing(ent, e, candidates)
             if failing is not None:
                 g = self.spec.guards[failing]
-                report("guard_failed", seq, f"{event}: {failing} did not hold ({g.meaning})")
+                kind, why = broken(failing, g)
+                report(kind, seq, f"{event} {source} -> {dest}: {why} ({failing}: {g.meaning})")
         for inv in self.left:
             if leaves_by_another(inv, source, event, dest):
                 report(
@@ -272,7 +277,7 @@ class EntityRules:
         no row."""
         if row is None:
             if ent is not None:
-                report("row_missing", (), f"history of {ent.key!r} but no row")
+                report("history_without_row", (), f"history of {ent.key!r} but no row")
             return
         state, epoch, token, lease, owner, *values = row
         found = {
@@ -304,7 +309,7 @@ class EntityRules:
         ]
         if differ:
             report(
-                "row_mismatch",
+                "row_disagrees",
                 (),
                 "the row is not what its history leaves: " + ", ".join(differ),
             )

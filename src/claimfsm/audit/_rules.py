@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from claimfsm.audit._kinds import broken
 from claimfsm.spec import Event, Spec, claim_steps
 from claimfsm.spec._predicates import Guard, build_guards
 from claimfsm.store._core import CHECKPOINT
@@ -92,17 +93,6 @@ class _EntrySeen:
 
     def fact(self, name: str) -> Any:
         return self.entry[RECORDED_FACTS[name]] if name in RECORDED_FACTS else None
-
-
-#: What a failing guard of each kind means, as a violation kind and a sentence.
-BROKEN = {
-    "owner": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
-    "epoch": ("stale_epoch_changed", "changed an epoch that is not the current one"),
-    "live": ("lapsed_lease_used", "an owner acted at or after its lease deadline"),
-    "lapsed": ("live_lease_lapsed", "a lease was lapsed before its deadline"),
-    "free": ("target_not_free", "acquired while the target's epoch did not free it"),
-    "compare": ("evidence_not_recorded", "history does not record the evidence it needs"),
-}
 
 
 @dataclass(frozen=True)
@@ -198,10 +188,7 @@ class Rules:
             else:  # one violation per entry: the guards only where the path holds
                 failing = self._visible_guards(track, e, target_free=True)
         if failing is not None:
-            g = self.spec.guards[failing]
-            kind, why = BROKEN[g.kind]
-            if g.kind == "compare":
-                why = f"{failing} needs {g.fact} {g.op} {g.value!r}; {why}"
+            kind, why = broken(failing, self.spec.guards[failing])
             report(kind, (*last_seq, e[SEQ]), f"{event} {e[FROM]} -> {e[TO]}: {why}")
         self._apply(track, e)
 
@@ -270,11 +257,11 @@ class Rules:
         ``ROW_FIELDS`` order; the token as its fingerprint)."""
         if track is None or track.last is None:
             if claim is not None:
-                report("claim_without_history", (), "a claim row with no history behind it")
+                report("row_without_history", (), "a claim row with no history behind it")
             return
         if claim is None:
             report(
-                "history_without_claim",
+                "history_without_row",
                 (track.last[SEQ],),
                 "history records transitions but there is no claim row",
             )
@@ -288,7 +275,7 @@ class Rules:
                 if r != c
             ]
             report(
-                "claim_row_disagrees",
+                "row_disagrees",
                 (track.last[SEQ],),
                 "the claim row is not what history replays to: " + "; ".join(differ),
             )

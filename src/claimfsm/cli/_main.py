@@ -583,8 +583,8 @@ def audit(url: str, as_json: bool, show: int, declaration: str | None) -> None:
     """
     import time
 
+    from claimfsm.audit import VIOLATIONS, audit_lifecycle
     from claimfsm.audit import audit as run_audit
-    from claimfsm.audit import audit_lifecycle
 
     started = time.monotonic()
     shown = {"at": started}
@@ -616,7 +616,7 @@ def audit(url: str, as_json: bool, show: int, declaration: str | None) -> None:
             + (" no violations" if result.ok else f" {_count(result.total, 'violation')}")
         )
         for kind, n in sorted(result.counts.items()):
-            click.echo(f"  {kind}: {n:,}")
+            click.echo(f"  {kind}: {n:,} ({VIOLATIONS[kind]})")
         for v in result.violations:
             seqs = ", ".join(map(str, v.seqs)) or "-"
             click.echo(f"[{v.kind}] {target} {v.target_id!r}, entries {seqs}: {v.message}")

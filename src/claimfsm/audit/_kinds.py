@@ -1,0 +1,57 @@
+"""The violations an audit reports: one vocabulary for the claim's history (``_rules``) and a
+lifecycle's (``_entity``), each kind with what it means. A guard that history witnesses
+failing names the violation of its kind (:func:`broken`), in both audits alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Every violation kind, with what it means. Both audits report by these names; a kind the
+#: claim's history cannot show (the lifecycle's refusals, invariants and request keys) is
+#: reported by the lifecycle's audit alone.
+VIOLATIONS: dict[str, str] = {
+    "checkpoint_misplaced": "a checkpoint (written by pruning) after other entries",
+    "undeclared_transition": "an entry's (event, source, destination) is not declared",
+    "broken_path": "an entry starts where its entity was not",
+    "epoch_order": "a new epoch is not the previous one plus one, or another event moved it",
+    "stale_epoch_changed": "an epoch that is not the current one was changed",
+    "stale_owner_changed": "a token that does not hold the epoch changed it",
+    "lapsed_lease_used": "an owner acted at or after its lease deadline",
+    "live_lease_lapsed": "a lease was lapsed before its deadline",
+    "target_not_free": "an entity was taken while its state did not free it",
+    "evidence_not_recorded": "the evidence the entry records does not meet the guard's",
+    "count_out_of_range": "a declared column was outside what the event's guard allows",
+    "refusal_changed": "a refused operation recorded a change",
+    "invariant_row": "a declared row invariant did not hold after a transition",
+    "invariant_left_only_by": "a state was left by an event its invariant does not allow",
+    "request_key": "the request key changed other than by an event declared fresh_key",
+    "row_disagrees": "the row is not what its history leaves",
+    "history_without_row": "history records transitions of an entity that has no row",
+    "row_without_history": "a row that no history leads to",
+}
+
+#: What a failing guard of each witnessed kind means: its violation kind and a sentence.
+_BROKEN = {
+    "owner": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
+    "epoch": ("stale_epoch_changed", "changed an epoch that is not the current one"),
+    "live": ("lapsed_lease_used", "an owner acted at or after its lease deadline"),
+    "lapsed": ("live_lease_lapsed", "a lease was lapsed before its deadline"),
+    "free": ("target_not_free", "taken while its state did not free it"),
+}
+
+
+def broken(name: str, guard: Any) -> tuple[str, str]:
+    """The violation a failing ``guard`` (declared as ``name``) names, and why, in words: by
+    its kind; a ``compare`` of a fact the caller brought is the evidence's, one of a
+    column alone the count's."""
+    if guard.kind in _BROKEN:
+        return _BROKEN[guard.kind]
+    assert guard.kind == "compare", guard.kind
+    if guard.fact is not None:  # fact OP column, or fact OP value
+        than = guard.column if guard.column is not None else repr(guard.value)
+        return (
+            "evidence_not_recorded",
+            f"{name} needs {guard.fact} {guard.op} {than}; history does not record that evidence",
+        )
+    return ("count_out_of_range", f"{name} needs {guard.column} {guard.op} {guard.value!r}")
