@@ -110,7 +110,7 @@ class EntityRules:
         self.guards = build_guards(spec)
         self.columns = tuple(spec.columns)
         self.defaults = {c: spec.columns[c].default for c in self.columns}
-        self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
+        self.takers = frozenset(spec.events_by("taker"))
         self.carried = Carried(spec)  # how an entry moves the columns and the outcome
         self.fresh = spec.events_setting("fresh_token")
         self.draws = spec.events_setting("fresh_key")

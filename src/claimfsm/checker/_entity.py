@@ -246,7 +246,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             seen = owner_events.setdefault(t.source, ())
             if t.event not in seen:
                 owner_events[t.source] = (*seen, t.event)
-    takers = tuple(e for e in spec.events if roles[e] == "taker")
+    takers = spec.events_by("taker")
     environment = tuple(
         e for e in spec.events if roles[e] in ("operator", "sweep") and e not in resends
     )

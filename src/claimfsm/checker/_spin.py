@@ -125,7 +125,7 @@ def promela(
             seen = owner_events.setdefault(t.source, [])
             if t.event not in seen:
                 seen.append(t.event)
-    takers = [e for e in spec.events if roles[e] == "taker"]
+    takers = list(spec.events_by("taker"))
     resends = [e for e in spec.events if spec.remote_role(e) == "resends"]
     environment = [e for e in spec.events if roles[e] in ("operator", "sweep") and e not in resends]
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")

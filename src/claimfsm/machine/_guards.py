@@ -83,7 +83,7 @@ class Words:
 
     @staticmethod
     def of(spec: Spec) -> Words:
-        takers = [e for e in spec.events if spec.role(e) == "taker"]
+        takers = spec.events_by("taker")
         renewing = [
             e
             for e in spec.events

@@ -183,6 +183,10 @@ class Spec:
                 return role
         return "operator"
 
+    def events_by(self, role: str) -> tuple[str, ...]:
+        """The events ``role`` takes (spec.ROLES: :meth:`role`), in declaration order."""
+        return tuple(e for e in self.events if self.role(e) == role)
+
     def work(self, event: str) -> str | None:
         """``starts`` or ``ends`` if ``event`` starts or ends the owner's external work."""
         decl = self.effects.get(event)

@@ -294,7 +294,7 @@ def inert_frees_target(spec: Any) -> str | None:
             continue
         if any(t.source == name and free & set(t.guards) for t in spec.transitions):
             continue
-        takers = sorted(e for e in spec.events if spec.role(e) == "taker")
+        takers = sorted(spec.events_by("taker"))
         leave = f"one of {takers}" if takers else "a taker's event"
         return (
             f"state {name!r} is flagged frees_target, and no transition with a free guard"

@@ -52,7 +52,7 @@ class Swept:
 def sweep(store: EntityStore) -> list[Swept]:
     """Every sweep event, on every entity where it holds now (see the module's docstring)."""
     spec, driver = store.spec, store._driver
-    events = [e for e in spec.events if spec.role(e) == "sweep"]
+    events = spec.events_by("sweep")
     if not events:
         return []
     sources = sorted({t.source for t in spec.transitions if t.event in events})
@@ -175,7 +175,7 @@ class Carried:
     def __init__(self, spec: Any) -> None:
         self.defaults = {c: spec.columns[c].default for c in spec.columns}
         self.bumps = {e: d.bumps for e, d in spec.effects.items()}
-        self.takers = frozenset(e for e in spec.events if spec.role(e) == "taker")
+        self.takers = frozenset(spec.events_by("taker"))
         self.records = spec.events_setting("outcome")
         self.recording = bool(self.records)
         #: key -> (columns, outcome), None where not known
