@@ -51,6 +51,7 @@ from claimfsm.spec import (
 from claimfsm.spec._predicates import build_guards
 from claimfsm.spec._roles import crashless_wakes
 from claimfsm.spec._vocabulary import (
+    OWNER_EVENTS,
     ClaimSteps,
     Event,
     State,
@@ -63,9 +64,7 @@ Table = dict[tuple[str, str], tuple[tuple[frozenset[str], str, bool], ...]]
 
 
 #: A holder's operations on its claim, each the declared event the claim's steps name.
-OWNER_STEPS = frozenset(
-    {Event.BEGIN_SEND, Event.RELEASE, Event.CONFIRM, Event.TIMEOUT, Event.RENEW}
-)
+OWNER_STEPS = OWNER_EVENTS
 
 
 def compile_table(spec: Spec) -> Table:

@@ -49,6 +49,13 @@ class Event(StrEnum):
     DISCARD = "discard"
 
 
+#: The claim's owner events: a worker's operations on the claim it holds, each a step of
+#: the claim world's workers (the checker's claim model and its Promela).
+OWNER_EVENTS = frozenset(
+    {Event.BEGIN_SEND, Event.RELEASE, Event.CONFIRM, Event.TIMEOUT, Event.RENEW}
+)
+
+
 def require_claim_protocol(spec: object, what: str) -> ClaimSteps:
     """Raise ``SpecError`` unless ``spec`` is the claim protocol or a variant of it, by its
     shape whatever its names (:func:`require_claim_world`); the claim's steps in it."""
@@ -136,7 +143,7 @@ class ClaimSteps:
         """The owner events the fair step ``steps`` counts, as both worlds read them
         (``step_events``: an owner event but a keep-alive): on ``claim.toml``,
         begin_send, confirm, timeout and release."""
-        owner = (Event.BEGIN_SEND, Event.CONFIRM, Event.TIMEOUT, Event.RELEASE)
+        owner = tuple(sorted(OWNER_EVENTS))
         return frozenset(self._typed(spec, sorted(step_events(spec)), "steps with", owner))
 
     def _typed(
