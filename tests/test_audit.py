@@ -411,3 +411,34 @@ def test_both_audits_name_their_violations_from_one_list() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     section = readme[readme.index("## Audit") : readme.index("## Benchmarks")]
     assert [k for k in VIOLATIONS if f"`{k}`" not in section] == []
+
+
+def test_left_only_by_means_in_the_audit_what_it_means_to_the_checker(
+    db: tuple[Db, Store, FakeClock],
+) -> None:
+    """The claim's audit judges the declared ``left_only_by`` invariants on each
+    transition, as a lifecycle's audit and the checkers read them (one function): with
+    ``uncertain_left_only_with_evidence`` narrowed to retry, the reconcile an honest store
+    took breaks it in the audit, and the claim checker finds a path that breaks it too."""
+    import dataclasses
+
+    from claimfsm.checker import Checker, ClaimModelConfig, claim_model
+    from claimfsm.spec import claim_spec
+
+    d, store, clock = db
+    honest_history(store, clock)
+    assert audit(d.url).ok
+    claim = claim_spec()
+    name = "uncertain_left_only_with_evidence"
+    narrowed = dataclasses.replace(
+        claim,
+        invariants={
+            **claim.invariants,
+            name: dataclasses.replace(claim.invariants[name], events=("retry",)),
+        },
+    )
+    found = audit(d.url, spec=narrowed)
+    assert [(v.kind, v.target_id) for v in found.violations] == [("invariant_left_only_by", "b")]
+    assert f"{name}: left uncertain by reconcile" in found.violations[0].message
+    checked = Checker(claim_model(narrowed, ClaimModelConfig(workers=1, drafts=1))).run()
+    assert name in [p.name for p in checked.violations]

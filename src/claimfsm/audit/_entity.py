@@ -49,10 +49,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.audit._kinds import broken
+from claimfsm.audit._kinds import broken, left_by_another
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
-from claimfsm.spec._invariants import leaves_by_another, row_holds
+from claimfsm.spec._invariants import row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
@@ -187,13 +187,8 @@ class EntityRules:
                 g = self.spec.guards[failing]
                 kind, why = broken(failing, g)
                 report(kind, seq, f"{event} {source} -> {dest}: {why} ({failing}: {g.meaning})")
-        for inv in self.left:
-            if leaves_by_another(inv, source, event, dest):
-                report(
-                    "invariant_left_only_by",
-                    seq,
-                    f"{inv.name}: left {source} by {event} ({inv.meaning})",
-                )
+        for broke in left_by_another(self.left, source, event, dest):
+            report("invariant_left_only_by", seq, broke)
         self._request_key(ent, e, report)
         ent.state, ent.epoch, ent.lease, ent.owner = dest, e[EPOCH], e[LEASE], e[OWNER]
         if event in self.takers or event in self.fresh:

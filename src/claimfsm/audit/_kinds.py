@@ -5,7 +5,10 @@ failing names the violation of its kind (:func:`broken`), in both audits alike.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+from claimfsm.spec._invariants import leaves_by_another
 
 #: Every violation kind, with what it means. Both audits report by these names; a kind the
 #: claim's history cannot show (the lifecycle's refusals, invariants and request keys) is
@@ -55,3 +58,12 @@ def broken(name: str, guard: Any) -> tuple[str, str]:
             f"{name} needs {guard.fact} {guard.op} {than}; history does not record that evidence",
         )
     return ("count_out_of_range", f"{name} needs {guard.column} {guard.op} {guard.value!r}")
+
+
+def left_by_another(invariants: Iterable[Any], source: str, event: str, dest: str) -> Iterator[str]:
+    """Each declared ``left_only_by`` invariant a transition of ``event`` from ``source``
+    to ``dest`` breaks (``invariant_left_only_by``), in words: read as the checkers read
+    it (``spec._invariants.leaves_by_another``), for both audits alike."""
+    for inv in invariants:
+        if inv.kind == "left_only_by" and leaves_by_another(inv, source, event, dest):
+            yield f"{inv.name}: left {source} by {event} ({inv.meaning})"

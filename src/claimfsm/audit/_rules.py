@@ -2,21 +2,27 @@
 
 The auditor walks each target's history in ``seq`` order, keeping only that target's
 current row (epoch, state, the token fingerprint that holds it, the lease deadline) and the
-last state of each of its epochs. For every entry it asks:
+last state of each of its epochs. Its violations are named from the list both audits share
+(``_kinds``). For every entry it asks:
 
-- Is ``(event, from_state, to_state)`` declared?
+- Is ``(event, from_state, to_state)`` declared (``undeclared_transition``)?
 - Does it start where the target was (``broken_path``)? An entry from the declaration's
   initial state starts a new epoch, which must be the previous epoch + 1 (``epoch_order``).
 - Every other transition must be of the current epoch (``stale_epoch_changed``).
 - Do the guards that history can show hold for it? Each declared guard that a history row
   can witness (``WITNESSED`` below) is evaluated by the predicate the machines run, on the
   row before the entry and the entry itself; a guard history cannot show (the draft, the
-  remote's fencing) is assumed. An entry is legal if some declared transition with its event, source
-  and destination has all of its visible guards holding; otherwise the first failing guard
-  names the violation.
-- A ``checkpoint`` (written by pruning) may only open a target's history.
+  remote's fencing) is assumed. An entry is legal if some declared transition with its
+  event, source and destination has all of its visible guards holding; otherwise the first
+  failing guard names the violation of its kind (``_kinds.broken``).
+- Does a transition keep the declared ``left_only_by`` invariants
+  (``invariant_left_only_by``), read as the checkers and a lifecycle's audit read them? (A
+  discard records a stale owner's refusal: no transition of the target.)
+- A ``checkpoint`` (written by pruning) may only open a target's history
+  (``checkpoint_misplaced``).
 
-At the end of a target, the row its history replays to must equal its claim row.
+At the end of a target, the row its history replays to must equal its claim row
+(``row_disagrees``, ``row_without_history``, ``history_without_row``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.audit._kinds import broken
+from claimfsm.audit._kinds import broken, left_by_another
 from claimfsm.spec import Event, Spec, claim_steps
 from claimfsm.spec._predicates import Guard, build_guards
 from claimfsm.store._core import CHECKPOINT
@@ -134,6 +140,8 @@ class Rules:
         self.declared: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
         for t in spec.transitions:
             self.declared.setdefault((t.event, t.source, t.dest), []).append(t.guards)
+        #: the declared invariants history shows: left_only_by, judged on each transition
+        self.left = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
 
     def begin(self, target_id: str) -> Track:
         return Track(target_id)
@@ -147,6 +155,9 @@ class Rules:
             self._apply(track, e)
             track.pruned = True
             return
+        if event != self.discard:  # a transition (a discard records a refusal)
+            for broke in left_by_another(self.left, e[FROM], event, e[TO]):
+                report("invariant_left_only_by", (e[SEQ],), broke)
         if (event, e[FROM], e[TO]) not in self.declared:
             report(
                 "undeclared_transition",
