@@ -18,7 +18,9 @@ A history table made by an earlier claimfsm gains the columns it lacks when the 
 opens it (:func:`upgrades`); the entries it already holds are marked as not recording them:
 a lease of :data:`UNRECORDED`, facts, owner and request key of None.
 
-The store, its upkeep and the audit read these names and indexes from here.
+The store, its upkeep and the audit read these names and indexes from here, and how an
+entry moves the row's declared columns and recorded outcome (:class:`Carried`, which
+pruning writes into a checkpoint and the audit replays).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from claimfsm.store._core import CHECKPOINT
 
 #: The history table's columns, in the order an entry reads them.
 COLUMNS = (
@@ -145,3 +149,77 @@ class EntityHistory:
             owner,
             rkey,
         )
+
+
+class Carried:
+    """What a checkpoint records besides the row's state, epoch, lease, owner and request
+    key, in its ``facts``: the declared columns (``columns``) and readback's recorded
+    outcome (``outcome``, "" for none, where an event records one) as its entity's last
+    removed entry left them, each where known (an entry from before history recorded the
+    facts, or a checkpoint that did not record them, leaves it unknown). :meth:`after` is
+    how an entry moves them, for pruning and the audit alike."""
+
+    def __init__(self, spec: Any) -> None:
+        self.defaults = {c: spec.columns[c].default for c in spec.columns}
+        self.bumps = {e: d.bumps for e, d in spec.effects.items()}
+        self.takers = frozenset(spec.events_by("taker"))
+        self.records = spec.events_setting("outcome")
+        self.recording = bool(self.records)
+        #: key -> (columns, outcome), None where not known
+        self.known: dict[str, tuple[dict[str, int] | None, str | None]] = {}
+
+    def entry(self, key: str, event: str, refused: str | None, facts: str | None) -> None:
+        """Apply one entry, in ``seq`` order; a key's first is where its history begins."""
+        columns, outcome = self.known.setdefault(key, (dict(self.defaults), ""))
+        if refused is not None:
+            return  # a refusal changed nothing
+        if event == CHECKPOINT:
+            self.known[key] = checkpoint_carries(facts, tuple(self.defaults))
+            return
+        self.known[key] = self.after(columns, outcome, event, facts)
+
+    def after(
+        self, columns: dict[str, int] | None, outcome: str | None, event: str, facts: str | None
+    ) -> tuple[dict[str, int] | None, str | None]:
+        """The columns and the outcome after a transition of ``event`` (not a refusal) whose
+        entry records ``facts``: the event's ``bumps`` counted, readback's outcome as its
+        caller brought it where the event records one, none after a taker's new epoch."""
+        if columns is not None and self.bumps.get(event):
+            columns = {c: v + (c in self.bumps[event]) for c, v in columns.items()}
+        if event in self.records:
+            read = facts_read(facts)
+            outcome = None if read is None else read.get("outcome")
+        elif event in self.takers:
+            outcome = ""
+        return columns, outcome
+
+    def facts(self, key: str) -> str:
+        columns, outcome = self.known[key]
+        said: dict[str, Any] = {}
+        if columns is not None and columns:
+            said["columns"] = columns
+        if self.recording and outcome is not None:
+            said["outcome"] = outcome
+        return facts_text(said)
+
+
+def checkpoint_carries(
+    facts: str | None, columns: tuple[str, ...]
+) -> tuple[dict[str, int] | None, str | None]:
+    """The declared columns and readback's outcome a checkpoint's ``facts`` record (None:
+    not recorded; a declaration without columns has nothing unknown). Columns that are
+    not the declaration's ``columns`` (it changed since) are not known."""
+    read = facts_read(facts) or {}
+    found = read.get("columns")
+    if not columns:
+        known: dict[str, int] | None = {}
+    elif (
+        isinstance(found, dict)
+        and sorted(found) == sorted(columns)
+        and all(type(v) is int for v in found.values())
+    ):
+        known = {c: found[c] for c in columns}
+    else:
+        known = None
+    outcome = read.get("outcome")
+    return known, (outcome if isinstance(outcome, str) else None)

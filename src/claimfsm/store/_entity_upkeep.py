@@ -15,8 +15,8 @@ per sweep, so a sweep always ends.
 one transaction, so each entity loses a prefix of its history. Where an entity's removed
 entries end, a ``checkpoint`` entry (the same ``seq``) records its state, epoch, lease,
 owner and request key as of then, and in its ``facts`` its declared columns and readback's
-recorded outcome (:class:`Carried`): the history that remains still starts where the entity
-was, and a reader knows older entries were removed. An ``archive`` callable is given the
+recorded outcome (``_entity_history.Carried``): the history that remains still starts where
+the entity was, and a reader knows older entries were removed. An ``archive`` callable is given the
 removed entries first, in ``seq`` order and in batches; if it raises, nothing is removed.
 """
 
@@ -31,7 +31,7 @@ from claimfsm.machine._entity import CallerView
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT, Pruned
 from claimfsm.store._entity_drivers import LostCommit, Retry, Tx
-from claimfsm.store._entity_history import AT, DEST, EPOCH, SOURCE, EntityHistory
+from claimfsm.store._entity_history import AT, DEST, EPOCH, SOURCE, Carried, EntityHistory
 
 if TYPE_CHECKING:
     from claimfsm.store._entity import EntityStore
@@ -164,78 +164,4 @@ def prune(
         ) from None
 
 
-class Carried:
-    """What a checkpoint records besides the row's state, epoch, lease, owner and request
-    key, in its ``facts``: the declared columns (``columns``) and readback's recorded
-    outcome (``outcome``, "" for none, where an event records one) as its entity's last
-    removed entry left them, each where known (an entry from before history recorded the
-    facts, or a checkpoint that did not record them, leaves it unknown). :meth:`after` is
-    how an entry moves them, for pruning and the audit alike."""
-
-    def __init__(self, spec: Any) -> None:
-        self.defaults = {c: spec.columns[c].default for c in spec.columns}
-        self.bumps = {e: d.bumps for e, d in spec.effects.items()}
-        self.takers = frozenset(spec.events_by("taker"))
-        self.records = spec.events_setting("outcome")
-        self.recording = bool(self.records)
-        #: key -> (columns, outcome), None where not known
-        self.known: dict[str, tuple[dict[str, int] | None, str | None]] = {}
-
-    def entry(self, key: str, event: str, refused: str | None, facts: str | None) -> None:
-        """Apply one entry, in ``seq`` order; a key's first is where its history begins."""
-        columns, outcome = self.known.setdefault(key, (dict(self.defaults), ""))
-        if refused is not None:
-            return  # a refusal changed nothing
-        if event == CHECKPOINT:
-            self.known[key] = checkpoint_carries(facts, tuple(self.defaults))
-            return
-        self.known[key] = self.after(columns, outcome, event, facts)
-
-    def after(
-        self, columns: dict[str, int] | None, outcome: str | None, event: str, facts: str | None
-    ) -> tuple[dict[str, int] | None, str | None]:
-        """The columns and the outcome after a transition of ``event`` (not a refusal) whose
-        entry records ``facts``: the event's ``bumps`` counted, readback's outcome as its
-        caller brought it where the event records one, none after a taker's new epoch."""
-        if columns is not None and self.bumps.get(event):
-            columns = {c: v + (c in self.bumps[event]) for c, v in columns.items()}
-        if event in self.records:
-            read = entries.facts_read(facts)
-            outcome = None if read is None else read.get("outcome")
-        elif event in self.takers:
-            outcome = ""
-        return columns, outcome
-
-    def facts(self, key: str) -> str:
-        columns, outcome = self.known[key]
-        said: dict[str, Any] = {}
-        if columns is not None and columns:
-            said["columns"] = columns
-        if self.recording and outcome is not None:
-            said["outcome"] = outcome
-        return entries.facts_text(said)
-
-
-def checkpoint_carries(
-    facts: str | None, columns: tuple[str, ...]
-) -> tuple[dict[str, int] | None, str | None]:
-    """The declared columns and readback's outcome a checkpoint's ``facts`` record (None:
-    not recorded; a declaration without columns has nothing unknown). Columns that are
-    not the declaration's ``columns`` (it changed since) are not known."""
-    read = entries.facts_read(facts) or {}
-    found = read.get("columns")
-    if not columns:
-        known: dict[str, int] | None = {}
-    elif (
-        isinstance(found, dict)
-        and sorted(found) == sorted(columns)
-        and all(type(v) is int for v in found.values())
-    ):
-        known = {c: found[c] for c in columns}
-    else:
-        known = None
-    outcome = read.get("outcome")
-    return known, (outcome if isinstance(outcome, str) else None)
-
-
-__all__ = ["Carried", "Swept", "checkpoint_carries", "prune", "sweep"]
+__all__ = ["Swept", "prune", "sweep"]
