@@ -705,5 +705,5 @@ def test_the_fair_step_steps_counts_what_the_claim_world_counts(tmp_path: Path) 
     # An owner event the claim world has no worker step for is refused, not miscounted.
     owned = tmp_path / "owned.toml"
     owned.write_text(text.replace("[events.reconcile]", '[events.reconcile]\nby = "owner"', 1))
-    with pytest.raises(SpecError, match=r"reconcile.*claim world models only"):
+    with pytest.raises(SpecError, match=r"reconcile.*is an owner event here.*workers take only"):
         claim_model(load_spec(owned))

@@ -137,14 +137,18 @@ class ClaimSteps:
         read it (``wake_events``: an owner event out of the state a take leads into, for
         another state): on ``claim.toml``, begin_send and release. ``SpecError`` when the
         declaration gives another, which the claim world does not model."""
-        return self._typed(spec, wake_events(spec), "wakes with", (Event.BEGIN_SEND, Event.RELEASE))
+        return self._typed(
+            spec, wake_events(spec), "on waking from a crash", (Event.BEGIN_SEND, Event.RELEASE)
+        )
 
     def stepping(self, spec: Any) -> frozenset[Event]:
         """The owner events the fair step ``steps`` counts, as both worlds read them
         (``step_events``: an owner event but a keep-alive): on ``claim.toml``,
         begin_send, confirm, timeout and release."""
         owner = tuple(sorted(OWNER_EVENTS))
-        return frozenset(self._typed(spec, sorted(step_events(spec)), "steps with", owner))
+        return frozenset(
+            self._typed(spec, sorted(step_events(spec)), "as a step of its work", owner)
+        )
 
     def _typed(
         self, spec: Any, names: Any, what: str, modelled: tuple[Event, ...]
@@ -155,10 +159,10 @@ class ClaimSteps:
             if typed not in modelled:
                 where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
                 raise SpecError(
-                    f"{where}: a worker of the claim world {what} {name!r}, an owner event"
-                    f" (by = 'owner' or an owner guard); the claim world models only"
-                    f" {[self.events[e] for e in modelled]}: declare {name!r} by the"
-                    " operator or the sweep (by)"
+                    f"{where}: {name!r} is an owner event here (by = 'owner', or an owner"
+                    f" guard), so a worker of the claim world would take it {what}; that"
+                    f" world's workers take only {[self.events[e] for e in modelled]} so:"
+                    f" declare {name!r} by the operator or the sweep (by)"
                 )
             out.append(typed)
         return tuple(out)
