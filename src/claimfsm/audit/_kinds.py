@@ -34,13 +34,14 @@ VIOLATIONS: dict[str, str] = {
     "row_without_history": "a row that no history leads to",
 }
 
-#: What a failing guard of each witnessed kind means: its violation kind and a sentence.
+#: The violation a failing guard of each witnessed kind names (a ``compare``: by what it
+#: reads, :func:`broken`).
 _BROKEN = {
-    "owner": ("stale_owner_changed", "changed by a token that does not hold the epoch"),
-    "epoch": ("stale_epoch_changed", "changed an epoch that is not the current one"),
-    "live": ("lapsed_lease_used", "an owner acted at or after its lease deadline"),
-    "lapsed": ("live_lease_lapsed", "a lease was lapsed before its deadline"),
-    "free": ("target_not_free", "taken while its state did not free it"),
+    "owner": "stale_owner_changed",
+    "epoch": "stale_epoch_changed",
+    "live": "lapsed_lease_used",
+    "lapsed": "live_lease_lapsed",
+    "free": "target_not_free",
 }
 
 
@@ -49,7 +50,8 @@ def broken(name: str, guard: Any) -> tuple[str, str]:
     its kind; a ``compare`` of a fact the caller brought is the evidence's, one of a
     column alone the count's."""
     if guard.kind in _BROKEN:
-        return _BROKEN[guard.kind]
+        kind = _BROKEN[guard.kind]
+        return kind, VIOLATIONS[kind]
     assert guard.kind == "compare", guard.kind
     if guard.fact is not None:  # fact OP column, or fact OP value
         than = guard.column if guard.column is not None else repr(guard.value)
