@@ -153,10 +153,10 @@ def wake_events(spec: Any) -> tuple[str, ...]:
 def step_events(spec: Any) -> frozenset[str]:
     """The owner events the fair step ``steps`` counts (a worker's step on the handle it
     holds, besides its request's send and answer): each but a keep-alive, an event every
-    transition of which leads back to its source, as a lease renewal does. On
-    ``claim.toml`` these are the claim world's own (``begin_send``, ``timeout``,
-    ``confirm``, ``release``), which it finds by their place in the claim's shape, not by
-    role: ``release_by_target``'s release, with no owner guard, is no owner event."""
+    transition of which leads back to its source, as a lease renewal does. Both worlds read
+    them so; on ``claim.toml`` they are ``begin_send``, ``timeout``, ``confirm`` and
+    ``release``, whose role it declares (``by``), so ``release_by_target``, which drops
+    release's owner guard, keeps it."""
     return frozenset(
         e
         for e in spec.events
