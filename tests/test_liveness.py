@@ -150,3 +150,37 @@ def test_a_design_that_strands_a_target_fails_liveness() -> None:
     assert found.path[-1].state.targets[0].state == "uncertain"
     # Every safety property still holds: only liveness tells this design apart.
     assert not [p for p in report.violations if p.kind == "always"]
+
+
+def test_taken_is_open_exactly_where_an_idle_workers_acquire_would_fire() -> None:
+    """The claim world's ``taken`` reads what may be taken off the declaration's acquire, as
+    a lifecycle's reads its taker events: wherever a worker is idle, the obligation is open
+    exactly where one of its acquires would fire, the declared first event (lapse) applied
+    where the stores would. So a reserved claim whose lease lapsed may be taken, and on the
+    design that drops target_free (update_returning_claim) so may a busy target."""
+    for name, busy_taken in (("claim", False), ("update_returning_claim", True)):
+        spec = claim_spec() if name == "claim" else designs()[name]
+        model = claim_model(spec, ClaimModelConfig(workers=2, drafts=1, epochs=2))
+        taken = next(p for p in model.properties if p.name == "free_target_is_acquired")
+        assert taken.trigger is not None
+        start = list(model.init_states())
+        seen, frontier = set(start), list(start)
+        lapsed = busy = 0
+        while frontier:
+            w = frontier.pop()
+            actions = model.actions(w)
+            if any(wk.phase == "" for wk in w.workers):
+                fires = any(
+                    model.next_state(w, a) is not None for a in actions if a[0] == "acquire"
+                )
+                assert taken.trigger(w) == fires, (name, w)
+                state = w.targets[0].state
+                lapsed += fires and state == "reserved" and not w.targets[0].lease_live
+                busy += fires and state in ("sending", "uncertain")
+            for a in actions:
+                after = model.next_state(w, a)
+                if after is not None and after not in seen:
+                    seen.add(after)
+                    frontier.append(after)
+        assert lapsed > 0, name
+        assert (busy > 0) == busy_taken, name

@@ -760,14 +760,23 @@ def claim_model(
         raise AssertionError(a)
 
     # -- properties: the declaration's invariants (_claim_invariants) ------------------------
+    def takeable(w: World, t: int) -> bool:
+        """An idle worker's acquire of an approved draft would begin a new epoch of target
+        ``t`` within the bounds, the declared first event applied where the stores would:
+        a lifecycle's ``takeable``, read off the declaration's acquire."""
+        tg = w.targets[t]
+        if tg.epoch >= cfg.epochs or not any(status == "a" for status, _ in w.drafts[t]):
+            return False
+        if fire(table, e_acquire, s_initial, acquirable[(tg.state in frees, True)]) is not None:
+            return True
+        if e_first is None:
+            return False
+        state = swept(w, t, e_first).targets[t].state
+        return fire(table, e_acquire, s_initial, acquirable[(state in frees, True)]) is not None
+
     def waiting(w: World) -> bool:
-        """Some target is free, has an approved draft, and epochs left (the model's bound)."""
-        return any(
-            tg.state in frees
-            and tg.epoch < cfg.epochs
-            and any(status == "a" for status, _ in w.drafts[t])
-            for t, tg in enumerate(w.targets)
-        )
+        """Some target may be taken (``takeable``)."""
+        return any(takeable(w, t) for t in range(len(w.targets)))
 
     def fairness(listed: frozenset[str]) -> Callable[[tuple[Any, ...]], Any]:
         """Fairness classes under the fair steps ``listed``: a listed event is fair per

@@ -475,7 +475,11 @@ class _Generator:
         ]
         return free_after, body
 
-    def acquire(self, i: int, t: int, d: int) -> tuple[Action, str, list[str]]:
+    def acquire_ways(self, t: int) -> tuple[list[str], list[str], list[str]]:
+        """How an acquire of an approved draft fires on target ``t``, as the stores take
+        it: the ways it fires as the row is; where that is refused, the ways after the
+        declared first event (``lapse_after``, none when none is declared); and that
+        event's body."""
         free_after, lapse = self.lapse_after(str(t))
         acquires = self.spec.transitions_for(self.event_of[Event.ACQUIRE], self.spec.initial)
 
@@ -487,10 +491,11 @@ class _Generator:
                 if (way := conjunction([self.taker_truth(g, free) for g in tr.guards])) != "false"
             ]
 
-        # As the stores do: the acquire as the row is; where that is refused, the declared
-        # first event (``lapse_after``, nothing when none is declared) and the acquire again.
         now = ways(self.in_states(str(t), self.frees))
-        after = ways(free_after) if lapse else []
+        return now, (ways(free_after) if lapse else []), lapse
+
+    def acquire(self, i: int, t: int, d: int) -> tuple[Action, str, list[str]]:
+        now, after, lapse = self.acquire_ways(t)
         if not now and not after:
             return ((Event.ACQUIRE, i, t, d), "false", [])
         taken_now = "(" + " || ".join(now or ["false"]) + ")"
@@ -912,20 +917,24 @@ class _Generator:
         return "(" + " || ".join(terms) + ")"
 
     def waiting(self) -> str:
-        """Some target is free, has an approved draft, and epochs left."""
+        """Some target may be taken: an idle worker's acquire of an approved draft would
+        begin a new epoch of it within the bounds, the declared first event applied where
+        the stores would (the built-in model's ``takeable``)."""
         cfg = self.cfg
-        return (
-            "("
-            + " || ".join(
-                f"({self.in_states(str(t), self.frees)} && t_epoch[{t}] < {cfg.epochs} && ("
-                + " || ".join(
-                    f"{self.status(str(t), d)} == {DRAFT['a']}" for d in range(cfg.drafts)
-                )
-                + "))"
-                for t in range(cfg.targets)
+        terms = []
+        for t in range(cfg.targets):
+            now, after, _lapse = self.acquire_ways(t)
+            if not now and not after:
+                continue
+            approved = " || ".join(
+                f"{self.status(str(t), d)} == {DRAFT['a']}" for d in range(cfg.drafts)
             )
-            + ")"
-        )
+            terms.append(
+                f"(t_epoch[{t}] < {cfg.epochs} && ({approved}) && ("
+                + " || ".join([*now, *after])
+                + "))"
+            )
+        return "(" + (" || ".join(terms) or "false") + ")"
 
     def may_stop(self) -> str:
         cfg = self.cfg
