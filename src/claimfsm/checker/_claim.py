@@ -493,6 +493,20 @@ def claim_model(
         dest = fire(table, event, tg.state, owner_truths(w, t, -1, -1))
         return w if dest is None or dest == tg.state else move(w, t, event, dest)
 
+    def acquired(w: World, t: int, ready: bool) -> tuple[World, str | None]:
+        """Where an acquire of target ``t`` (its draft approved: ``ready``) leads, as the
+        stores take it: the world it acts on and the destination, None where refused. As
+        the row is; where that is refused, the declared first event (claim.toml's lapse),
+        where it fires, then the acquire once more. Both or neither are kept: the caller
+        keeps the world only with a destination."""
+        dest = fire(table, e_acquire, s_initial, acquirable[(w.targets[t].state in frees, ready)])
+        if dest is None and e_first is not None:
+            w = swept(w, t, e_first)
+            dest = fire(
+                table, e_acquire, s_initial, acquirable[(w.targets[t].state in frees, ready)]
+            )
+        return w, dest
+
     def mark_dispatched(w: World, t: int) -> World:
         tg = w.targets[t]
         version = w.drafts[t][tg.draft][1]
@@ -596,18 +610,7 @@ def claim_model(
         kind = a[0]
         if kind == Event.ACQUIRE:
             _, i, t, d = a
-            ready = w.drafts[t][d][0] == "a"
-            dest = fire(
-                table, e_acquire, s_initial, acquirable[(w.targets[t].state in frees, ready)]
-            )
-            if dest is None and e_first is not None:
-                # Refused as the row is: the declared first event (claim.toml's lapse),
-                # where it fires, then the acquire once more, as the stores do. Both or
-                # neither are kept: a refusal returns None below.
-                w = swept(w, t, e_first)
-                dest = fire(
-                    table, e_acquire, s_initial, acquirable[(w.targets[t].state in frees, ready)]
-                )
+            w, dest = acquired(w, t, w.drafts[t][d][0] == "a")
             if dest is None:
                 return None  # refused: nothing changes (the same world is not a new state)
             tg = w.targets[t]
@@ -764,15 +767,11 @@ def claim_model(
         """An idle worker's acquire of an approved draft would begin a new epoch of target
         ``t`` within the bounds, the declared first event applied where the stores would:
         a lifecycle's ``takeable``, read off the declaration's acquire."""
-        tg = w.targets[t]
-        if tg.epoch >= cfg.epochs or not any(status == "a" for status, _ in w.drafts[t]):
+        if w.targets[t].epoch >= cfg.epochs:
             return False
-        if fire(table, e_acquire, s_initial, acquirable[(tg.state in frees, True)]) is not None:
-            return True
-        if e_first is None:
-            return False
-        state = swept(w, t, e_first).targets[t].state
-        return fire(table, e_acquire, s_initial, acquirable[(state in frees, True)]) is not None
+        return (
+            any(status == "a" for status, _ in w.drafts[t]) and acquired(w, t, True)[1] is not None
+        )
 
     def waiting(w: World) -> bool:
         """Some target may be taken (``takeable``)."""
