@@ -57,7 +57,7 @@ def broken(name: str, guard: Any) -> tuple[str, str]:
         than = guard.column if guard.column is not None else repr(guard.value)
         return (
             "evidence_not_recorded",
-            f"{name} needs {guard.fact} {guard.op} {than}; history does not record that evidence",
+            f"{name} needs {guard.fact} {guard.op} {than}; the entry records no evidence that does",
         )
     return ("count_out_of_range", f"{name} needs {guard.column} {guard.op} {guard.value!r}")
 
