@@ -296,8 +296,8 @@ def test_sqlite_claim_writes_are_exactly_the_compiled_event_statements(
         def __getattr__(self, name: str) -> object:
             return getattr(self._conn, name)
 
-    store._conn = Recording(store._conn)  # type: ignore[assignment]
-    store._tx.conn = store._conn  # the store's one transaction object writes through it
+    store._db.conn = Recording(store._db.conn)  # type: ignore[assignment]
+    store._tx.conn = store._db.conn  # the store's one transaction object writes through it
 
     # A workflow that takes every declared event at least once.
     a = store.acquire("t1", approved_draft(store, "t1"), "w", LEASE)

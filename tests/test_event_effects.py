@@ -84,7 +84,7 @@ def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
         store.approve_draft(draft.draft_id)
         claim = store.acquire("t", draft.draft_id, "w", 30)
         trace: list[str] = []
-        store._conn.set_trace_callback(trace.append)
+        store._db.conn.set_trace_callback(trace.append)
         claim.begin_send()
         assert ("PRAGMA synchronous = FULL" in trace) == full
         store.close()

@@ -239,7 +239,7 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
         EntityStore(claim_spec(), driver)
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
-        driver._c.execute("SELECT 1")
+        driver._db.conn.execute("SELECT 1")
     with pytest.raises(InvalidArgument, match=r"spec must be a declaration, not PosixPath"):
         open_entity_store(tmp_path / "two.toml", "sqlite:///" + str(tmp_path / "x"))  # type: ignore[arg-type]
     assert not (tmp_path / "x").exists()

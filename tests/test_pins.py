@@ -89,7 +89,7 @@ def test_every_commit_entering_sending_is_fully_synced_and_no_other(
     assert durable == {"begin_send", "retry"} == claim_spec().durable_events()
     store = SQLiteStore(tmp_path / "c.sqlite", clock=clock)
     trace: list[str] = []
-    store._conn.set_trace_callback(trace.append)
+    store._db.conn.set_trace_callback(trace.append)
     try:
         for event in claim_spec().events:
             call = (

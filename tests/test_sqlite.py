@@ -81,7 +81,7 @@ def test_history_is_append_only(tmp_path: Path, clock: FakeClock) -> None:
 def test_only_the_commit_entering_sending_is_fully_synced(tmp_path: Path, clock: FakeClock) -> None:
     store = SQLiteStore(tmp_path / "c.sqlite", clock=clock)
     seen: list[tuple[str, int]] = []
-    conn = store._conn
+    conn = store._db.conn
 
     class Spy:
         def execute(self, statement: str, *args: object) -> sqlite3.Cursor:
@@ -92,7 +92,7 @@ def test_only_the_commit_entering_sending_is_fully_synced(tmp_path: Path, clock:
         def __getattr__(self, name: str) -> object:
             return getattr(conn, name)
 
-    store._conn = Spy()  # type: ignore[assignment]
+    store._db.conn = Spy()  # type: ignore[assignment]
     current = "create"
     draft = approved_draft(store)
     current = "acquire"

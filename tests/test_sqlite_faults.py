@@ -32,7 +32,7 @@ def test_a_read_only_database_refuses_writes_and_stays_readable(
 ) -> None:
     busy_store, claim = sending
     before = snapshot(busy_store)
-    busy_store._conn.execute("PRAGMA query_only = ON")  # as a read-only file behaves
+    busy_store._db.conn.execute("PRAGMA query_only = ON")  # as a read-only file behaves
     with pytest.raises(StoreError, match="readonly database") as caught:
         busy_store.create_draft("acct", "more")
     assert isinstance(caught.value.__cause__, sqlite3.Error)
@@ -44,14 +44,14 @@ def test_a_read_only_database_refuses_writes_and_stays_readable(
 def test_a_full_disk_applies_nothing_and_recovers(sending: tuple[SQLiteStore, Claim]) -> None:
     busy_store, claim = sending
     before = snapshot(busy_store)
-    pages = busy_store._conn.execute("PRAGMA page_count").fetchone()[0]
-    busy_store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    pages = busy_store._db.conn.execute("PRAGMA page_count").fetchone()[0]
+    busy_store._db.conn.execute(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(StoreError, match="full"):
         for i in range(200):  # until the file cannot grow
             busy_store.create_draft("other", "x" * 4000 + str(i))
     grown = snapshot(busy_store)
     assert grown[0] == before[0] and grown[1] == before[1]  # claims and history untouched
-    busy_store._conn.execute("PRAGMA max_page_count = 1073741823")
+    busy_store._db.conn.execute("PRAGMA max_page_count = 1073741823")
     claim.confirm()  # works again once there is room
     assert busy_store.get_claim("acct").state == "confirmed"  # type: ignore[union-attr]
 

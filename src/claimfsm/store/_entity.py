@@ -1048,6 +1048,7 @@ def open_entity_store(
     prefix: str = "lc",
     create: bool = True,
     pool_size: int = 4,
+    busy_seconds: float = 30.0,
 ) -> EntityStore:
     """A store of ``spec``'s entities at ``url``: ``sqlite:///path.db``, ``sqlite://:memory:``
     or ``postgresql://user@host/db?schema=name``. Tables ``{prefix}_{name}`` and
@@ -1056,7 +1057,9 @@ def open_entity_store(
     ``create=False`` opens only a store that exists (to read one, say): a missing SQLite
     file or missing tables are ``NotFound``, and nothing is created. Threads may share the
     store: on PostgreSQL each transaction takes a connection from its pool (at most
-    ``pool_size``); on SQLite its one connection runs one transaction at a time."""
+    ``pool_size``); on SQLite its one connection runs one transaction at a time, and a
+    file another process keeps locked is waited for up to ``busy_seconds``, then
+    ``StoreBusy`` (as the claim's ``SQLiteStore``: ``_sqlite_file``)."""
     if not isinstance(spec, Spec):
         raise InvalidArgument(
             f"spec must be a declaration, not {type(spec).__name__}: load it first"
@@ -1064,6 +1067,14 @@ def open_entity_store(
         )
     if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= 100:
         raise InvalidArgument(f"pool_size must be an int from 1 to 100, not {pool_size!r}")
+    if (
+        isinstance(busy_seconds, bool)
+        or not isinstance(busy_seconds, int | float)
+        or not 0 < busy_seconds <= 3600
+    ):
+        raise InvalidArgument(
+            f"busy_seconds must be a number of seconds above 0, at most 3600, not {busy_seconds!r}"
+        )
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
     if not _WORD.fullmatch(prefix):
@@ -1071,11 +1082,11 @@ def open_entity_store(
     check_storable(spec)  # before the driver opens: a refused declaration creates nothing
     driver: Driver
     if url in ("sqlite://:memory:", "sqlite:///:memory:"):
-        driver = SQLite(":memory:")
+        driver = SQLite(":memory:", busy_seconds)
     elif url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         if not create:
             check.database_file(Path(url[len("sqlite:///") :]))
-        driver = SQLite(url[len("sqlite:///") :], create=create)
+        driver = SQLite(url[len("sqlite:///") :], busy_seconds, create=create)
     elif url.startswith(("postgresql://", "postgres://")):
         driver = Postgres(url, create=create, pool_size=pool_size)
     else:

@@ -4,9 +4,11 @@ A driver opens a transaction and gives it a :class:`Tx`: ``run``, ``one`` and ``
 a statement and wait for it; ``defer`` queues a write whose result nothing reads (a
 history row), sent with the commit.
 
-- **SQLite**: ``BEGIN IMMEDIATE`` (the write lock from the first statement), each statement
-  in process; ``defer`` runs at once. The one connection runs one transaction at a time,
-  whichever thread asks.
+- **SQLite**: the claim store's connection (``_sqlite_file``): ``BEGIN IMMEDIATE`` (the
+  write lock from the first statement, with a bounded jittered retry under contention,
+  then ``StoreBusy``), FULL sync for a durable commit, each statement in process;
+  ``defer`` runs at once. The one connection runs one transaction at a time, whichever
+  thread asks.
 - **PostgreSQL**: each transaction takes an autocommit connection from the store's pool
   (psycopg_pool; threads share a store), which says ``BEGIN`` itself, pipelined with the
   transaction's first statement, and the deferred writes pipelined with ``COMMIT``; a
@@ -23,8 +25,6 @@ history row), sent with the commit.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from claimfsm.errors import StoreError
 from claimfsm.store._pg import TRANSACTION_ID, LostCommit, Retry, rerun
+from claimfsm.store._sqlite_file import SQLiteFile
 
 __all__ = ["Driver", "LostCommit", "Postgres", "Retry", "SQLite", "Tx", "rerun"]
 
@@ -164,46 +165,21 @@ class Driver:
 
 
 class SQLite(Driver):
-    def __init__(self, path: str, busy_seconds: float = 10.0, create: bool = True) -> None:
-        #: the one connection runs one transaction at a time, whichever thread asks
-        self._lock = threading.RLock()
-        try:
-            self._c = sqlite3.connect(
-                path, isolation_level=None, timeout=busy_seconds, check_same_thread=False
-            )
-            if create:  # a store opened only to read or keep one leaves its file's mode
-                self._c.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the SQLite database {path!r}: {exc}") from None
+    """A lifecycle's store in one SQLite file: the claim store's connection
+    (``_sqlite_file``: WAL, FULL sync for a durable commit, ``BEGIN IMMEDIATE`` with a
+    bounded jittered retry under contention, then ``StoreBusy``)."""
+
+    def __init__(self, path: str, busy_seconds: float = 30.0, create: bool = True) -> None:
+        # a store opened only to read or keep one (not ``create``) leaves its file's mode
+        self._db = SQLiteFile(path, busy_seconds=busy_seconds, wal=create)
 
     @contextmanager
     def transaction(self, durable: bool = False) -> Iterator[Tx]:
-        with self._lock:
-            yield from self._transaction(durable)
-
-    def _transaction(self, durable: bool) -> Iterator[Tx]:
-        c = self._c
-        try:
-            c.execute("PRAGMA synchronous = " + ("FULL" if durable else "NORMAL"))
-            c.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite: cannot begin a write: {exc}") from None
-        try:
+        with self._db.transaction(durable=durable) as c:
             yield Tx(c.cursor())
-        except sqlite3.Error as exc:
-            c.execute("ROLLBACK")
-            raise StoreError(f"SQLite: {exc}; nothing was written") from None
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        try:
-            c.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite: the commit failed, nothing was written: {exc}") from None
 
     def close(self) -> None:
-        with self._lock:
-            self._c.close()
+        self._db.close()
 
 
 class _PgTx(Tx):

@@ -1,38 +1,27 @@
 """The SQLite store: the embedded default, one file, no server.
 
-Durability and locking, in one place:
-
-- WAL journal. Readers never block the writer and vice versa.
-- ``synchronous=NORMAL`` for ordinary commits, ``FULL`` for the commit that enters
-  ``sending`` (``begin_send``, ``retry``). In WAL mode NORMAL survives a process crash but may
-  lose the last commits on power loss; FULL syncs the WAL (everything before it too) before
-  the commit returns, so the record that a send may happen is never lost. What power loss
-  can take back is safe: an acquire (no send started, its epoch number never reached a
-  remote), a release or renew, or a confirm (the epoch stays sending, lapses to uncertain
-  and is resolved by readback).
-- Every write transaction starts with ``BEGIN IMMEDIATE``: the write lock is taken first,
-  so the guarded UPDATE and any diagnosis that follows it see one consistent database.
-- Contention: SQLite's own busy handler sleeps in growing steps (up to 100 ms) and lets a
-  busy process starve; the store instead retries ``BEGIN IMMEDIATE`` with short jittered
-  sleeps for up to ``busy_seconds``, then raises ``StoreBusy``. Callers never see
-  "database is locked" for ordinary contention.
+Durability and locking are the connection's (``_sqlite_file``, which a lifecycle's SQLite
+store shares): WAL, ``synchronous=NORMAL`` for ordinary commits and ``FULL`` for the
+commit that enters ``sending`` (``begin_send``, ``retry``: the record that a send may
+happen is never lost on power loss; what power loss can take back is safe: an acquire, a
+release or renew, or a confirm, whose epoch stays sending, lapses to uncertain and is
+resolved by readback), ``BEGIN IMMEDIATE`` first, and a bounded jittered retry under
+contention instead of SQLite's unfair busy handler, then ``StoreBusy``.
 """
 
 from __future__ import annotations
 
-import random
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from claimfsm.errors import ClaimFSMError, SchemaVersionError, StoreBusy, StoreError
+from claimfsm.errors import SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import CHECKPOINT, Clock, HistoryRecord, Store
 from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
+from claimfsm.store._sqlite_file import SQLiteFile
 from claimfsm.store._types import HistoryEntry
 
 SCHEMA_VERSION = 2  # 2: history by target in seq order; deletes only by prune_history
@@ -114,7 +103,6 @@ _INSERT_HISTORY = (
     " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
     " lease_deadline, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 R = TypeVar("R")
 
 
@@ -126,13 +114,6 @@ def _statements(script: str) -> Iterator[str]:
         if sqlite3.complete_statement(buffer):
             yield buffer.strip()
             buffer = ""
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _BUSY_CODES
-    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class _SQLiteTx:
@@ -286,32 +267,19 @@ class SQLiteStore(Store):
         super().__init__(clock=clock, machine=machine)
         self.path = str(path)
         self.busy_seconds = busy_seconds
-        self._lock = threading.RLock()
         self._sql = compile_writes(self.spec, lambda name: f":{name}")
+        self._db = SQLiteFile(self.path, busy_seconds=busy_seconds)
+        self._tx = _SQLiteTx(self._db.conn, self._sql, self.clock)  # stateless: one is enough
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
-        self._tx = _SQLiteTx(self._conn, self._sql, self.clock)  # stateless: one is enough
-        try:
-            with self._translate("open"):
-                self._retry_busy(self._configure)
-                self._retry_busy(self._ensure_schema)
+            with self._db.translate("open"):
+                self._db.retry_busy(self._ensure_schema)
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
 
-    # -- connection set-up ----------------------------------------------------------------
-    def _configure(self) -> None:
-        c = self._conn
-        c.execute("PRAGMA journal_mode = WAL")
-        c.execute("PRAGMA synchronous = NORMAL")
-        c.execute("PRAGMA foreign_keys = ON")
-
+    # -- schema ----------------------------------------------------------------------------
     def _ensure_schema(self) -> None:
-        c = self._conn
+        c = self._db.conn
         c.execute("BEGIN IMMEDIATE")
         try:
             app_id = c.execute("PRAGMA application_id").fetchone()[0]
@@ -343,80 +311,13 @@ class SQLiteStore(Store):
 
     # -- transactions ------------------------------------------------------------------------
     def _atomically(self, body: Callable[[Any], R], *, durable: bool = False) -> R:
-        """``body`` in one ``BEGIN IMMEDIATE`` transaction, FULL-synced when ``durable``.
-
-        Written out rather than stacked context managers: this is every write's path, and
-        its own cost is what the store adds to SQLite's (BENCHMARKS.md)."""
-        with self._lock:
-            c = self._conn
-            try:
-                if durable:
-                    c.execute("PRAGMA synchronous = FULL")
-                try:
-                    self._begin_immediate()
-                    try:
-                        result = body(self._tx)
-                        c.execute("COMMIT")
-                    except BaseException:
-                        if c.in_transaction:
-                            c.execute("ROLLBACK")
-                        raise
-                finally:
-                    if durable:
-                        c.execute("PRAGMA synchronous = NORMAL")
-            except ClaimFSMError:
-                raise
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite write failed on {self.path!r}: {exc}") from exc
-            return result
-
-    def _begin_immediate(self) -> None:
-        """``BEGIN IMMEDIATE``: at once when the write lock is free, else the bounded retry."""
-        c = self._conn
-        try:
-            c.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise
-            self._retry_busy(lambda: c.execute("BEGIN IMMEDIATE"))
+        """``body`` in one ``BEGIN IMMEDIATE`` transaction, FULL-synced when ``durable``."""
+        return self._db.write(body, self._tx, durable=durable)
 
     @contextmanager
     def _snapshot(self) -> Iterator[_SQLiteTx]:
-        with self._lock, self._translate("read"):
-            c = self._conn
-            self._retry_busy(lambda: c.execute("BEGIN DEFERRED"))
-            try:
-                yield self._tx
-            finally:
-                if c.in_transaction:
-                    c.execute("COMMIT")
-
-    def _retry_busy(self, fn: Callable[[], R]) -> R:
-        deadline = time.monotonic() + self.busy_seconds
-        delay = 0.0002
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(
-                        f"{self.path!r} stayed locked for {self.busy_seconds:g} s; another "
-                        "process holds a long write transaction"
-                    ) from exc
-                time.sleep(random.uniform(0, delay))
-                delay = min(delay * 2, 0.005)
-
-    @contextmanager
-    def _translate(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except ClaimFSMError:
-            raise
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite {what} failed on {self.path!r}: {exc}") from exc
+        with self._db.snapshot():
+            yield self._tx
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()
