@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -177,12 +178,22 @@ def test_a_variants_changes_are_drawn_blue_and_expired_is_not_drawn_final() -> N
 def test_a_state_is_orange_where_only_evidence_leaves_it_as_declared() -> None:
     """The fill follows the guards, not the state's name: where fresh_key_retry drops the
     dedup guard, a retry leaves uncertain without evidence, and it is drawn plain; the job
-    lease's orphaned state (readback or fencing only) is drawn orange."""
+    lease's orphaned state (readback or fencing only) is drawn orange, half of it: the other
+    half is the grey of a state a stale owner returns to (it is declared ``stale``); where
+    it is no longer declared stale, it is orange whole."""
     from claimfsm.spec import shipped
 
     plain = to_dot(shipped()["fresh_key_retry"])
     assert re.search(r"\buncertain \[[^\]]*fillcolor=white", plain)
     assert "only evidence leaves it" not in plain
     job = to_dot(shipped()["job"])
-    assert re.search(r"\borphaned \[[^\]]*fillcolor=\"#f6b26b\"", job)
+    assert re.search(r'\borphaned \[[^\]]*fillcolor="#f6b26b;0.5:#d9d9d9"[^\]]*style=striped', job)
+    assert re.search(r'\bqueued \[[^\]]*fillcolor="#d9d9d9"', job)
     assert "only evidence leaves it" in job
+    assert "class orphaned evidence_stale" in to_mermaid(shipped()["job"])
+    loud = replace(
+        shipped()["job"],
+        states={n: replace(st, stale=False) for n, st in shipped()["job"].states.items()},
+    )
+    assert re.search(r'\borphaned \[[^\]]*fillcolor="#f6b26b"[^\]]*style=filled', to_dot(loud))
+    assert "evidence_stale" not in to_mermaid(loud)

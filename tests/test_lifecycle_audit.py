@@ -524,3 +524,49 @@ def test_one_walk_pairs_history_with_rows_for_both_audits(
     assert found == [("history_without_row", "d", (), "no row")]
     with pytest.raises(StoreError, match="out of key order"):
         walking.walk(Names(), [(1, "b"), (2, "a")], [], lambda *v: None)
+
+
+def test_a_refusal_is_a_stale_owners_and_one_that_is_not_is_found(url: str) -> None:
+    """A worker back on a job that was orphaned under it, or requeued, is told it is stale
+    (the states are declared ``stale``) and its refusal is recorded as ``state:NAME``; the
+    audit holds each recorded refusal to be a stale owner's: a stale guard history shows
+    failing, or the stale state the entity was in. Forged refusals that are neither are
+    found."""
+    clock = ManualClock()
+    store = open_entity_store(JOB, url, clock=clock)
+    first = store.act(store.take("j", "lease", owner="w1", lease_seconds=10), "start")
+    clock.advance(11)
+    store.sweep()  # running -> orphaned: w1 may still be running it
+    with pytest.raises(StaleClaim, match=r"epoch 1 is orphaned .*drop it and lease again"):
+        store.act(first, "succeed")
+    store.operate("j", "requeue", facts={"running": False})
+    with pytest.raises(StaleClaim, match="epoch 1 is queued"):
+        store.act(first, "fail")
+    history = [(e.event, e.source, e.dest, e.refused) for e in store.history("j")]
+    assert history[-4:] == [
+        ("lapse", "running", "orphaned", None),
+        ("succeed", "orphaned", "orphaned", "state:orphaned"),
+        ("requeue", "orphaned", "queued", None),
+        ("fail", "queued", "queued", "state:queued"),
+    ]
+    row = store.row("j")
+    assert row is not None and (row.state, row.epoch) == ("queued", 1)
+    assert audit_lifecycle(JOB, url).ok
+
+    last = store.history("j")[-1]
+    holder, kept = last.token_fingerprint, {"owner": last.owner, "at": clock()}
+    # the holder's own token at the current epoch: owner_matches held, nothing was stale
+    _forge(store, "j", 1, "start", "queued", "queued", refused="owner_matches", fp=holder, **kept)
+    # a stale state the entity was not in; a state not declared stale; a guard not stale
+    _forge(store, "j", 1, "start", "queued", "queued", refused="state:orphaned", fp=holder, **kept)
+    _forge(store, "j", 1, "start", "queued", "queued", refused="state:running", fp=holder, **kept)
+    _forge(store, "j", 1, "start", "queued", "queued", refused="lease_live", fp=holder, **kept)
+    found = [v for v in audit_lifecycle(JOB, url).violations if v.target_id == "j"]
+    assert [v.kind for v in found] == ["refusal_unexplained"] * 4
+    assert [v.message.split(", ", 1)[1] for v in found] == [
+        "but history shows it holding: the caller held the epoch",
+        "but the entity was queued",
+        "but the entity was queued",
+        "but that is no guard declared stale",
+    ]
+    store.close()

@@ -108,6 +108,41 @@ def test_refusals_change_nothing_and_name_what_to_do(url: str) -> None:
     store.close()
 
 
+def test_an_owner_back_on_a_stale_state_is_told_it_is_stale_and_recorded(
+    url: str, tmp_path: Path
+) -> None:
+    """``stale = true`` on a state means for a lifecycle what it means for the claim: an
+    owner whose epoch is current but in that state (the job orphaned under it) is refused
+    as stale and the refusal recorded (``state:orphaned``). Without the flag the same call
+    is an illegal transition, refused with nothing recorded: the flag is what does it."""
+    for text, stale in ((JOB, True), (JOB.replace(ORPHANED_STALE, ""), False)):
+        clock = ManualClock()
+        store = open_job(url, clock, text, tmp_path)
+        key = f"j-{stale}"
+        handle = store.act(store.take(key, "lease", owner="w", lease_seconds=10), "start")
+        clock.advance(11)
+        store.sweep()
+        before = len(store.history(key))
+        expected = StaleClaim if stale else IllegalTransition
+        with pytest.raises(expected) as caught:
+            store.act(handle, "succeed")
+        entries = store.history(key)[before:]
+        if stale:
+            assert "this handle no longer holds the job" in str(caught.value)
+            assert [(e.event, e.source, e.dest, e.refused) for e in entries] == [
+                ("succeed", "orphaned", "orphaned", "state:orphaned")
+            ]
+        else:
+            assert not isinstance(caught.value, StaleClaim) and entries == []
+        assert store.row(key).state == "orphaned"  # type: ignore[union-attr]
+        store.close()
+
+
+ORPHANED_STALE = (
+    "stale = true  # its worker, back, no longer holds the job: its report is refused, recorded\n"
+)
+
+
 def test_one_of_two_racing_workers_takes_the_job(url: str) -> None:
     clock = ManualClock()
     stores = [open_job(url, clock) for _ in range(4)]

@@ -11,7 +11,10 @@ every entry it asks:
   (``checkpoint_misplaced``).
 - A refused operation (``refused`` names the guard) changes nothing: it stays in the state
   the entity is in, and records the lease and the owner the entity holds
-  (``refusal_changed``).
+  (``refusal_changed``). It is a stale owner's, as the store records one: a guard declared
+  ``stale`` that history shows failing where it can witness it, or the state the entity
+  is in, declared ``stale``, refusing an owner's event (``state:NAME``)
+  (``refusal_unexplained``).
 - A transition starts where the entity is (``broken_path``) and is declared: some
   transition of its event leads from its source to its destination (``undeclared_transition``).
 - A taker's event begins the next epoch; every other event keeps the current one
@@ -141,6 +144,9 @@ class EntityRules:
             ent.columns, ent.outcome = checkpoint_carries(e[FACTS], self.columns)
             return
         if e[REFUSED] is not None:
+            why = self._unexplained(ent, e)
+            if why is not None:
+                report("refusal_unexplained", seq, f"{e[EVENT]} refused ({e[REFUSED]}), {why}")
             if not e[SOURCE] == e[DEST] == ent.state:
                 report(
                     "refusal_changed",
@@ -253,6 +259,32 @@ class EntityRules:
                 return None
             first = first or bad[0]
         return first
+
+    def _unexplained(self, ent: Entity, e: tuple[Any, ...]) -> str | None:
+        """Why a refusal is not a stale owner's as the store records one, or None: it names
+        a stale guard that history witnesses failing (or cannot witness), or the state the
+        entity is in, declared ``stale``, refusing an owner's event (``state:NAME``)."""
+        refused, event = e[REFUSED], e[EVENT]
+        if refused.startswith(entries.STALE_STATE):
+            state = refused[len(entries.STALE_STATE) :]
+            if state != ent.state:
+                return f"but the entity was {ent.state}"
+            if not self.spec.states[state].stale:
+                return f"but {state} is not declared stale"
+            if self.spec.role(event) != "owner":
+                return f"but {event} is not an owner's event"
+            return None
+        g = self.spec.guards.get(refused)
+        if g is None or not g.stale:
+            return "but that is no guard declared stale"
+        if g.kind in TOKEN_READERS or self._witnessed(refused, e, ent):
+            lease = ent.lease if lease_recorded(ent.lease) else None
+            columns = ent.columns if ent.columns is not None else {}
+            row = RowView(ent.state, ent.epoch, ent.holder, lease, columns)
+            caller = CallerView(e[EPOCH], e[TOKEN], facts_read(e[FACTS]) or {}, e[AT])
+            if self.guards[refused](row, caller):
+                return "but history shows it holding: the caller held the epoch"
+        return None
 
     def _witnessed(self, guard: str, e: tuple[Any, ...], ent: Entity) -> bool:
         """Whether history shows what ``guard`` reads, for entry ``e`` (WITNESSED)."""

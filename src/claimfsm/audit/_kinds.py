@@ -26,6 +26,7 @@ VIOLATIONS: dict[str, str] = {
     "evidence_not_recorded": "the evidence the entry records does not meet the guard's",
     "count_out_of_range": "a declared column was outside what the event's guard allows",
     "refusal_changed": "a refused operation recorded a change",
+    "refusal_unexplained": "a recorded refusal names no stale guard failing nor a stale state",
     "invariant_row": "a declared row invariant did not hold after a transition",
     "invariant_left_only_by": "a state was left by an event its invariant does not allow",
     "request_key": "the request key changed other than by an event declared fresh_key",

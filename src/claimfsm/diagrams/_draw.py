@@ -9,6 +9,8 @@ Styles, explained by the legend drawn with every diagram:
   caller brings: the claim's ``uncertain``);
 - dashed outline: a state the lease governs (lease expiry may act on it);
 - grey fill: a state a stale owner can come back to (its operation is refused and recorded);
+  a state that is both this and the orange one is filled half with each (in Mermaid, grey
+  with a thick orange outline);
 - edges: ``event [guards]``; internal transitions (recorded, no state change) are not drawn;
 - red, numbered: a counterexample's steps; blue: what a variant changed from its base.
 """
@@ -25,6 +27,7 @@ from claimfsm.errors import StoreError
 from claimfsm.spec import Differences, Spec, TransitionKey, transition_keys
 
 _FONT = "Helvetica"
+_ORANGE, _STALE_GREY = "#f6b26b", "#d9d9d9"
 
 
 def _final(spec: Spec, name: str) -> bool:
@@ -52,10 +55,14 @@ def _node_attrs(spec: Spec, name: str) -> dict[str, str]:
         attrs["shape"] = "oval"
     if _final(spec, name):
         attrs["peripheries"] = "2"
-    if _evidence(spec, name):
-        attrs["fillcolor"] = "#f6b26b"
+    evidence = _evidence(spec, name)
+    if evidence:
+        attrs["fillcolor"] = _ORANGE
     if state.stale:
-        attrs["fillcolor"] = "#d9d9d9"
+        attrs["fillcolor"] = _STALE_GREY
+    if evidence and state.stale:  # both: half each (the job's orphaned)
+        attrs["fillcolor"] = f"{_ORANGE};0.5:{_STALE_GREY}"
+        styles[0] = "striped" if attrs["shape"] == "box" else "wedged"
     if state.lease:
         styles.append("dashed")
     attrs["style"] = ",".join(styles)
@@ -300,11 +307,16 @@ def to_mermaid(spec: Spec) -> str:
     lines.append("    classDef evidence fill:#f6b26b")
     lines.append("    classDef lease stroke-dasharray: 5 5")
     lines.append("    classDef stale fill:#d9d9d9")
-    lines += [f"    class {name} evidence" for name in spec.states if _evidence(spec, name)]
+    evidence = [n for n in spec.states if _evidence(spec, n)]
     lease = [n for n, s in spec.states.items() if s.lease]
     stale = [n for n, s in spec.states.items() if s.stale]
+    if set(evidence) & set(stale):
+        lines.append("    classDef evidence_stale fill:#d9d9d9,stroke:#f6b26b,stroke-width:4px")
+    lines += [f"    class {name} evidence" for name in evidence if name not in stale]
     lines += [f"    class {name} lease" for name in lease]
-    lines += [f"    class {name} stale" for name in stale]
+    lines += [
+        f"    class {name} {'evidence_stale' if name in evidence else 'stale'}" for name in stale
+    ]
     return "\n".join(lines) + "\n"
 
 

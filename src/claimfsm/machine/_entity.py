@@ -126,3 +126,10 @@ class LifecycleMachine:
             bad = [g for g in t.guards if not self.guards[g](row, caller)]
             failing += [g for g in bad if g not in failing]
         return None, failing
+
+    def stale_state(self, event: str, row: RowView) -> bool:
+        """Whether an owner's ``event`` refused on ``row`` is a stale owner's because of the
+        state alone: the row is in a state declared ``stale`` (an owner coming back to an
+        epoch there, say a job orphaned while it ran, no longer holds it), as the claim
+        machine reads the flag. Asked only where no stale guard already failed."""
+        return self.spec.states[row.state].stale and self.spec.role(event) == "owner"

@@ -56,7 +56,7 @@ from claimfsm.errors import (
     StaleClaim,
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
-from claimfsm.machine._guards import explained
+from claimfsm.machine._guards import Words, explained
 from claimfsm.spec import (
     Spec,
     TransitionDecl,
@@ -80,7 +80,14 @@ from claimfsm.store._entity_drivers import (
     Tx,
     rerun,
 )
-from claimfsm.store._entity_history import DEST, EPOCH, REQUEST_KEY, EntityHistory, facts_text
+from claimfsm.store._entity_history import (
+    DEST,
+    EPOCH,
+    REQUEST_KEY,
+    STALE_STATE,
+    EntityHistory,
+    facts_text,
+)
 from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._pg import TRANSACTION_ID
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
@@ -909,15 +916,28 @@ class EntityStore:
                 for g in t.guards
                 if self.spec.guards[g].stale and not self.machine.guards[g](view, caller)
             ][:1]
-        if not failing:
+        stale_guards = [g for g in failing if self.spec.guards[g].stale]
+        refusal: Refused
+        if not stale_guards and self.machine.stale_state(event, view):
+            # the owner's epoch is current, but in a state declared stale: it no longer
+            # holds it (its lease lapsed while it ran, say), whatever else would fail
+            first = f"{STALE_STATE}{view.state}"
+            refusal = StaleClaim(
+                f"{self.spec.name} {key!r}: {event} refused: epoch {view.epoch} is"
+                f" {view.state} ({self.spec.states[view.state].meaning});"
+                f" {Words.of(self.spec).stale_handle}; recorded in history"
+            )
+            refusal.guard = None
+            stale_guards = [first]
+        elif not failing:
             raise IllegalTransition(
                 f"{self.spec.name} {key!r} is {view.state}: {event} is not declared from there",
                 state=view.state,
                 event=event,
             )
-        stale_guards = [g for g in failing if self.spec.guards[g].stale]
-        first = (stale_guards or failing)[0]
-        refusal = self._refusal(key, event, first, view, caller, stale=bool(stale_guards))
+        else:
+            first = (stale_guards or failing)[0]
+            refusal = self._refusal(key, event, first, view, caller, stale=bool(stale_guards))
         if not stale_guards:
             raise refusal  # nothing written: the transaction rolls back
         named = epoch if epoch is not None else view.epoch

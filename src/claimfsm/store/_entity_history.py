@@ -1,7 +1,9 @@
 """A declared lifecycle's history: the columns of its table and of an entry, in one place.
 
 Every operation on an entity appends one entry: an event applied (``refused`` is None) or a
-stale caller's operation refused (``refused`` names the guard; the row did not change), and
+stale caller's operation refused (``refused`` names the stale guard that failed, or, for an
+owner whose epoch is current but in a state declared ``stale``, that state as
+``state:NAME``, :data:`STALE_STATE`; the row did not change), and
 the ``checkpoint`` entries pruning leaves. An entry records the row as the operation left
 it: its ``epoch``, its state (``dest``; ``source`` is where it was), the token that holds it
 (as ``token_fingerprint``), its lease deadline (``lease_deadline``, None: no lease), the
@@ -31,6 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claimfsm.store._core import CHECKPOINT
+
+#: How ``refused`` names a stale state (``state:orphaned``): an owner whose epoch is current
+#: but in a state declared ``stale`` (no guard's name has a colon).
+STALE_STATE = "state:"
 
 #: The history table's columns, in the order an entry reads them.
 COLUMNS = (
@@ -127,7 +133,9 @@ class EntityHistory:
     source: str
     dest: str
     at: float
-    refused: str | None  # the guard a stale owner failed; None for a transition taken
+    #: the guard a stale owner failed, or ``state:NAME`` for a stale state (STALE_STATE);
+    #: None for a transition taken
+    refused: str | None
     token_fingerprint: str
     #: the lease the row holds after the entry; None: no lease; ``-inf``: not recorded
     lease_deadline: float | None = None
