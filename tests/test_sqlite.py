@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -104,43 +103,6 @@ def test_only_the_commit_entering_sending_is_fully_synced(tmp_path: Path, clock:
     full, normal = 2, 1
     assert ("begin_send", full) in seen
     assert all(level == normal for step, level in seen if step != "begin_send")
-
-
-def _hammer(path: str, worker: int, cycles: int, queue: multiprocessing.Queue[object]) -> None:
-    try:
-        store = SQLiteStore(path)
-        target = f"t{worker}"
-        done = 0
-        for _ in range(cycles):
-            draft = store.create_draft(target, f"w{worker}")
-            store.approve_draft(draft.draft_id)
-            claim = store.acquire(target, draft.draft_id, f"w{worker}", 30)
-            claim.begin_send()
-            claim.confirm()
-            done += 1
-        store.close()
-        queue.put(done)
-    except BaseException as exc:  # report, do not hang the parent
-        queue.put(repr(exc))
-
-
-def test_concurrent_processes_never_see_database_is_locked(tmp_path: Path) -> None:
-    path = str(tmp_path / "c.sqlite")
-    SQLiteStore(path).close()
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_hammer, args=(path, i, 60, queue)) for i in range(4)]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
-    assert results == [60, 60, 60, 60], results
-    store = SQLiteStore(path)
-    for i in range(4):
-        epochs = [e.epoch for e in store.history(f"t{i}") if e.event == "acquire"]
-        assert epochs == list(range(1, 61))
-    store.close()
 
 
 def test_open_store_without_create_refuses_a_missing_file_and_creates_nothing(
