@@ -457,6 +457,47 @@ def test_verify_catches_a_store_that_forgets_an_effect(
     assert result.program == ["1. worker 0: lease job 0 -> leased"]
 
 
+def test_verify_catches_a_store_that_records_the_wrong_refusals(tmp_path: Path) -> None:
+    """verify holds each refusal the store records (or does not) to the declaration's stale
+    owner rule in the model's world: a store that forgets the stale states (as one did
+    before a lifecycle read the flag) refuses a stale owner without recording it, and a
+    store that records every refusal records ones that are no stale owner's."""
+    spec, open_store = opener(JOB_PATH, f"sqlite:///{tmp_path / 'v.sqlite'}")
+
+    def blind(clock: ManualClock) -> EntityStore:
+        store = open_store(clock)
+        real = store.machine.stale_refusal
+
+        def without_states(event, row, caller, failing=None):  # type: ignore[no-untyped-def]
+            found = real(event, row, caller, failing)
+            return None if found is not None and found.startswith("state:") else found
+
+        store.machine.stale_refusal = without_states  # type: ignore[method-assign]
+        return store
+
+    result = verify(spec, blind, examples=5)
+    assert not result.ok
+    assert "the refusal recorded []; the declaration's stale owner rule records" in (result.failure)
+    assert "'state:" in result.failure
+
+    def eager(clock: ManualClock) -> EntityStore:
+        store = open_store(clock)
+        real = store.machine.stale_refusal
+
+        def every(event, row, caller, failing=None):  # type: ignore[no-untyped-def]
+            found = real(event, row, caller, failing)
+            if found is None and failing is not None and failing:
+                return next((g for g in failing if spec.guards[g].stale), failing[0])
+            return found
+
+        store.machine.stale_refusal = every  # type: ignore[method-assign]
+        return store
+
+    result = verify(spec, eager, examples=5)
+    assert not result.ok
+    assert "the declaration's stale owner rule records nothing" in result.failure
+
+
 def forget_the_attempts_bump(monkeypatch: pytest.MonkeyPatch) -> None:
     """A store whose compiled lease forgets to bump attempts: a store bug to be caught."""
     real = entity_module.compile_event

@@ -758,7 +758,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         parts: list[tuple[str, str | None]] = []
         if action[0] in ("take", "env", "own", "resend", "wake") and action[-1] in firsts:
             if action[0] in ("own", "wake"):
-                key, caller = _acting(before, action)
+                key, caller = acting(before, action)
                 named = True
             else:
                 key = action[2] if action[0] in ("take", "resend") else action[1]
@@ -775,7 +775,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 )
                 before = base
         if action[0] in ("own", "wake"):
-            key, caller = _acting(before, action)
+            key, caller = acting(before, action)
             result = fire(before, key, action[2], caller, True)
             if result is None:
                 text += f" (from {before.rows[key].state}: no such transition; refused)"
@@ -1066,7 +1066,7 @@ def _fair_property(
     )
 
 
-def _acting(world: EntityWorld, action: Action) -> tuple[int, tuple[int, int]]:
+def acting(world: EntityWorld, action: Action) -> tuple[int, tuple[int, int]]:
     """The entity an ``own`` or ``wake`` action acts on, and the (epoch, token) it
     presents: the client's handle, or for a wake the handle it saved."""
     h = world.clients[action[1]]
@@ -1121,7 +1121,7 @@ def entity_path_steps(
             assert h is not None
             key = h.key
         elif kind == "wake":
-            key = _acting(before.state, action)[0]
+            key = acting(before.state, action)[0]
         elif kind in ("take", "resend"):
             key = action[2]
         elif kind in ("env", "clock", "fence", "land"):

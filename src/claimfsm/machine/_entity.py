@@ -20,6 +20,10 @@ from transitions import Machine
 from claimfsm.machine._guards import Guard, build_guards
 from claimfsm.spec import Spec, TransitionDecl
 
+#: How a recorded refusal names a stale state (``state:orphaned``): an owner whose epoch is
+#: current but in a state declared ``stale`` (no guard's name has a colon).
+STALE_STATE = "state:"
+
 
 @dataclass(frozen=True)
 class RowView:
@@ -127,9 +131,31 @@ class LifecycleMachine:
             failing += [g for g in bad if g not in failing]
         return None, failing
 
-    def stale_state(self, event: str, row: RowView) -> bool:
-        """Whether an owner's ``event`` refused on ``row`` is a stale owner's because of the
-        state alone: the row is in a state declared ``stale`` (an owner coming back to an
-        epoch there, say a job orphaned while it ran, no longer holds it), as the claim
-        machine reads the flag. Asked only where no stale guard already failed."""
-        return self.spec.states[row.state].stale and self.spec.role(event) == "owner"
+    def stale_refusal(
+        self, event: str, row: RowView, caller: CallerView, failing: list[str] | None = None
+    ) -> str | None:
+        """What a store records when it refuses ``event`` to ``caller`` on ``row`` (``failing``:
+        the guards :meth:`explain` found failing, computed where not given), or None: the
+        refusal is not a stale owner's and nothing is recorded.
+
+        A stale owner is one whose guard declared ``stale`` fails (the first that does, of
+        the transitions from the row's state; where none leaves it, of any transition of
+        the event), or, as the claim machine reads the flag, an owner whose epoch is
+        current but in a state declared ``stale`` (a job orphaned under its worker):
+        recorded as ``state:NAME``."""
+        if failing is None:
+            failing = self.explain(event, row, caller)[1]
+        if not failing:  # no transition from here: a stale caller is told it is stale
+            failing = [
+                g
+                for t in self.spec.transitions
+                if t.event == event
+                for g in t.guards
+                if self.spec.guards[g].stale and not self.guards[g](row, caller)
+            ][:1]
+        for g in failing:
+            if self.spec.guards[g].stale:
+                return g
+        if self.spec.states[row.state].stale and self.spec.role(event) == "owner":
+            return STALE_STATE + row.state
+        return None

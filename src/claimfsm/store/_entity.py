@@ -908,38 +908,26 @@ class EntityStore:
             )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
-        if not failing:  # no transition from here: a stale caller is told it is stale
-            failing = [
-                g
-                for t in self.spec.transitions
-                if t.event == event
-                for g in t.guards
-                if self.spec.guards[g].stale and not self.machine.guards[g](view, caller)
-            ][:1]
-        stale_guards = [g for g in failing if self.spec.guards[g].stale]
-        refusal: Refused
-        if not stale_guards and self.machine.stale_state(event, view):
+        first = self.machine.stale_refusal(event, view, caller, failing)
+        if first is not None and first.startswith(STALE_STATE):
             # the owner's epoch is current, but in a state declared stale: it no longer
             # holds it (its lease lapsed while it ran, say), whatever else would fail
-            first = f"{STALE_STATE}{view.state}"
-            refusal = StaleClaim(
+            refusal: Refused = StaleClaim(
                 f"{self.spec.name} {key!r}: {event} refused: epoch {view.epoch} is"
                 f" {view.state} ({self.spec.states[view.state].meaning});"
                 f" {Words.of(self.spec).stale_handle}; recorded in history"
             )
             refusal.guard = None
-            stale_guards = [first]
-        elif not failing:
+        elif first is not None:
+            refusal = self._refusal(key, event, first, view, caller, stale=True)
+        elif failing:
+            raise self._refusal(key, event, failing[0], view, caller, stale=False)
+        else:
             raise IllegalTransition(
                 f"{self.spec.name} {key!r} is {view.state}: {event} is not declared from there",
                 state=view.state,
                 event=event,
             )
-        else:
-            first = (stale_guards or failing)[0]
-            refusal = self._refusal(key, event, first, view, caller, stale=bool(stale_guards))
-        if not stale_guards:
-            raise refusal  # nothing written: the transaction rolls back
         named = epoch if epoch is not None else view.epoch
         refused = (
             *(key, named, event, row_state, row_state, now),

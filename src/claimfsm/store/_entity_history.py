@@ -32,11 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# how ``refused`` names a stale state: the machine's word, re-exported for the audit
+from claimfsm.machine._entity import STALE_STATE as STALE_STATE
 from claimfsm.store._core import CHECKPOINT
-
-#: How ``refused`` names a stale state (``state:orphaned``): an owner whose epoch is current
-#: but in a state declared ``stale`` (no guard's name has a colon).
-STALE_STATE = "state:"
 
 #: The history table's columns, in the order an entry reads them.
 COLUMNS = (

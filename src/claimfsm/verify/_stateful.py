@@ -8,9 +8,10 @@ the operator or the sweep acts; the clock passes the lease deadline; the executo
 fenced), played on the store through each worker's own connection. After every step the
 store must have done what the model did (taken the transition, or refused), its row must
 equal the model's (state, epoch, counters, whether the lease is live, which handle is
-current), its history must have grown by what was done, and the declared invariants must
-hold. A failure is the shortest program Hypothesis
-finds, printed step by step.
+current), its history must have grown by what was done (a refusal recorded exactly where
+the declaration's machine calls the caller a stale owner in the model's world: the stale
+guard, or the stale state, it names), and the declared invariants must hold. A failure is
+the shortest program Hypothesis finds, printed step by step.
 """
 
 from __future__ import annotations
@@ -38,13 +39,19 @@ from claimfsm.checker import (
     resends_in,
     world_facts,
 )
-from claimfsm.checker._entity import holds_handle, stored_rows
+from claimfsm.checker._entity import acting, holds_handle, stored_rows
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
+from claimfsm.machine import CallerView, RowView
+from claimfsm.machine import LifecycleMachine as DeclaredMachine
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
 from claimfsm.store._tokens import fingerprint, token_hash
 
 KEY = "entity-0"
+#: The actions that name an event the store may refuse.
+ACTING = ("take", "resend", "own", "wake", "env")
+#: Where what a refusal records is not predicted (a declared ``first`` event was applied).
+UNKNOWN = "?"
 #: An idle worker's steps: a taker's event, and a resend (taking the current epoch over).
 TAKES = ("take", "resend")
 #: The remote's steps, and what each did, in a program's words.
@@ -192,6 +199,8 @@ def lifecycle_state_machine(
     # about whole runs; the checker proves it).
     always = [p for p in model.properties if p.kind == "always"]
     resolved = config.resolved(spec)
+    # the declaration's transitions machine: which refusals are a stale owner's (recorded)
+    declared = DeclaredMachine(spec)
 
     class LifecycleMachine(StoreProgram):
         #: The steps of the latest program run, in words (the shortest failing one, after
@@ -264,8 +273,35 @@ def lifecycle_state_machine(
         def remote(self, data: st.DataObject) -> None:
             self.step(data.draw(st.sampled_from(self._of(REMOTE_STEPS)), label="remote"))
 
+        def _stale_record(self, action: tuple[Any, ...]) -> str | None:
+            """What the store must record when it refuses ``action`` in the model's world as
+            it is: the stale guard that fails, or the stale state, as the declaration's
+            machine names a stale owner's refusal; None: nothing (not a stale owner's)."""
+            row, kind, event = self.world.rows[0], action[0], action[-1]
+            view = RowView(
+                row.state,
+                row.epoch,
+                str(row.token),
+                1.0 if row.live else None,  # the model's clock is 0.0
+                dict(zip(spec.columns, row.columns, strict=True)),
+            )
+            if kind in ("own", "wake"):
+                _key, (epoch, token) = acting(self.world, action)
+                caller = CallerView(epoch, str(token), {}, 0.0)
+            elif kind == "take":
+                caller = CallerView(None, None, {}, 0.0)
+            else:  # the operator's or the sweep's (a resend's too): the current epoch
+                facts = world_facts(self.world, 0, resolved.get("remote"))
+                caller = CallerView(row.epoch, None, facts, 0.0)
+            return declared.stale_refusal(event, view, caller)
+
         def step(self, action: tuple[Any, ...]) -> None:
             self.clean = False  # until every check of this step has passed
+            # a refusal is recorded where the caller is a stale owner as the world is now
+            # (not where the store applied a declared ``first`` event before refusing)
+            stale_record = self._stale_record(action) if action[0] in ACTING else None
+            if action[0] in ACTING and spec.first(action[-1]) is not None:
+                stale_record = UNKNOWN
             expected = model.next_state(self.world, action)
             before = len(self.stores[0].history(KEY))
             did, said = self._play(action)
@@ -298,7 +334,7 @@ def lifecycle_state_machine(
                 ):
                     self.handles[action[1]] = None  # done with it, as the model's client is
                 self.world = expected
-            self._compare(before, did, moves)
+            self._compare(before, did, moves, stale_record)
             self.clean = True
 
         def _play(self, action: tuple[Any, ...]) -> tuple[str, str]:
@@ -353,7 +389,9 @@ def lifecycle_state_machine(
             # or answered
             return "world", REMOTE_WORDS.get(kind, "fenced")
 
-        def _compare(self, before: int, did: str, moves: int = 1) -> None:
+        def _compare(
+            self, before: int, did: str, moves: int = 1, stale_record: str | None = None
+        ) -> None:
             store = self.stores[0]
             row = store.row(KEY)
             want = self.world.rows[0]
@@ -407,6 +445,12 @@ def lifecycle_state_machine(
                 )
             elif did == "world":
                 assert grown == 0, self._disagree("history changed with no operation")
+            elif did == "refused" and stale_record is not UNKNOWN:
+                refusals = [e.refused for e in store.history(KEY)[before:]]
+                assert refusals == ([stale_record] if stale_record else []), self._disagree(
+                    f"the refusal recorded {refusals}; the declaration's stale owner rule"
+                    + (f" records {stale_record!r}" if stale_record else " records nothing")
+                )
             self._invariants(always, self.world)
 
         def teardown(self) -> None:
