@@ -12,6 +12,9 @@
    fewest cycles any single process completed.
 4. ``claimfsm audit`` over a legal history of 10,200,000 entries (100,000 targets, 34
    dispatch cycles each, made by SQLite): seconds and entries per second.
+5. A lifecycle of your own (``specs/job.toml``): events per second through the lifecycle
+   store (lease, start, succeed per job), against the same events written by hand
+   (``JOB_BY_HAND``), in the same process: seven rounds, the median of their ratios.
 """
 
 from __future__ import annotations
@@ -332,6 +335,127 @@ def processes(seconds: float) -> None:
         )
 
 
+#: A job's three events (lease, start, succeed) written by hand: the work the lifecycle
+#: store does for ``specs/job.toml`` on SQLite, without claimfsm. Each event is one
+#: ``BEGIN IMMEDIATE`` transaction (synchronous=FULL only for ``start``, which the job
+#: declares durable): the guarded write (the lease an upsert that creates the job's row,
+#: guarded on the queue and the attempts left; start and succeed on epoch, token and, for
+#: start, the live lease) and one history row with the columns the store writes.
+JOB_BY_HAND = {
+    "lease": (
+        "INSERT INTO jobs (key, state, epoch, token_hash, lease_deadline, owner, attempts)"
+        " VALUES (?1, 'leased', 1, ?2, ?3, ?4, 1) ON CONFLICT (key) DO UPDATE SET"
+        " state = 'leased', epoch = jobs.epoch + 1, token_hash = excluded.token_hash,"
+        " lease_deadline = excluded.lease_deadline, owner = excluded.owner,"
+        " attempts = jobs.attempts + 1 WHERE jobs.state = 'queued' AND jobs.attempts < 3"
+        " RETURNING epoch"
+    ),
+    "start": (
+        "UPDATE jobs SET state = 'running' WHERE key = ?1 AND state = 'leased' AND epoch = ?2"
+        " AND token_hash = ?3 AND lease_deadline > ?4 RETURNING epoch"
+    ),
+    "succeed": (
+        "UPDATE jobs SET state = 'succeeded', lease_deadline = NULL WHERE key = ?1"
+        " AND state = 'running' AND epoch = ?2 AND token_hash = ?3 RETURNING epoch"
+    ),
+    "history": (
+        "INSERT INTO jobs_history (key, epoch, event, source, dest, at, refused,"
+        " token_fingerprint, lease_deadline, facts, owner, request_key)"
+        " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, '{}', ?, '')"
+    ),
+}
+
+
+def job_by_hand(path: Path, jobs: int, tag: str) -> float:
+    """Events/s of ``jobs`` jobs run (lease, start, succeed) with ``JOB_BY_HAND``."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS jobs (key TEXT PRIMARY KEY, state TEXT NOT NULL, epoch"
+        " INTEGER NOT NULL, token_hash TEXT, lease_deadline DOUBLE PRECISION, owner TEXT,"
+        " attempts INTEGER NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS jobs_history (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " key TEXT NOT NULL, epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT"
+        " NULL, dest TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, refused TEXT,"
+        " token_fingerprint TEXT NOT NULL, lease_deadline DOUBLE PRECISION, facts TEXT,"
+        " owner TEXT, request_key TEXT)"
+    )
+    sql = JOB_BY_HAND
+
+    def event(
+        durable: bool, write: str, args: tuple[object, ...], record: tuple[object, ...]
+    ) -> int:
+        if durable:
+            db.execute("PRAGMA synchronous = FULL")
+        db.execute("BEGIN IMMEDIATE")
+        row = db.execute(write, args).fetchone()
+        assert row is not None, write
+        db.execute(sql["history"], record)
+        db.execute("COMMIT")
+        if durable:
+            db.execute("PRAGMA synchronous = NORMAL")
+        return int(row[0])
+
+    start = time.perf_counter()
+    for j in range(jobs):
+        key, now = f"{tag}-{j}", time.time()
+        token = hashlib.sha256(secrets.token_bytes(32)).hexdigest()
+        fp, deadline = token[:8], now + 30
+        epoch = event(
+            False,
+            sql["lease"],
+            (key, token, deadline, "bench"),
+            (key, 1, "lease", "queued", "leased", now, fp, deadline, "bench"),
+        )
+        event(
+            True,
+            sql["start"],
+            (key, epoch, token, time.time()),
+            (key, epoch, "start", "leased", "running", time.time(), fp, deadline, "bench"),
+        )
+        event(
+            False,
+            sql["succeed"],
+            (key, epoch, token),
+            (key, epoch, "succeed", "running", "succeeded", time.time(), fp, None, "bench"),
+        )
+    rate = 3 * jobs / (time.perf_counter() - start)
+    db.close()
+    return rate
+
+
+def lifecycle(jobs: int, rounds: int) -> None:
+    """Section 5: the lifecycle store (``specs/job.toml``) against ``JOB_BY_HAND``."""
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+
+    print("== 5. a lifecycle of your own (specs/job.toml) on SQLite: events/s, one process ==")
+    spec = load_spec(declarations_dir() / "job.toml")
+    ours: list[float] = []
+    theirs: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(rounds):
+            store = open_entity_store(spec, f"sqlite:///{Path(tmp) / 'jobs.sqlite'}")
+            start = time.perf_counter()
+            for j in range(jobs):
+                handle = store.take(f"{rnd}-{j}", "lease", owner="bench")
+                store.act(store.act(handle, "start"), "succeed")
+            ours.append(3 * jobs / (time.perf_counter() - start))
+            store.close()
+            theirs.append(job_by_hand(Path(tmp) / "by-hand.sqlite", jobs, str(rnd)))
+    for name, values in (("claimfsm", ours), ("by hand", theirs)):
+        shown = ", ".join(f"{r:,.0f}" for r in values)
+        print(f"  {name:<10} {statistics.median(values):>7,.0f} events/s median (rounds: {shown})")
+    pairs = [a / b for a, b in zip(ours, theirs, strict=True)]
+    print(
+        f"  ratio claimfsm / by hand = {statistics.median(pairs):.2f} (median of the rounds'"
+        f" ratios; {min(pairs):.2f} to {max(pairs):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -347,6 +471,7 @@ def main() -> None:
     size_per_million(1_000 if args.quick else 20_000)
     processes(1.0 if args.quick else 4.0)
     audit_scale(1_000 if args.quick else 100_000, 34)
+    lifecycle(200 if args.quick else 1000, 3 if args.quick else 7)
 
 
 if __name__ == "__main__":
