@@ -512,10 +512,26 @@ def claim_model(
         version = w.drafts[t][tg.draft][1]
         return set_draft(w, t, tg.draft, "d", version) if version == tg.version else w
 
-    def refuse(w: World, i: int, t: int, epoch: int, token: int) -> World:
+    # A refusal is recorded (a discard) where the caller is a stale owner as the claim
+    # machine and its stores judge one: a guard declared ``stale`` that every transition
+    # of the event has fails, or the event has one and the state is declared ``stale``.
+    stale_common: dict[str, frozenset[str]] = {}
+    for e in spec.events:
+        common = [frozenset(t.guards) for t in spec.transitions if t.event == e]
+        both = frozenset.intersection(*common) if common else frozenset()
+        stale_common[e] = frozenset(g for g in both if spec.guards[g].stale)
+
+    def recorded(w: World, t: int, event: str, epoch: int, token: int) -> bool:
+        stale = stale_common[event]
+        if not stale:
+            return False
+        true = owner_truths(w, t, epoch, token)
+        return not stale <= true or w.targets[t].state in stale_states
+
+    def refuse(w: World, i: int, t: int, event: str, epoch: int, token: int) -> World:
         """A worker's operation was refused: it drops the handle; a stale one is recorded."""
         ghosts = w.ghosts
-        if not ghosts.discarded and is_stale(w, t, epoch, token):
+        if not ghosts.discarded and recorded(w, t, event, epoch, token):
             ghosts = Ghosts(ghosts[0], ghosts[1], ghosts[2], True)
         idle = Worker("", -1, 0, 0, w.workers[i].saved)
         return World(w.targets, w.drafts, put(w.workers, i, idle), w.remote, ghosts)
@@ -630,7 +646,7 @@ def claim_model(
             wk = w.workers[i]
             nxt = owner_event(w, i, ev[kind], wk.epoch, wk.token, wk.target)
             if nxt is None:
-                return refuse(w, i, wk.target, wk.epoch, wk.token)
+                return refuse(w, i, wk.target, ev[kind], wk.epoch, wk.token)
             if kind == Event.RENEW:
                 return nxt  # the lease stays live: nothing else changes
             phase = {Event.BEGIN_SEND: "S" if wk.phase == "R" else "A"}.get(kind, "")
@@ -692,7 +708,7 @@ def claim_model(
             w = set_worker(w, i, Worker())
             nxt = owner_event(w, i, ev[op], epoch, token, t)
             if nxt is None:
-                return refuse(w, i, t, epoch, token)
+                return refuse(w, i, t, ev[op], epoch, token)
             if op == Event.BEGIN_SEND:
                 return set_worker(nxt, i, Worker("S", t, epoch, token, (), key_of(nxt.targets[t])))
             return nxt

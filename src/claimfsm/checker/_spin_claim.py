@@ -337,6 +337,19 @@ class _Generator:
             parts.append(self.in_states(t, self.stale_states))
         return "(" + " || ".join(parts) + ")"
 
+    def recorded(self, event: str) -> list[str]:
+        """A refused ``event`` (the handle in e0, k0 on t0) is recorded, ``g_discarded``,
+        where the claim model's ``recorded`` says: a stale guard every transition of the
+        event has fails, or the event has one and the state is declared ``stale``."""
+        common = [set(t.guards) for t in self.spec.transitions if t.event == event]
+        stale = sorted(g for g in set.intersection(*common) if self.spec.guards[g].stale)
+        if not stale:
+            return []
+        parts = [f"!({self.owner_truth(g, 't0', 'e0', 'k0')})" for g in stale]
+        if self.stale_states:
+            parts.append(self.in_states("t0", self.stale_states))
+        return [f"if :: ({' || '.join(parts)}) -> g_discarded = 1 :: else -> skip fi"]
+
     def idle(self, i: int, keep_saved: bool = True) -> list[str]:
         out = [f"w_phase[{i}] = 0", f"w_target[{i}] = 0", f"w_epoch[{i}] = 0", f"w_token[{i}] = 0"]
         if self.own_keys:
@@ -361,10 +374,7 @@ class _Generator:
             *self.mark_dispatched("t0"),
             *success,
         ]
-        refused = [
-            f"if :: {self.stale('t0', 'e0', 'k0')} -> g_discarded = 1 :: else -> skip fi",
-            *self.idle(i),
-        ]
+        refused = [*self.recorded(event), *self.idle(i)]
         return [*body, *_chain([(f"(dest != {NONE})", fired)], refused)]
 
     def insert(self, array: str, t: str) -> list[str]:
