@@ -82,6 +82,21 @@ def test_verify_claim_fails_when_the_store_runs_another_protocol(tmp_path: Path)
     assert any("reads back" in line or "reconcil" in line for line in result.program)
 
 
+def test_verify_claim_holds_the_stores_discards_to_the_models_stale_owner_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that refuses a stale owner but forgets to record it changes no row, so only
+    the count of discards can tell: verify holds each refusal's record to the model's rule
+    (``checker.refusal_recorded``) and the first guided path with a stale owner fails."""
+    spec = claim_spec()
+    monkeypatch.setattr(Store, "_record_discard", lambda *args, **kwargs: None)
+    result = verify_claim(spec, sqlite_opener(tmp_path / "v.sqlite", spec), examples=5)
+    assert not result.ok
+    assert "the store recorded 0 discard(s); the model's stale owner rule records 1" in (
+        result.failure
+    )
+
+
 def test_verify_claim_reports_a_declaration_that_breaks_an_invariant(tmp_path: Path) -> None:
     """release_by_target runs on the store exactly as the model says, and that is the
     problem: a stale owner's release changes the claim."""

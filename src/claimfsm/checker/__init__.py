@@ -19,6 +19,7 @@ from claimfsm.checker._claim import (
     compile_table,
     fire,
     path_steps,
+    refusal_recorded,
 )
 from claimfsm.checker._engine import (
     Checker,
@@ -84,6 +85,7 @@ __all__ = [
     "path_from",
     "path_steps",
     "promela",
+    "refusal_recorded",
     "replay",
     "resends_in",
     "spin_available",

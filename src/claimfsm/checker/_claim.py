@@ -258,6 +258,51 @@ def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:
     }
 
 
+def stale_guards(spec: Spec) -> dict[str, frozenset[str]]:
+    """Each event's guards declared ``stale`` that every transition of it has. A refused
+    worker's operation is recorded (a discard) where the caller is a stale owner as the
+    claim machine and its stores judge one: one of these fails, or the event has one and
+    the state is declared ``stale``. The claim world, its SPIN twin and the replay read it."""
+    found: dict[str, frozenset[str]] = {}
+    for e in spec.events:
+        common = [frozenset(t.guards) for t in spec.transitions if t.event == e]
+        both = frozenset.intersection(*common) if common else frozenset()
+        found[e] = frozenset(g for g in both if spec.guards[g].stale)
+    return found
+
+
+def refusal_recorded(spec: Spec) -> Callable[[Target, str, int, int], bool]:
+    """Whether a worker's refused ``event`` on the target's row, with the handle (epoch,
+    token), is recorded as a discard: a guard of :func:`stale_guards` fails (by the
+    compiled predicates, read on the situation as the model reads an owner's), or the
+    event has one and the row's state is declared ``stale``. The claim world and the
+    replay (which holds the stores' history to it) read this one rule."""
+    stale = stale_guards(spec)
+    guards = build_guards(spec)
+    stale_states = frozenset(spec.states_where("stale"))
+    seen: dict[tuple[Any, ...], bool] = {}
+
+    def recorded(tg: Target, event: str, epoch: int, token: int) -> bool:
+        names = stale[event]
+        if not names:
+            return False
+        if tg.state in stale_states:
+            return True
+        situation = (event, tg.epoch == epoch, tg.token == token and epoch > 0, tg.lease_live)
+        found = seen.get(situation)
+        if found is None:
+            row = _Seen(epoch=1, token_hash="1", lease_deadline=1.0 if tg.lease_live else None)
+            caller = _Seen(
+                epoch=1 if situation[1] else 2,
+                token_hash="1" if situation[2] else "2",
+                now=0.0,
+            )
+            found = seen[situation] = not all(guards[g](row, caller) for g in names)
+        return found
+
+    return recorded
+
+
 def claim_crash_words(config: ClaimModelConfig) -> str:
     """How the claim world of ``config`` crashes, in the words the CLI and the report put
     after its bounds (empty without crashes)."""
@@ -512,21 +557,10 @@ def claim_model(
         version = w.drafts[t][tg.draft][1]
         return set_draft(w, t, tg.draft, "d", version) if version == tg.version else w
 
-    # A refusal is recorded (a discard) where the caller is a stale owner as the claim
-    # machine and its stores judge one: a guard declared ``stale`` that every transition
-    # of the event has fails, or the event has one and the state is declared ``stale``.
-    stale_common: dict[str, frozenset[str]] = {}
-    for e in spec.events:
-        common = [frozenset(t.guards) for t in spec.transitions if t.event == e]
-        both = frozenset.intersection(*common) if common else frozenset()
-        stale_common[e] = frozenset(g for g in both if spec.guards[g].stale)
+    recorded_on = refusal_recorded(spec)
 
     def recorded(w: World, t: int, event: str, epoch: int, token: int) -> bool:
-        stale = stale_common[event]
-        if not stale:
-            return False
-        true = owner_truths(w, t, epoch, token)
-        return not stale <= true or w.targets[t].state in stale_states
+        return recorded_on(w.targets[t], event, epoch, token)
 
     def refuse(w: World, i: int, t: int, event: str, epoch: int, token: int) -> World:
         """A worker's operation was refused: it drops the handle; a stale one is recorded."""

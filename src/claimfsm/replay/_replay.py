@@ -27,6 +27,7 @@ from claimfsm.checker import (
     claim_model,
     explained,
     path_from,
+    refusal_recorded,
     replay,
 )
 from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
@@ -182,9 +183,15 @@ class Player:
         self.saved: list[Claim | None] = [None] * config.workers
         self.drafts = config.drafts
         self.draft_ids: list[int] = []
+        #: the model's world before the next step, and its rule for what a refusal records
+        self.world: World | None = None
+        self.recorded = refusal_recorded(spec)
+        #: set by a step the store refused: the model's event it attempted
+        self.refused: str | None = None
 
     def start(self, first: World) -> None:
         """The target's drafts, as the model's first state has them."""
+        self.world = first
         drafts = [self.env.create_draft(self.target, f"draft {d}") for d in range(self.drafts)]
         for d, (status, _) in enumerate(first.drafts[0]):
             if status == "a":
@@ -192,10 +199,31 @@ class Player:
         self.draft_ids = [d.draft_id for d in drafts]
 
     def step(self, action: tuple[Any, ...], after: World, coverage: Coverage) -> None:
-        """Play ``action`` on the stores; ``after`` is the model's state after it."""
+        """Play ``action`` on the stores; ``after`` is the model's state after it. A
+        refusal must be recorded as a discard exactly where the model's rule says, read
+        on its world before the step (:func:`claimfsm.checker.refusal_recorded`)."""
+        before, discards = self.world, self._discards()
+        self.refused = None
         _apply(action, after, self, coverage)
         _compare(self, after)
+        want = 0
+        if self.refused is not None and before is not None:
+            worker = before.workers[action[1]]
+            _, epoch, token = worker.saved if action[0] == "wake" else (0, *worker[2:4])
+            want = int(self.recorded(before.targets[0], self.refused, epoch, token))
+        grown = self._discards() - discards
+        if grown != want:
+            raise ReplayMismatch(
+                f"{self.refused or action[0]}: the store recorded {grown} discard(s); the"
+                f" model's stale owner rule records {want}"
+            )
+        self.world = after
         coverage.steps += 1
+
+    def _discards(self) -> int:
+        """The discard records in the target's history (stale owners' refusals)."""
+        discard = self.env.steps.event(Event.DISCARD)
+        return sum(1 for e in self.env.history(self.target) if e.event == discard)
 
     def transitions(self) -> set[tuple[str, str, str]]:
         """The transitions the store's history recorded for the target, in ``spec``'s words."""
@@ -242,6 +270,7 @@ def _apply(action: tuple[Any, ...], after: World, p: Player, coverage: Coverage)
             coverage.refusals.add((event, exc.guard or type(exc).__name__))
         except ClaimFSMError as exc:
             coverage.refusals.add((event, type(exc).__name__))
+        p.refused = p.ours.event(Event(step))  # in the model's words
         return None
 
     if kind == Event.ACQUIRE:
