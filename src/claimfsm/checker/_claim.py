@@ -258,26 +258,13 @@ def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:
     }
 
 
-def stale_guards(spec: Spec) -> dict[str, frozenset[str]]:
-    """Each event's guards declared ``stale`` that every transition of it has. A refused
-    worker's operation is recorded (a discard) where the caller is a stale owner as the
-    claim machine and its stores judge one: one of these fails, or the event has one and
-    the state is declared ``stale``. The claim world, its SPIN twin and the replay read it."""
-    found: dict[str, frozenset[str]] = {}
-    for e in spec.events:
-        common = [frozenset(t.guards) for t in spec.transitions if t.event == e]
-        both = frozenset.intersection(*common) if common else frozenset()
-        found[e] = frozenset(g for g in both if spec.guards[g].stale)
-    return found
-
-
 def refusal_recorded(spec: Spec) -> Callable[[Target, str, int, int], bool]:
     """Whether a worker's refused ``event`` on the target's row, with the handle (epoch,
-    token), is recorded as a discard: a guard of :func:`stale_guards` fails (by the
+    token), is recorded as a discard: a guard of ``Spec.stale_guards`` fails (by the
     compiled predicates, read on the situation as the model reads an owner's), or the
     event has one and the row's state is declared ``stale``. The claim world and the
     replay (which holds the stores' history to it) read this one rule."""
-    stale = stale_guards(spec)
+    stale = {event: spec.stale_guards(event) for event in spec.events}
     guards = build_guards(spec)
     stale_states = frozenset(spec.states_where("stale"))
     seen: dict[tuple[Any, ...], bool] = {}

@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from claimfsm.checker._claim import ClaimModelConfig, claim_model, stale_guards
+from claimfsm.checker._claim import ClaimModelConfig, claim_model
 from claimfsm.checker._claim_invariants import STALE, claim_invariants, escape_rule
 from claimfsm.checker._engine import Property
 from claimfsm.checker._promela import Operand, Reading, conjunction, promela_guard
@@ -341,7 +341,7 @@ class _Generator:
         """A refused ``event`` (the handle in e0, k0 on t0) is recorded, ``g_discarded``,
         where the claim model's ``recorded`` says: a stale guard every transition of the
         event has fails, or the event has one and the state is declared ``stale``."""
-        stale = sorted(stale_guards(self.spec)[event])
+        stale = self.spec.stale_guards(event)
         if not stale:
             return []
         parts = [f"!({self.owner_truth(g, 't0', 'e0', 'k0')})" for g in stale]

@@ -62,13 +62,9 @@ class ClaimMachine:
             )
         # Guards that, when they fail, mark the caller as a stale owner of the epoch. They
         # are checked before the state: a stale owner is stale whatever the new owner did.
-        self._stale_guards: dict[str, tuple[str, ...]] = {}
-        for event in self.spec.events:
-            decls = [t for t in self.spec.transitions if t.event == event and not t.internal]
-            common = (
-                [g for g in decls[0].guards if all(g in t.guards for t in decls)] if decls else []
-            )
-            self._stale_guards[event] = tuple(g for g in common if self.spec.guards[g].stale)
+        self._stale_guards: dict[str, tuple[str, ...]] = {
+            event: self.spec.stale_guards(event) for event in self.spec.events
+        }
 
     def _condition(self, guard: str) -> Callable[[Any], bool]:
         def check(event_data: Any) -> bool:  # looked up per call: tests may stub a guard

@@ -213,6 +213,20 @@ class Spec:
         """Events that declare ``effect`` in their ``sets`` (fresh_token, fresh_key, ...)."""
         return frozenset(e for e, d in self.effects.items() if effect in d.sets)
 
+    def stale_guards(self, event: str) -> tuple[str, ...]:
+        """The guards declared ``stale`` that every transition of ``event`` (but an
+        internal one) has, in the order written: where one fails, the caller is a stale
+        owner, and a state declared ``stale`` makes it one too. The claim machine, the
+        claim world and its SPIN twin read a stale owner's refusal by these."""
+        decls = [t for t in self.transitions if t.event == event and not t.internal]
+        if not decls:
+            return ()
+        return tuple(
+            g
+            for g in decls[0].guards
+            if self.guards[g].stale and all(g in t.guards for t in decls[1:])
+        )
+
     def guards_of_kind(self, kind: str) -> tuple[str, ...]:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""
         return tuple(name for name, g in self.guards.items() if g.kind == kind)
