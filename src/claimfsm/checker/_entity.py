@@ -283,12 +283,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if not candidates:
             return None
         running = event in reads_running and _running_on(row)
-        seen = _RowView(row, col_index)
+        seen = WorldRow(row, col_index)
         facts: dict[str, Any] = {"running": running, "fenced_through": row.fence}
         if rules is not None:
             facts["outcome"] = _outcome(row)
             facts["remote_dedups"] = rules.dedups
-        who = _CallerView(row, caller, named, facts)
+        who = WorldCaller(row, caller, named, facts)
         failing: list[str] = []
         for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
@@ -917,7 +917,7 @@ def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
         raise SpecError(f"{spec.path or spec.name}: {problem}")
 
 
-class _RowView:
+class WorldRow:
     """A world's row as the guards' one Python compiler reads a row (``spec._predicates``):
     the world's token number stands for its hash, and a live lease for a deadline after
     the world's clock (0.0); a lapsed one, or none, has no deadline."""
@@ -937,7 +937,7 @@ class _RowView:
         return None if i is None else self._values[i]
 
 
-class _CallerView:
+class WorldCaller:
     """Who acts, as the guards read a caller: a client's handle names its epoch and
     presents its token; the operator and the sweep name the current epoch (``named``) and
     hold no token. The world's evidence is its facts."""

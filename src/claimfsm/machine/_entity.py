@@ -19,6 +19,7 @@ from transitions import Machine
 
 from claimfsm.machine._guards import Guard, build_guards
 from claimfsm.spec import Spec, TransitionDecl
+from claimfsm.spec._predicates import GuardCaller, GuardRow
 
 #: How a recorded refusal names a stale state (``state:orphaned``): an owner whose epoch is
 #: current but in a state declared ``stale`` (no guard's name has a colon).
@@ -106,7 +107,7 @@ class LifecycleMachine:
 
         return taken
 
-    def fire(self, event: str, row: RowView, caller: CallerView) -> TransitionDecl | None:
+    def fire(self, event: str, row: GuardRow, caller: GuardCaller) -> TransitionDecl | None:
         """The transition ``event`` takes from the row's state, as the machine decides (the
         first whose guards all hold), or None when none may."""
         found = self.machine.events.get(event)
@@ -117,7 +118,7 @@ class LifecycleMachine:
         return self.spec.transitions[taken[0]] if taken else None
 
     def explain(
-        self, event: str, row: RowView, caller: CallerView
+        self, event: str, row: GuardRow, caller: GuardCaller
     ) -> tuple[TransitionDecl | None, list[str]]:
         """The transition ``event`` takes from the row's state (the machine's choice), or
         None and the guards that failed (in the order the transitions name them; empty when
@@ -132,7 +133,7 @@ class LifecycleMachine:
         return None, failing
 
     def stale_refusal(
-        self, event: str, row: RowView, caller: CallerView, failing: list[str] | None = None
+        self, event: str, row: GuardRow, caller: GuardCaller, failing: list[str] | None = None
     ) -> str | None:
         """What a store records when it refuses ``event`` to ``caller`` on ``row`` (``failing``:
         the guards :meth:`explain` found failing, computed where not given), or None: the

@@ -18,13 +18,41 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from claimfsm.errors import SpecError
 from claimfsm.spec._declaration import GuardDecl, Spec
 from claimfsm.spec._guards import compare
 
 Guard = Callable[[Any, Any], bool]  # (Row | None, Caller) -> bool
+
+
+class GuardRow(Protocol):
+    """What a guard reads of an entity's row (any lifecycle's ``RowView``, the checker's
+    view of its world's row, the audit's of history)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def token_hash(self) -> str | None: ...
+    @property
+    def lease_deadline(self) -> float | None: ...
+    def column(self, name: str) -> Any: ...
+
+
+class GuardCaller(Protocol):
+    """What a guard reads of the caller: the epoch it names, the token hash it presents,
+    the store's time and its facts."""
+
+    @property
+    def epoch(self) -> int | None: ...
+    @property
+    def token_hash(self) -> str | None: ...
+    @property
+    def now(self) -> float: ...
+    def fact(self, name: str) -> Any: ...
 
 
 def build_guards(spec: Spec) -> dict[str, Guard]:

@@ -39,9 +39,8 @@ from claimfsm.checker import (
     resends_in,
     world_facts,
 )
-from claimfsm.checker._entity import acting, holds_handle, stored_rows
+from claimfsm.checker._entity import WorldCaller, WorldRow, acting, holds_handle, stored_rows
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
-from claimfsm.machine import CallerView, RowView
 from claimfsm.machine import LifecycleMachine as DeclaredMachine
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
@@ -199,8 +198,11 @@ def lifecycle_state_machine(
     # about whole runs; the checker proves it).
     always = [p for p in model.properties if p.kind == "always"]
     resolved = config.resolved(spec)
-    # the declaration's transitions machine: which refusals are a stale owner's (recorded)
+    # the declaration's transitions machine: which refusals are a stale owner's (recorded),
+    # asked on the model's row and caller as the model's own guards read them
     declared = DeclaredMachine(spec)
+    columns = {c: i for i, c in enumerate(spec.columns)}
+    remote = resolved.get("remote")
 
     class LifecycleMachine(StoreProgram):
         #: The steps of the latest program run, in words (the shortest failing one, after
@@ -278,21 +280,12 @@ def lifecycle_state_machine(
             it is: the stale guard that fails, or the stale state, as the declaration's
             machine names a stale owner's refusal; None: nothing (not a stale owner's)."""
             row, kind, event = self.world.rows[0], action[0], action[-1]
-            view = RowView(
-                row.state,
-                row.epoch,
-                str(row.token),
-                1.0 if row.live else None,  # the model's clock is 0.0
-                dict(zip(spec.columns, row.columns, strict=True)),
-            )
-            if kind in ("own", "wake"):
-                _key, (epoch, token) = acting(self.world, action)
-                caller = CallerView(epoch, str(token), {}, 0.0)
-            elif kind == "take":
-                caller = CallerView(None, None, {}, 0.0)
-            else:  # the operator's or the sweep's (a resend's too): the current epoch
-                facts = world_facts(self.world, 0, resolved.get("remote"))
-                caller = CallerView(row.epoch, None, facts, 0.0)
+            view = WorldRow(row, columns)  # the row as the model's guards read it
+            if kind in ("own", "wake"):  # the handle, and the facts the store is given
+                caller = WorldCaller(row, acting(self.world, action)[1], True, {})
+            else:  # a taker names no epoch; the operator, the sweep, a resend the current
+                facts = {} if kind == "take" else world_facts(self.world, 0, remote)
+                caller = WorldCaller(row, None, kind != "take", facts)
             return declared.stale_refusal(event, view, caller)
 
         def step(self, action: tuple[Any, ...]) -> None:
