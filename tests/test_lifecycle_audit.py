@@ -183,7 +183,7 @@ def test_the_owner_is_recorded_and_judged_from_history(url: str) -> None:
     store.take("k", "lease", owner="w1", lease_seconds=10)
     _set_row(store, "k", owner="someone else")
     store.take("m", "lease", owner="w1", lease_seconds=10)
-    _forge(store, "m", 0, "start", "leased", "leased", refused="epoch_current", owner="w9")
+    _forge(store, "m", 0, "start", "leased", "leased", refused="owner_matches", owner="w9")
     report = audit_lifecycle(JOB, url)
     found = [(v.kind, v.target_id) for v in report.violations]
     assert found == [("row_disagrees", "k"), ("refusal_changed", "m")], report.violations

@@ -468,8 +468,8 @@ def test_verify_catches_a_store_that_records_the_wrong_refusals(tmp_path: Path) 
         store = open_store(clock)
         real = store.machine.stale_refusal
 
-        def without_states(event, row, caller, failing=None):  # type: ignore[no-untyped-def]
-            found = real(event, row, caller, failing)
+        def without_states(event, row, caller):  # type: ignore[no-untyped-def]
+            found = real(event, row, caller)
             return None if found is not None and found.startswith("state:") else found
 
         store.machine.stale_refusal = without_states  # type: ignore[method-assign]
@@ -484,9 +484,10 @@ def test_verify_catches_a_store_that_records_the_wrong_refusals(tmp_path: Path) 
         store = open_store(clock)
         real = store.machine.stale_refusal
 
-        def every(event, row, caller, failing=None):  # type: ignore[no-untyped-def]
-            found = real(event, row, caller, failing)
-            if found is None and failing is not None and failing:
+        def every(event, row, caller):  # type: ignore[no-untyped-def]
+            found = real(event, row, caller)
+            failing = store.machine.explain(event, row, caller)[1]
+            if found is None and failing:
                 return next((g for g in failing if spec.guards[g].stale), failing[0])
             return found
 

@@ -11,9 +11,10 @@ every entry it asks:
   (``checkpoint_misplaced``).
 - A refused operation (``refused`` names the guard) changes nothing: it stays in the state
   the entity is in, and records the lease and the owner the entity holds
-  (``refusal_changed``). It is a stale owner's, as the store records one: a guard declared
-  ``stale`` that history shows failing where it can witness it, or the state the entity
-  is in, declared ``stale``, refusing an owner's event (``state:NAME``)
+  (``refusal_changed``). It is a stale owner's by the declaration's rule, the one the
+  store records by (``Spec.stale_owner``): a stale guard of its event that history shows
+  failing where it can witness it, or the state the entity is in, where the rule calls
+  the event a stale owner's and history shows no stale guard failing (``state:NAME``)
   (``refusal_unexplained``).
 - A transition starts where the entity is (``broken_path``) and is declared: some
   transition of its event leads from its source to its destination (``undeclared_transition``).
@@ -261,9 +262,11 @@ class EntityRules:
         return first
 
     def _unexplained(self, ent: Entity, e: tuple[Any, ...]) -> str | None:
-        """Why a refusal is not a stale owner's as the store records one, or None: it names
-        a stale guard that history witnesses failing (or cannot witness), or the state the
-        entity is in, declared ``stale``, refusing an owner's event (``state:NAME``)."""
+        """Why a refusal is not a stale owner's as the declaration's rule has the store
+        record one (``Spec.stale_owner``), or None: it names a stale guard of the event
+        that history witnesses failing (or cannot witness), or the state the entity is
+        in, where the rule calls the event a stale owner's, every stale guard history
+        witnesses holding (``state:NAME``)."""
         refused, event = e[REFUSED], e[EVENT]
         if refused.startswith(entries.STALE_STATE):
             state = refused[len(entries.STALE_STATE) :]
@@ -271,20 +274,33 @@ class EntityRules:
                 return f"but the entity was {ent.state}"
             if not self.spec.states[state].stale:
                 return f"but {state} is not declared stale"
-            if self.spec.role(event) != "owner":
-                return f"but {event} is not an owner's event"
+            if not self.spec.stale_state_refuses(event, state):
+                return f"but {event} in {state} is no stale owner's (it is declared from there)"
+            failing = [
+                g for g in self.spec.stale_guards(event, state) if self._fails(g, ent, e) is True
+            ]
+            if failing:
+                return f"but history shows {failing[0]} failing: the record names that guard"
             return None
         g = self.spec.guards.get(refused)
         if g is None or not g.stale:
             return "but that is no guard declared stale"
-        if g.kind in TOKEN_READERS or self._witnessed(refused, e, ent):
-            lease = ent.lease if lease_recorded(ent.lease) else None
-            columns = ent.columns if ent.columns is not None else {}
-            row = RowView(ent.state, ent.epoch, ent.holder, lease, columns)
-            caller = CallerView(e[EPOCH], e[TOKEN], facts_read(e[FACTS]) or {}, e[AT])
-            if self.guards[refused](row, caller):
-                return "but history shows it holding: the caller held the epoch"
+        if refused not in self.spec.stale_guards(event, ent.state):
+            return f"but not every transition of {event} from {ent.state} has that guard"
+        if self._fails(refused, ent, e) is False:
+            return "but history shows it holding: the caller held the epoch"
         return None
+
+    def _fails(self, guard: str, ent: Entity, e: tuple[Any, ...]) -> bool | None:
+        """Whether ``guard`` failed for the caller of entry ``e``, as history shows it (a
+        token's guard by the fingerprint recorded), or None where history cannot tell."""
+        if self.spec.guards[guard].kind not in TOKEN_READERS and not self._witnessed(guard, e, ent):
+            return None
+        lease = ent.lease if lease_recorded(ent.lease) else None
+        columns = ent.columns if ent.columns is not None else {}
+        row = RowView(ent.state, ent.epoch, ent.holder, lease, columns)
+        caller = CallerView(e[EPOCH], e[TOKEN], facts_read(e[FACTS]) or {}, e[AT])
+        return not self.guards[guard](row, caller)
 
     def _witnessed(self, guard: str, e: tuple[Any, ...], ent: Entity) -> bool:
         """Whether history shows what ``guard`` reads, for entry ``e`` (WITNESSED)."""

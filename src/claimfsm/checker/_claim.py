@@ -260,31 +260,37 @@ def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:
 
 def refusal_recorded(spec: Spec) -> Callable[[Target, str, int, int], bool]:
     """Whether a worker's refused ``event`` on the target's row, with the handle (epoch,
-    token), is recorded as a discard: a guard of ``Spec.stale_guards`` fails (by the
-    compiled predicates, read on the situation as the model reads an owner's), or the
-    event has one and the row's state is declared ``stale``. The claim world and the
-    replay (which holds the stores' history to it) read this one rule."""
-    stale = {event: spec.stale_guards(event) for event in spec.events}
+    token), is recorded as a discard: the declaration's stale owner rule
+    (``Spec.stale_owner``), its guards read by the compiled predicates on the situation
+    as the model reads an owner's. The claim world and the replay (which holds the
+    stores' history to it) read this one rule."""
     guards = build_guards(spec)
-    stale_states = frozenset(spec.states_where("stale"))
     seen: dict[tuple[Any, ...], bool] = {}
 
     def recorded(tg: Target, event: str, epoch: int, token: int) -> bool:
-        names = stale[event]
-        if not names:
-            return False
-        if tg.state in stale_states:
-            return True
-        situation = (event, tg.epoch == epoch, tg.token == token and epoch > 0, tg.lease_live)
+        situation = (
+            event,
+            tg.state,
+            tg.epoch == epoch,
+            tg.token == token and epoch > 0,
+            tg.lease_live,
+        )
         found = seen.get(situation)
         if found is None:
-            row = _Seen(epoch=1, token_hash="1", lease_deadline=1.0 if tg.lease_live else None)
+            row = _Seen(
+                state=tg.state,
+                epoch=1,
+                token_hash="1",
+                lease_deadline=1.0 if tg.lease_live else None,
+            )
             caller = _Seen(
-                epoch=1 if situation[1] else 2,
-                token_hash="1" if situation[2] else "2",
+                epoch=1 if situation[2] else 2,
+                token_hash="1" if situation[3] else "2",
                 now=0.0,
             )
-            found = seen[situation] = not all(guards[g](row, caller) for g in names)
+            found = seen[situation] = (
+                spec.stale_owner(event, tg.state, lambda g: not guards[g](row, caller)) is not None
+            )
         return found
 
     return recorded

@@ -339,14 +339,25 @@ class _Generator:
 
     def recorded(self, event: str) -> list[str]:
         """A refused ``event`` (the handle in e0, k0 on t0) is recorded, ``g_discarded``,
-        where the claim model's ``recorded`` says: a stale guard every transition of the
-        event has fails, or the event has one and the state is declared ``stale``."""
-        stale = self.spec.stale_guards(event)
-        if not stale:
+        where the declaration's stale owner rule says (``Spec.stale_owner``, read by the
+        claim model's ``recorded`` too): a stale guard every transition of the event from
+        the target's state has fails, or the state is one where ``Spec.stale_state_refuses``
+        the event."""
+        parts = []
+        by_guards: dict[tuple[str, ...], list[str]] = {}
+        for state in self.states:
+            by_guards.setdefault(self.spec.stale_guards(event, state), []).append(state)
+        for stale, states in by_guards.items():
+            if not stale:
+                continue
+            fails = " || ".join(f"!({self.owner_truth(g, 't0', 'e0', 'k0')})" for g in stale)
+            where = "" if len(by_guards) == 1 else f"{self.in_states('t0', states)} && "
+            parts.append(f"({where}({fails}))")
+        refusing = {s for s in self.stale_states if self.spec.stale_state_refuses(event, s)}
+        if refusing:
+            parts.append(self.in_states("t0", refusing))
+        if not parts:
             return []
-        parts = [f"!({self.owner_truth(g, 't0', 'e0', 'k0')})" for g in stale]
-        if self.stale_states:
-            parts.append(self.in_states("t0", self.stale_states))
         return [f"if :: ({' || '.join(parts)}) -> g_discarded = 1 :: else -> skip fi"]
 
     def idle(self, i: int, keep_saved: bool = True) -> list[str]:

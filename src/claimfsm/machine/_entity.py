@@ -21,10 +21,6 @@ from claimfsm.machine._guards import Guard, build_guards
 from claimfsm.spec import Spec, TransitionDecl
 from claimfsm.spec._predicates import GuardCaller, GuardRow
 
-#: How a recorded refusal names a stale state (``state:orphaned``): an owner whose epoch is
-#: current but in a state declared ``stale`` (no guard's name has a colon).
-STALE_STATE = "state:"
-
 
 @dataclass(frozen=True)
 class RowView:
@@ -132,31 +128,11 @@ class LifecycleMachine:
             failing += [g for g in bad if g not in failing]
         return None, failing
 
-    def stale_refusal(
-        self, event: str, row: GuardRow, caller: GuardCaller, failing: list[str] | None = None
-    ) -> str | None:
-        """What a store records when it refuses ``event`` to ``caller`` on ``row`` (``failing``:
-        the guards :meth:`explain` found failing, computed where not given), or None: the
-        refusal is not a stale owner's and nothing is recorded.
-
-        A stale owner is one whose guard declared ``stale`` fails (the first that does, of
-        the transitions from the row's state; where none leaves it, of any transition of
-        the event), or, as the claim machine reads the flag, an owner whose epoch is
-        current but in a state declared ``stale`` (a job orphaned under its worker):
-        recorded as ``state:NAME``."""
-        if failing is None:
-            failing = self.explain(event, row, caller)[1]
-        if not failing:  # no transition from here: a stale caller is told it is stale
-            failing = [
-                g
-                for t in self.spec.transitions
-                if t.event == event
-                for g in t.guards
-                if self.spec.guards[g].stale and not self.guards[g](row, caller)
-            ][:1]
-        for g in failing:
-            if self.spec.guards[g].stale:
-                return g
-        if self.spec.states[row.state].stale and self.spec.role(event) == "owner":
-            return STALE_STATE + row.state
-        return None
+    def stale_refusal(self, event: str, row: GuardRow, caller: GuardCaller) -> str | None:
+        """What a store records when it refuses ``event`` to ``caller`` on ``row``, or None:
+        the refusal is not a stale owner's and nothing is recorded. The declaration's one
+        rule (:meth:`Spec.stale_owner`), read with this machine's guards: the first guard
+        declared ``stale`` that every transition of the event has and that fails here, or
+        ``state:NAME`` for an owner whose epoch is current but in a state declared
+        ``stale`` that its event does not leave (a job orphaned under its worker)."""
+        return self.spec.stale_owner(event, row.state, lambda g: not self.guards[g](row, caller))

@@ -101,12 +101,14 @@ class ClaimMachine:
     ) -> ClaimFSMError | None:
         """Why ``event`` may not fire from ``state``: the refusal, or None if it may fire."""
         where = _where(row, facts)
-        for g in self._stale_guards.get(event, ()):
-            if not self.guards[g](row, facts):
-                return _refusal(
-                    self.spec, g, f"{event} refused for {where}: {_why(self.spec, g, row, facts)}"
-                )
-        if self._stale_guards.get(event) and self.spec.states[state].stale:
+        stale = self.spec.stale_owner(event, state, lambda g: not self.guards[g](row, facts))
+        if stale is not None and stale in self.spec.guards:
+            return _refusal(
+                self.spec,
+                stale,
+                f"{event} refused for {where}: {_why(self.spec, stale, row, facts)}",
+            )
+        if stale is not None:
             err = StaleClaim(
                 f"{event} refused for {where}: the epoch is {state} (its lease lapsed); "
                 + Words.of(self.spec).stale_handle

@@ -6,6 +6,7 @@ stores' guarded writes (``claimfsm.store``), and the checker and diagrams.
 """
 
 from claimfsm.spec._declaration import (
+    STALE_STATE,
     DraftsDecl,
     EventDecl,
     GuardDecl,
@@ -85,6 +86,7 @@ __all__ = [
     "REMOTE_ROLES",
     "RETIRED_MODEL_OPTIONS",
     "ROLES",
+    "STALE_STATE",
     "WORK",
     "WORLD_OPTIONS",
     "ClaimSteps",

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from claimfsm.spec._effects import EFFECTS
 from claimfsm.spec._invariants import InvariantDecl
 from claimfsm.spec._roles import WORLD_OPTIONS, ColumnDecl
+
+#: What history records as refused when a stale owner's event found its epoch in a state
+#: declared ``stale`` (:meth:`Spec.stale_owner`): this prefix and the state's name (no
+#: guard's name has a colon).
+STALE_STATE = "state:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,12 +218,17 @@ class Spec:
         """Events that declare ``effect`` in their ``sets`` (fresh_token, fresh_key, ...)."""
         return frozenset(e for e, d in self.effects.items() if effect in d.sets)
 
-    def stale_guards(self, event: str) -> tuple[str, ...]:
-        """The guards declared ``stale`` that every transition of ``event`` (but an
-        internal one) has, in the order written: where one fails, the caller is a stale
-        owner, and a state declared ``stale`` makes it one too. The claim machine, the
-        claim world and its SPIN twin read a stale owner's refusal by these."""
-        decls = [t for t in self.transitions if t.event == event and not t.internal]
+    def stale_guards(self, event: str, state: str | None = None) -> tuple[str, ...]:
+        """The guards declared ``stale`` that every transition of ``event`` from ``state``
+        has, in the order written (where none leaves ``state``, or it is not given: every
+        transition of ``event`` but an internal one): where one fails, the caller is a
+        stale owner (:meth:`stale_owner`). An event taken by an owner from one state and
+        by anyone from another makes a stale owner only where it needs the owner."""
+        decls: list[TransitionDecl] = []
+        if state is not None:
+            decls = list(self.transitions_for(event, state))
+        if not decls:
+            decls = [t for t in self.transitions if t.event == event and not t.internal]
         if not decls:
             return ()
         return tuple(
@@ -226,6 +236,34 @@ class Spec:
             for g in decls[0].guards
             if self.guards[g].stale and all(g in t.guards for t in decls[1:])
         )
+
+    def stale_state_refuses(self, event: str, state: str) -> bool:
+        """Whether an owner whose epoch and token are current is a stale owner when its
+        ``event`` finds the entity in ``state``: the state is declared ``stale`` (an
+        owner coming back to it no longer holds the entity), ``event`` is an owner's
+        (:meth:`role`) whose stale guards showed the caller holds the epoch, and no
+        transition of ``event`` leaves ``state`` (one declared from it is taken or
+        refused by its own guards)."""
+        return (
+            self.states[state].stale
+            and self.role(event) == "owner"
+            and not self.transitions_for(event, state)
+            and bool(self.stale_guards(event, state))
+        )
+
+    def stale_owner(self, event: str, state: str, fails: Callable[[str], bool]) -> str | None:
+        """Whether a refused ``event`` in ``state`` is a stale owner's, the one rule every
+        consumer reads (both machines and so both kinds of store, both checker worlds and
+        their SPIN twins, the verifies, the replay and the audits): the first guard of
+        :meth:`stale_guards` (from ``state``) that ``fails`` (its name), else the state if
+        :meth:`stale_state_refuses` (``STALE_STATE`` + its name), else None: the refusal
+        is not a stale owner's and nothing is recorded."""
+        for g in self.stale_guards(event, state):
+            if fails(g):
+                return g
+        if self.stale_state_refuses(event, state):
+            return STALE_STATE + state
+        return None
 
     def guards_of_kind(self, kind: str) -> tuple[str, ...]:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""

@@ -908,7 +908,7 @@ class EntityStore:
             )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
-        first = self.machine.stale_refusal(event, view, caller, failing)
+        first = self.machine.stale_refusal(event, view, caller)
         if first is not None and first.startswith(STALE_STATE):
             # the owner's epoch is current, but in a state declared stale: it no longer
             # holds it (its lease lapsed while it ran, say), whatever else would fail
