@@ -110,7 +110,9 @@ def test_an_operator_naming_an_expired_epoch_is_refused_and_nothing_is_recorded(
         store.reconcile("t", claim.epoch, Evidence.present())
     assert store.history("t") == before
     # the owner coming back to it is a stale owner: refused and recorded
-    with pytest.raises(StaleClaim, match="the epoch is expired"):
+    with pytest.raises(
+        StaleClaim, match=r"epoch 1 is expired \(a reserved claim whose lease lapsed"
+    ):
         claim.release()
     assert [e.event for e in store.history("t")] == [*(e.event for e in before), "discard"]
     store.close()

@@ -12,7 +12,7 @@ from typing import Any
 from claimfsm.spec import GuardDecl, Spec
 from claimfsm.spec._predicates import Guard, build_guards, compile_guard
 
-__all__ = ["Guard", "Words", "build_guards", "compile_guard", "explained", "why"]
+__all__ = ["Guard", "Words", "build_guards", "compile_guard", "explained", "stale_state", "why"]
 
 
 def why(spec: Spec, g: GuardDecl, row: Any, caller: Any) -> str:
@@ -65,6 +65,14 @@ def explained(spec: Spec, g: GuardDecl, row: Any, caller: Any) -> str | None:
             return f"{g.name} requires its {g.column} {g.op} {g.value!r}: {g.meaning}"
         return f"{g.name} requires {g.fact} {g.op} {other}: {g.meaning}"
     return None
+
+
+def stale_state(spec: Spec, state: str, epoch: int) -> str:
+    """The sentence for an owner refused as stale by the state its epoch is in
+    (``Spec.stale_owner``'s ``state:NAME``), in the declaration's own words: the state,
+    what it means, and what to do."""
+    meaning = spec.states[state].meaning
+    return f"epoch {epoch} is {state} ({meaning}); {Words.of(spec).stale_handle}"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from claimfsm.errors import (
     StaleClaim,
 )
 from claimfsm.machine._facts import ClaimRow, Facts
-from claimfsm.machine._guards import Guard, Words, build_guards, why
+from claimfsm.machine._guards import Guard, build_guards, stale_state, why
 from claimfsm.spec import ClaimSteps, Spec, claim_spec, require_claim_protocol
 
 
@@ -109,9 +109,9 @@ class ClaimMachine:
                 f"{event} refused for {where}: {_why(self.spec, stale, row, facts)}",
             )
         if stale is not None:
+            assert row is not None  # its stale guards held on it
             err = StaleClaim(
-                f"{event} refused for {where}: the epoch is {state} (its lease lapsed); "
-                + Words.of(self.spec).stale_handle
+                f"{event} refused for {where}: {stale_state(self.spec, state, row.epoch)}"
             )
             err.guard = None
             return err

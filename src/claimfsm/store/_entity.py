@@ -56,7 +56,7 @@ from claimfsm.errors import (
     StaleClaim,
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
-from claimfsm.machine._guards import Words, explained
+from claimfsm.machine._guards import explained, stale_state
 from claimfsm.spec import (
     Spec,
     TransitionDecl,
@@ -913,9 +913,8 @@ class EntityStore:
             # the owner's epoch is current, but in a state declared stale: it no longer
             # holds it (its lease lapsed while it ran, say), whatever else would fail
             refusal: Refused = StaleClaim(
-                f"{self.spec.name} {key!r}: {event} refused: epoch {view.epoch} is"
-                f" {view.state} ({self.spec.states[view.state].meaning});"
-                f" {Words.of(self.spec).stale_handle}; recorded in history"
+                f"{self.spec.name} {key!r}: {event} refused:"
+                f" {stale_state(self.spec, view.state, view.epoch)}; recorded in history"
             )
             refusal.guard = None
         elif first is not None:
