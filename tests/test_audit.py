@@ -442,3 +442,18 @@ def test_left_only_by_means_in_the_audit_what_it_means_to_the_checker(
     assert f"{name}: left uncertain by reconcile" in found.violations[0].message
     checked = Checker(claim_model(narrowed, ClaimModelConfig(workers=1, drafts=1))).run()
     assert name in [p.name for p in checked.violations]
+
+
+def test_a_discard_no_stale_owner_could_make_is_found(db: tuple[Db, Store, FakeClock]) -> None:
+    """A discard records a stale owner's refusal, by the declaration's rule the store
+    records by: one by the token that holds the current, live, reserved epoch (which no
+    event's stale guard refuses and no stale state explains) is found, and a discard of
+    the same epoch by another token is not."""
+    d, store, clock = db
+    honest_history(store, clock)
+    last = d.last("a")  # epoch 2, reserved, renewed, held by w2's token
+    d.append(last, event="discard", from_state="reserved", to_state="reserved", token_fp="0bad")
+    d.append(last, event="discard", from_state="reserved", to_state="reserved")
+    found = audit(d.url)
+    assert [(v.kind, v.target_id) for v in found.violations] == [("refusal_unexplained", "a")]
+    assert "by the token that holds it, reserved" in found.violations[0].message

@@ -20,6 +20,10 @@ last state of each of its epochs. Its violations are named from the list both au
   discard records a stale owner's refusal: no transition of the target.)
 - A ``checkpoint`` (written by pruning) may only open a target's history
   (``checkpoint_misplaced``).
+- A discard is recorded against the state its epoch was in (``broken_path``) and is a
+  stale owner's by the declaration's rule (``Spec.stale_owner``, which the stores record
+  by) for some event: its epoch or token is not the current one, or the target is in a
+  state declared ``stale`` (``refusal_unexplained``).
 
 At the end of a target, the row its history replays to must equal its claim row
 (``row_disagrees``, ``row_without_history``, ``history_without_row``).
@@ -251,7 +255,34 @@ class Rules:
                 (e[SEQ],),
                 f"a discard against epoch {e[EPOCH]} from {e[FROM]}, but that epoch was {expected}",
             )
+        elif not self._stale_owner(track, e):
+            report(
+                "refusal_unexplained",
+                (e[SEQ],),
+                f"a discard against epoch {e[EPOCH]} by the token that holds it, {track.state}:"
+                " no event's stale guard fails for it there, and the declaration's rule"
+                " calls no owner's event stale in that state",
+            )
         track.epochs[e[EPOCH]] = e[TO]
+
+    def _stale_owner(self, track: Track, e: tuple[Any, ...]) -> bool:
+        """Whether the declaration's stale owner rule (``Spec.stale_owner``, by which the
+        stores record a discard) calls the caller of discard ``e`` a stale owner for some
+        event, on the row as history leaves it: the event it attempted is only in the
+        entry's free-text detail, which the audit does not read. A guard history cannot
+        witness may have failed."""
+        if track.last is None:
+            return True  # no epoch yet: every stale guard fails
+        seen = _RowSeen(track), _EntrySeen(e)
+
+        def fails(g: str) -> bool:
+            predicate = self.witnessed.get(g)
+            return predicate is None or not predicate(*seen)
+
+        return any(
+            self.spec.stale_owner(event, track.state, fails) is not None
+            for event in self.spec.events
+        )
 
     def _apply(self, track: Track, e: tuple[Any, ...]) -> None:
         track.epoch = e[EPOCH]
