@@ -176,3 +176,30 @@ def test_an_event_is_a_stale_owners_only_from_the_states_where_it_needs_the_owne
     ], history
     assert audit_lifecycle(spec, url).ok
     store.close()
+
+
+def test_resuming_a_saved_handle_is_judged_by_the_same_rule(tmp_path: Path) -> None:
+    """A worker restarting with its saved handle is refused, and recorded, where the rule
+    makes it a stale owner of the events a woken worker takes (``wake_events``): a token
+    that is not current, or an epoch that is now expired; the holder of a live epoch, or
+    of one in ``sending``, gets its handle back."""
+    clock = FakeClock(1000.0)
+    store = SQLiteStore(tmp_path / "r.sqlite", clock=clock, machine=ClaimMachine(claim_spec()))
+    draft = store.create_draft("t", "x")
+    store.approve_draft(draft.draft_id)
+    claim = store.acquire("t", draft.draft_id, "a", 30)
+    assert store.resume("t", claim.epoch, claim.token).epoch == claim.epoch
+    with pytest.raises(StaleClaim, match="the epoch or token is not current"):
+        store.resume("t", claim.epoch, "x" * 43)
+    claim.begin_send()
+    assert store.resume("t", claim.epoch, claim.token).epoch == claim.epoch
+    other = store.create_draft("u", "y")
+    store.approve_draft(other.draft_id)
+    late = store.acquire("u", other.draft_id, "b", 30)
+    clock.advance(31)
+    store.sweep()  # u's reserved epoch expires; t's sending one becomes uncertain
+    with pytest.raises(StaleClaim, match="the epoch is expired"):
+        store.resume("u", late.epoch, late.token)
+    assert [e.event for e in store.history("t")].count("discard") == 1
+    assert [e.event for e in store.history("u")][-1] == "discard"
+    store.close()

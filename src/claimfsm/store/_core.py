@@ -29,7 +29,16 @@ from claimfsm.errors import (
     UsageError,
 )
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
-from claimfsm.spec import READBACK_OUTCOMES, Event, Spec, State, claim_spec, claim_steps
+from claimfsm.spec import (
+    READBACK_OUTCOMES,
+    STALE_STATE,
+    Event,
+    Spec,
+    State,
+    claim_spec,
+    claim_steps,
+    wake_events,
+)
 from claimfsm.store import _validate as check
 from claimfsm.store._observe import LOG as STORE_LOG
 from claimfsm.store._observe import Observed, Observer
@@ -181,8 +190,9 @@ class Store(ABC):
         # The states in which the pinned draft may be on its way to the remote.
         self._pinning = (self.steps.state(State.SENDING), self.steps.state(State.UNCERTAIN))
         self._observers: list[Observer] = [log_observed]
-        # What resuming checks: the guards that say the caller holds the epoch.
-        self._owner_guards = self.spec.guards_of_kind("owner")
+        # What resuming checks: whether the declaration's stale owner rule refuses the
+        # caller any event a worker woken with its saved handle takes (``wake_events``).
+        self._wake_events = wake_events(self.spec)
         # Commits that must survive power loss (declared: an external call may follow).
         self._durable = self.spec.durable_events()
         # Transitions that make the pinned draft dispatched (declared ``dispatches``).
@@ -440,15 +450,29 @@ class Store(ABC):
             )
             refusal: Refused | None = None
             row = self._claim_or_raise(tx, target_id)
-            if not all(self.machine.guards[g](row, facts) for g in self._owner_guards):
-                refusal = StaleClaim(
-                    f"resume refused for target {target_id!r} epoch {epoch}: the epoch or token "
-                    f"is not current (current epoch {row.epoch}); acquire again"
-                )
-            elif self.spec.states[row.state].stale:
+            guards = self.machine.guards
+            stale = next(
+                (
+                    found
+                    for event in self._wake_events
+                    if (
+                        found := self.spec.stale_owner(
+                            event, row.state, lambda g: not guards[g](row, facts)
+                        )
+                    )
+                    is not None
+                ),
+                None,
+            )
+            if stale is not None and stale.startswith(STALE_STATE):
                 refusal = StaleClaim(
                     f"resume refused for target {target_id!r} epoch {epoch}: the epoch is "
                     f"{row.state}; acquire again"
+                )
+            elif stale is not None:
+                refusal = StaleClaim(
+                    f"resume refused for target {target_id!r} epoch {epoch}: the epoch or token "
+                    f"is not current (current epoch {row.epoch}); acquire again"
                 )
             if refusal is not None:
                 self._record_discard(tx, "resume", row, facts, refusal)
