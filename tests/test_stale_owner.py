@@ -13,7 +13,7 @@ import pytest
 from claimfsm.audit import audit_lifecycle
 from claimfsm.checker import refusal_recorded
 from claimfsm.checker._claim import Target
-from claimfsm.errors import IllegalTransition, StaleClaim
+from claimfsm.errors import IllegalTransition, LeaseExpired, StaleClaim
 from claimfsm.machine import ClaimMachine
 from claimfsm.machine._entity import LifecycleMachine
 from claimfsm.machine._facts import ClaimRow, Facts
@@ -202,4 +202,45 @@ def test_resuming_a_saved_handle_is_judged_by_the_same_rule(tmp_path: Path) -> N
         store.resume("u", late.epoch, late.token)
     assert [e.event for e in store.history("t")].count("discard") == 1
     assert [e.event for e in store.history("u")][-1] == "discard"
+    store.close()
+
+
+# The job, with a cancel from `leased` two ways: once the attempts are spent, by anyone;
+# or by the owner while its lease is live.
+TWO_WAYS = """
+[[transitions]]
+event = "cancel"
+source = "leased"
+dest = "dead"
+guards = ["attempts_spent"]
+
+[[transitions]]
+event = "cancel"
+source = "leased"
+dest = "dead"
+guards = ["owner_matches", "lease_live"]
+"""
+
+
+def test_both_machines_tell_a_refused_caller_of_the_way_that_came_furthest(
+    tmp_path: Path, url: str
+) -> None:
+    """Where several transitions of an event leave the state and all are refused, the
+    caller is told of the guard of the one that came furthest (``Spec.refusing_guard``),
+    by both machines: the owner whose lease lapsed is told its lease lapsed (its way
+    failed at its second guard), not that the attempts are not spent (the other way
+    failed at its first). A lifecycle's store told of the first failing guard before."""
+    text = (declarations_dir() / "job.toml").read_text()
+    cut = text.index("# --- the sweep")
+    path = tmp_path / "job.toml"
+    path.write_text(text[:cut] + TWO_WAYS + "\n" + text[cut:])
+    spec = load_spec(path)
+    fails = {"attempts_spent", "lease_live"}.__contains__
+    assert spec.refusing_guard("cancel", "leased", fails) == "lease_live"
+    clock = ManualClock()
+    store = open_entity_store(spec, url, clock=clock)
+    handle = store.take("j", "lease", owner="w1", lease_seconds=10)
+    clock.advance(11)  # lapsed; no sweep yet
+    with pytest.raises(LeaseExpired, match="lease_live does not hold"):
+        store.act(handle, "cancel")
     store.close()

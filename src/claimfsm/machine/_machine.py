@@ -124,16 +124,9 @@ class ClaimMachine:
                 state=state,
                 event=event,
             )
-        best: tuple[int, str] | None = None
-        for t in candidates:
-            failing = [i for i, g in enumerate(t.guards) if not self.guards[g](row, facts)]
-            if not failing:
-                return None
-            first = failing[0]
-            if best is None or first > best[0]:
-                best = (first, t.guards[first])
-        assert best is not None
-        guard = best[1]
+        guard = self.spec.refusing_guard(event, state, lambda g: not self.guards[g](row, facts))
+        if guard is None:
+            return None
         return _refusal(
             self.spec, guard, f"{event} refused for {where}: {_why(self.spec, guard, row, facts)}"
         )

@@ -265,6 +265,22 @@ class Spec:
             return STALE_STATE + state
         return None
 
+    def refusing_guard(self, event: str, state: str, fails: Callable[[str], bool]) -> str | None:
+        """The guard a caller refused ``event`` in ``state`` is told about where it is no
+        stale owner (:meth:`stale_owner` first): of the transitions of ``event`` from
+        ``state``, the one that came furthest (its first guard that ``fails`` latest in
+        its list; the first written on a tie), and that guard. None where one of them
+        fires (no guard ``fails``) or none leaves ``state``. Both machines, and so both
+        kinds of store, choose a refusal by this."""
+        best: tuple[int, str] | None = None
+        for t in self.transitions_for(event, state):
+            first = next((i for i, g in enumerate(t.guards) if fails(g)), None)
+            if first is None:
+                return None
+            if best is None or first > best[0]:
+                best = (first, t.guards[first])
+        return None if best is None else best[1]
+
     def guards_of_kind(self, kind: str) -> tuple[str, ...]:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""
         return tuple(name for name, g in self.guards.items() if g.kind == kind)

@@ -920,7 +920,8 @@ class EntityStore:
         elif first is not None:
             refusal = self._refusal(key, event, first, view, caller, stale=True)
         elif failing:
-            raise self._refusal(key, event, failing[0], view, caller, stale=False)
+            told = self.spec.refusing_guard(event, view.state, lambda g: g in failing)
+            raise self._refusal(key, event, told or failing[0], view, caller, stale=False)
         else:
             raise IllegalTransition(
                 f"{self.spec.name} {key!r} is {view.state}: {event} is not declared from there",
