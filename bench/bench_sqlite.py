@@ -360,8 +360,8 @@ JOB_BY_HAND = {
     ),
     "history": (
         "INSERT INTO jobs_history (key, epoch, event, source, dest, at, refused,"
-        " token_fingerprint, lease_deadline, facts, owner, request_key)"
-        " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, '{}', ?, '')"
+        " token_fingerprint, lease_deadline, facts, owner, request_key, detail)"
+        " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, '{}', ?, '', '')"
     ),
 }
 
@@ -381,7 +381,7 @@ def job_by_hand(path: Path, jobs: int, tag: str) -> float:
         " key TEXT NOT NULL, epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT"
         " NULL, dest TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, refused TEXT,"
         " token_fingerprint TEXT NOT NULL, lease_deadline DOUBLE PRECISION, facts TEXT,"
-        " owner TEXT, request_key TEXT)"
+        " owner TEXT, request_key TEXT, detail TEXT)"
     )
     sql = JOB_BY_HAND
 

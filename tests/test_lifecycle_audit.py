@@ -239,10 +239,11 @@ def test_the_lease_is_judged_from_history(url: str) -> None:
     "older",
     [
         ("lease_deadline",),
-        ("lease_deadline", "facts", "owner", "request_key"),
+        ("lease_deadline", "facts", "owner", "request_key", "detail"),
         ("facts",),
         ("owner",),
         ("request_key",),
+        ("detail",),
     ],
 )
 def test_a_history_from_before_leases_facts_owners_or_request_keys_were_recorded(
@@ -273,6 +274,8 @@ def test_a_history_from_before_leases_facts_owners_or_request_keys_were_recorded
         assert [e.owner for e in store.history("o")] == [None] * 4
     if "request_key" in older:
         assert [e.request_key for e in store.history("o")] == [None] * 4
+    if "detail" in older:
+        assert [e.detail for e in store.history("o")] == [None] * 4
     store.close()
     report = audit_lifecycle(JOB, url)
     assert report.ok, report.violations
@@ -282,8 +285,9 @@ def test_a_history_from_before_leases_facts_owners_or_request_keys_were_recorded
     for column in older:  # JSON has no infinity
         assert [e[column] for e in entries] == ["not recorded"] * 7
     listed = CliRunner().invoke(main, ["history", "job", "--db", url])
-    # (the job draws no request keys: its listing has no column for them)
-    shown = [c for c in older if c != "request_key"]
+    # (the job draws no request keys: its listing has no column for them; a detail is
+    # printed beneath its entry's line where there is one)
+    shown = [c for c in older if c not in ("request_key", "detail")]
     assert listed.output.count("not recorded") == 7 * len(shown), listed.output
     # Entries from then on record them, and are judged by them.
     store = open_entity_store(JOB, url, clock=ManualClock())
@@ -292,6 +296,7 @@ def test_a_history_from_before_leases_facts_owners_or_request_keys_were_recorded
     assert store.history("k")[-1].facts == {}
     assert store.history("k")[-1].owner == "w"
     assert store.history("k")[-1].request_key == ""
+    assert store.history("k")[-1].detail == ""
     store.close()
     assert audit_lifecycle(JOB, url).ok
 

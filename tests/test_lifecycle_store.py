@@ -621,3 +621,55 @@ def test_a_refusal_says_what_its_guard_kind_says_in_the_declarations_words(
     assert "epoch 1 is not current (current epoch 2)" in message
     assert "this handle no longer holds the job: drop it and lease again" in message
     assert first.token not in message
+
+
+def test_what_a_caller_says_of_an_operation_is_recorded(url: str) -> None:
+    """Every call takes ``detail``, what its caller says of it (why a job failed, say), as
+    the claim's ``mark_uncertain`` takes a reason: history records it with the entry, a
+    stale owner's refused entry included, shows it beneath the entry's line and in JSON,
+    and pruning's checkpoint says what was pruned. A detail that is no printable text of
+    at most the claim's length is refused, naming ``detail``, and nothing is written."""
+    spec = load_spec(JOB_PATH)
+    clock = ManualClock()
+    store = open_entity_store(spec, url, clock=clock)
+    first = store.take("j", "lease", owner="w1", lease_seconds=10, detail="picked from queue A")
+    running = store.act(first, "start")
+    store.act(running, "fail", detail="exit code 3: disk full")
+    second = store.take("j", "lease", owner="w2", lease_seconds=10)
+    with pytest.raises(StaleClaim):
+        store.act(running, "succeed", detail="done, I think")
+    store.act(store.act(second, "start"), "renew", detail="")
+    for bad, said in (
+        (3, "detail must be a str, not int"),
+        ("bell \x07", "detail contains a control character"),
+        ("x" * 5000, "detail must be at most"),
+    ):
+        with pytest.raises(InvalidArgument, match=said):
+            store.act(second, "renew", detail=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match=said):
+            store.operate("j", "lapse", detail=bad)  # type: ignore[arg-type]
+    assert [(e.event, e.refused, e.detail) for e in store.history("j")] == [
+        ("lease", None, "picked from queue A"),
+        ("start", None, ""),
+        ("fail", None, "exit code 3: disk full"),
+        ("lease", None, ""),
+        ("succeed", "owner_matches", "done, I think"),
+        ("start", None, ""),
+        ("renew", None, ""),
+    ]
+    listed = CliRunner().invoke(main, ["history", "job", "--db", url])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    fail = next(i for i, line in enumerate(lines) if " fail " in line)
+    assert lines[fail + 1] == "    exit code 3: disk full"
+    shown = CliRunner().invoke(main, ["history", "job", "--db", url, "--json"])
+    assert [json.loads(line)["detail"] for line in shown.output.splitlines()][2] == (
+        "exit code 3: disk full"
+    )
+    clock.advance(100)
+    store.act(store.take("k", "lease", owner="w3", lease_seconds=10), "start")
+    store.prune_history(50)
+    checkpoint = store.history("j")[0]
+    assert checkpoint.event == "checkpoint" and "was pruned" in (checkpoint.detail or "")
+    assert audit_store(store).ok
+    store.close()

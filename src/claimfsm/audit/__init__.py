@@ -10,7 +10,6 @@ both report); ``_read`` streams the two tables from one snapshot.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,15 +129,15 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     (history and rows in two reads, not one snapshot: for a store at rest, as a test's)."""
     from claimfsm.audit._entity import EntityRules
     from claimfsm.store._entity import row_extras
-    from claimfsm.store._entity_history import facts_text
+    from claimfsm.store._entity_history import COLUMNS, facts_text
 
     report = AuditReport()
-    history = [  # as the history table holds them: the facts as their text
-        (
-            *dataclasses.astuple(h)[:-3],
-            None if h.facts is None else facts_text(h.facts),
-            h.owner,
-            h.request_key,
+    history = [  # as the history table holds them (its columns): the facts as their text
+        tuple(
+            (None if h.facts is None else facts_text(h.facts))
+            if name == "facts"
+            else getattr(h, name)
+            for name in COLUMNS
         )
         for h in store.history()
     ]

@@ -73,8 +73,8 @@ from claimfsm.store._tokens import FINGERPRINT_LENGTH
 #: (the token as its fingerprint, as history shows it).
 HISTORY = entries.COLUMNS
 ROW = f"key, state, epoch, substr(token_hash, 1, {FINGERPRINT_LENGTH}), lease_deadline, owner"
-SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER, REQUEST_KEY = range(
-    len(entries.COLUMNS)
+(SEQ, KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER, REQUEST_KEY, _) = (
+    range(len(entries.COLUMNS))
 )
 
 Report = Callable[[str, tuple[int, ...], str], None]

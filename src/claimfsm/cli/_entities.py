@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +16,19 @@ import click
 
 from claimfsm.spec import Spec, draws_keys, records_outcome
 from claimfsm.store._entity_history import lease_recorded
+
+
+def beneath(detail: str) -> str:
+    """An entry's detail as printed beneath its line: indented, wrapped to the terminal's
+    width (COLUMNS when set; 80 in a pipe), no word cut."""
+    return textwrap.fill(
+        detail,
+        width=max(40, shutil.get_terminal_size((80, 24)).columns),
+        initial_indent="    ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def open_existing(spec: Spec, url: str) -> Any:
@@ -35,7 +50,7 @@ def print_history(
             entry = dataclasses.asdict(e)
             if not lease_recorded(e.lease_deadline):  # JSON has no infinity
                 entry["lease_deadline"] = "not recorded"
-            for name in ("facts", "owner", "request_key"):
+            for name in ("facts", "owner", "request_key", "detail"):
                 if entry[name] is None:
                     entry[name] = "not recorded"
             click.echo(json.dumps(entry))
@@ -64,8 +79,12 @@ def print_history(
     ]
     noun = "entry" if len(entries) == 1 else "entries"
     click.echo(f"{spec.name} history in {url}: {len(entries)} {noun}")
-    for line in listing(header, rows):
+    lines = listing(header, rows)
+    click.echo(lines[0])
+    for line, e in zip(lines[1:], entries, strict=True):
         click.echo(line)
+        if e.detail:  # what the caller said of it, beneath, as the claim's history shows
+            click.echo(beneath(e.detail))
 
 
 def print_rows(

@@ -6,9 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 import sys
-import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -333,11 +331,6 @@ def spec(declaration: str | None, as_json: bool) -> None:
         )
 
 
-def _width() -> int:
-    """The terminal's width (COLUMNS when set; 80 in a pipe)."""
-    return max(40, shutil.get_terminal_size((80, 24)).columns)
-
-
 def _listing(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     """Columns aligned to their widest cell. Nothing is ever cut: an identifier is shown
     whole even when the line is wider than the terminal."""
@@ -416,20 +409,12 @@ def history(declaration: str | None, url: str, target: str | None, as_json: bool
     lines = _listing(header, rows)
     click.echo(f"history of {url}: {len(entries)} entries")
     click.echo(lines[0])
-    width = _width()
+    from claimfsm.cli._entities import beneath
+
     for line, e in zip(lines[1:], entries, strict=True):
         click.echo(line)
         if e.detail:
-            click.echo(
-                textwrap.fill(
-                    e.detail,
-                    width=width,
-                    initial_indent="    ",
-                    subsequent_indent="    ",
-                    break_long_words=False,
-                    break_on_hyphens=False,
-                )
-            )
+            click.echo(beneath(e.detail))
 
 
 @main.command()

@@ -385,6 +385,7 @@ class _Call:
     lease_seconds: float
     facts: dict[str, Any]
     current: bool
+    detail: str = ""
 
 
 class EntityStore:
@@ -500,10 +501,12 @@ class EntityStore:
         owner: str = "",
         lease_seconds: float = 30.0,
         facts: Mapping[str, Any] | None = None,
+        detail: str = "",
     ) -> Handle:
-        """A taker's event (``by = "taker"``): a new epoch begins and the caller holds it."""
+        """A taker's event (``by = "taker"``): a new epoch begins and the caller holds it.
+        ``detail``: what the caller says of it, recorded in history (as every call's)."""
         self._role(event, "taker", "take(key, event)")
-        return self._hand_over(key, event, owner, lease_seconds, facts, current=False)
+        return self._hand_over(key, event, owner, lease_seconds, facts, detail, current=False)
 
     def act(
         self,
@@ -512,9 +515,11 @@ class EntityStore:
         *,
         lease_seconds: float = 30.0,
         facts: Mapping[str, Any] | None = None,
+        detail: str = "",
     ) -> Handle:
         """An owner's event, on its handle; returns the handle to use next (a new token
-        where the event declares ``fresh_token``)."""
+        where the event declares ``fresh_token``). ``detail``: what the caller says of it
+        (why a job failed, say), recorded in history."""
         if not isinstance(handle, Handle):
             raise InvalidArgument(f"act() takes the Handle take() returned, not {handle!r}")
         self._role(event, "owner", "act(handle, event)")
@@ -528,6 +533,7 @@ class EntityStore:
             values={"new_token_hash": token_hash(token) if fresh else None, "owner": ""},
             lease_seconds=lease_seconds,
             facts=facts,
+            detail=detail,
         )
         return Handle(
             handle.key, record[EPOCH], token, record[DEST], record[REQUEST_KEY] or handle.key
@@ -541,6 +547,7 @@ class EntityStore:
         owner: str = "",
         lease_seconds: float = 30.0,
         facts: Mapping[str, Any] | None = None,
+        detail: str = "",
     ) -> Handle:
         """The operator's event that draws a fresh token (``fresh_token``; a remote's
         ``resends``: take the current epoch over and send again), naming the current
@@ -551,7 +558,7 @@ class EntityStore:
                 f"event {event!r} draws no fresh token, so nobody takes the epoch over with"
                 " it: use operate(key, event)"
             )
-        return self._hand_over(key, event, owner, lease_seconds, facts, current=True)
+        return self._hand_over(key, event, owner, lease_seconds, facts, detail, current=True)
 
     def _hand_over(
         self,
@@ -560,6 +567,7 @@ class EntityStore:
         owner: str,
         lease_seconds: float,
         facts: Mapping[str, Any] | None,
+        detail: str,
         *,
         current: bool,
     ) -> Handle:
@@ -575,6 +583,7 @@ class EntityStore:
             lease_seconds=lease_seconds,
             facts=facts,
             current=current,
+            detail=detail,
         )
         return Handle(key, record[EPOCH], token, record[DEST], record[REQUEST_KEY] or key)
 
@@ -585,16 +594,18 @@ class EntityStore:
         *,
         epoch: int | None = None,
         facts: Mapping[str, Any] | None = None,
+        detail: str = "",
     ) -> str:
         """The operator's or the sweep's event on ``key``, naming ``epoch`` (default: the
-        current one, read in the same transaction); returns the state it leads to."""
+        current one, read in the same transaction); returns the state it leads to.
+        ``detail``: what the caller says of it, recorded in history."""
         self._role(event, ("operator", "sweep"), "operate(key, event)")
         if self._fresh(event):
             raise InvalidArgument(
                 f"event {event!r} draws a fresh token: its caller takes the epoch over and"
                 " holds it; use take_over(key, event), which returns the handle"
             )
-        state: str = self._operate(key, event, epoch=epoch, facts=facts)[DEST]
+        state: str = self._operate(key, event, epoch=epoch, facts=facts, detail=detail)[DEST]
         return state
 
     def _fresh(self, event: str) -> bool:
@@ -603,7 +614,13 @@ class EntityStore:
         return decl is not None and "fresh_token" in decl.sets
 
     def _operate(
-        self, key: str, event: str, *, epoch: int | None, facts: Mapping[str, Any] | None
+        self,
+        key: str,
+        event: str,
+        *,
+        epoch: int | None,
+        facts: Mapping[str, Any] | None,
+        detail: str = "",
     ) -> tuple[Any, ...]:
         """The operator's or the sweep's event; the history record it appended."""
         return self._write(
@@ -615,6 +632,7 @@ class EntityStore:
             lease_seconds=0.0,
             facts=facts,
             current=epoch is None,
+            detail=detail,
         )
 
     # -- reading ------------------------------------------------------------------------
@@ -747,6 +765,7 @@ class EntityStore:
         lease_seconds: float,
         facts: Mapping[str, Any] | None,
         current: bool = False,
+        detail: str = "",
     ) -> tuple[Any, ...]:
         """One event in one transaction: the guarded write, and its history; or the
         refusal, explained (a stale owner's is recorded, and nothing else changes). Run
@@ -755,6 +774,7 @@ class EntityStore:
         record appended (``EPOCH`` and ``DEST`` index the epoch and state it left)."""
         if not isinstance(key, str) or not key:
             raise InvalidArgument(f"key must be a non-empty str, not {key!r}")
+        check.reason(detail, "detail")
         facts = dict(facts or {})
         unknown = set(facts) - self._facts
         if unknown:
@@ -774,7 +794,7 @@ class EntityStore:
             )
         if event in self._draws:  # a fresh request key, written by the event's write
             values = {**values, "new_request_key": fresh_idempotency_key()}
-        call = _Call(key, event, epoch, token, values, lease_seconds, facts, current)
+        call = _Call(key, event, epoch, token, values, lease_seconds, facts, current, detail)
         record, outcome = rerun(
             lambda: self._attempt(call),
             retries=self.retries,
@@ -834,6 +854,7 @@ class EntityStore:
                     *(key, new_epoch, event, view.state, state, now),
                     *(None, fingerprint(shown), lease, facts_text(facts), found[-1] or ""),
                     request_key,
+                    call.detail,
                 )
                 tx.defer(self._sql["append"], record)
                 return record, (state, new_epoch)
@@ -889,6 +910,7 @@ class EntityStore:
                     entries.NO_FACTS,
                     swept[3] or "",
                     nothing.get("new_request_key") or self._request_key(locked),
+                    "",
                 )
                 tx.run(self._sql["append"], swept_record)
                 locked = self._locked(tx, key)
@@ -905,6 +927,7 @@ class EntityStore:
                 *(key, new_epoch, event, view.state, state, now),
                 *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
                 values.get("new_request_key") or self._request_key(locked),
+                call.detail,
             )
             tx.defer(self._sql["append"], record)
             return record, (state, new_epoch)
@@ -933,6 +956,7 @@ class EntityStore:
             *(key, named, event, row_state, row_state, now),
             *(first, fingerprint(presented), row_lease, facts_text(facts), row_owner),
             row_key,
+            call.detail,
         )
         tx.defer(self._sql["append"], refused)
         return refused, refusal

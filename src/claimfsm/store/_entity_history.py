@@ -12,13 +12,14 @@ facts the caller brought (``facts``: the evidence a guard compares, such as a re
 recorded ``outcome`` as pruning left them) and the name of the owner the row holds after it
 (``owner``; empty for none), as the claim's history records them, and the request key the
 row holds after it (``request_key``: the key a request to the remote carries, drawn by an
-event declared ``fresh_key``; empty while it is the entity's own key). With the store's time
+event declared ``fresh_key``; empty while it is the entity's own key), and what the caller
+said of it (``detail``: why a job failed, say; empty for nothing). With the store's time
 (``at``) that is what an auditor needs to judge the guards of the entry, the lease's and the
 evidence's included, and the row its history leaves.
 
 A history table made by an earlier claimfsm gains the columns it lacks when the store
 opens it (:func:`upgrades`); the entries it already holds are marked as not recording them:
-a lease of :data:`UNRECORDED`, facts, owner and request key of None.
+a lease of :data:`UNRECORDED`, facts, owner, request key and detail of None.
 
 The store, its upkeep and the audit read these names and indexes from here, and how an
 entry moves the row's declared columns and recorded outcome (:class:`Carried`, which
@@ -51,13 +52,14 @@ COLUMNS = (
     "facts",
     "owner",
     "request_key",
+    "detail",
 )
 SELECT = ", ".join(COLUMNS)
 #: What the store appends: an entry without its seq (the database numbers it).
 RECORD = COLUMNS[1:]
 #: Indexes into an appended record.
-KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER, REQUEST_KEY = range(
-    len(RECORD)
+(KEY, EPOCH, EVENT, SOURCE, DEST, AT, REFUSED, TOKEN, LEASE, FACTS, OWNER, REQUEST_KEY, DETAIL) = (
+    range(len(RECORD))
 )
 #: The lease deadline of an entry appended before history recorded it (a store made by an
 #: earlier claimfsm, opened since): not known, so not judged.
@@ -89,7 +91,7 @@ def table(name: str, serial: str) -> str:
         f"CREATE TABLE IF NOT EXISTS {name} (seq {serial}, key TEXT NOT NULL,"
         " epoch INTEGER NOT NULL, event TEXT NOT NULL, source TEXT NOT NULL, dest TEXT NOT"
         " NULL, at DOUBLE PRECISION NOT NULL, refused TEXT, token_fingerprint TEXT NOT NULL,"
-        " lease_deadline DOUBLE PRECISION, facts TEXT, owner TEXT, request_key TEXT)"
+        " lease_deadline DOUBLE PRECISION, facts TEXT, owner TEXT, request_key TEXT, detail TEXT)"
     )
 
 
@@ -100,6 +102,7 @@ ADDED = {
     "facts": "TEXT",
     "owner": "TEXT",
     "request_key": "TEXT",
+    "detail": "TEXT",
 }
 
 
@@ -144,16 +147,21 @@ class EntityHistory:
     #: the request key the row holds after the entry ("": the entity's key); None: not
     #: recorded
     request_key: str | None = None
+    #: what the caller said of it (``detail=``, as the claim's ``mark_uncertain`` reason;
+    #: "" for nothing; a checkpoint's says what was pruned); None: not recorded
+    detail: str | None = None
 
     @classmethod
     def read(cls, row: tuple[Any, ...]) -> EntityHistory:
         """The entry a row of :data:`COLUMNS` holds."""
-        seq, key, epoch, event, source, dest, at, refused, token, lease, facts, owner, rkey = row
+        seq, key, epoch, event, source, dest, at, refused, token, lease, facts, *said = row
+        owner, rkey, detail = said
         return cls(
             *(seq, key, epoch, event, source, dest, at, refused, token, lease),
             facts_read(facts),
             owner,
             rkey,
+            detail,
         )
 
 

@@ -125,9 +125,8 @@ def prune(
             if archive is not None:
                 archive([EntityHistory.read(r) for r in rows])
             for row in rows:
-                seq, key, epoch, event, _source, dest, at, refused, fp, lease, facts, owner, rk = (
-                    row
-                )
+                seq, key, epoch, event, _source, dest, at, refused, fp, lease, facts, *rest = row
+                owner, rk = rest[0], rest[1]
                 carried.entry(key, event, refused, facts)
                 if refused is None:
                     last[key] = (seq, epoch, dest, at, fp, lease, owner, rk)
@@ -146,7 +145,8 @@ def prune(
             last.items(), key=lambda kv: kv[1][0]
         ):
             checkpoint = (seq, key, epoch, CHECKPOINT, state, state, at, None, fp, lease)
-            tx.run(insert, (*checkpoint, carried.facts(key), owner, rk))
+            pruned = f"history up to entry {cut} was pruned; the row as of entry {seq}"
+            tx.run(insert, (*checkpoint, carried.facts(key), owner, rk, pruned))
         return Pruned(before, cut, removed, len(last))
 
     try:

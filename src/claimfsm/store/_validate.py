@@ -81,12 +81,12 @@ def token(value: Any) -> str:
     return value
 
 
-def reason(value: Any) -> str:
+def reason(value: Any, what: str = "reason") -> str:
     if not isinstance(value, str):
-        raise InvalidArgument(f"reason must be a str, not {type(value).__name__}")
+        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__}")
     if len(value) > MAX_REASON_LENGTH:
-        raise InvalidArgument(f"reason must be at most {MAX_REASON_LENGTH} characters")
-    _printable(value, "reason", allow_empty=True)
+        raise InvalidArgument(f"{what} must be at most {MAX_REASON_LENGTH} characters")
+    _printable(value, what, allow_empty=True)
     return value
 
 
