@@ -135,11 +135,12 @@ guards = ["attempts_spent"]
 """
 
 
-def _job_with_cancel(tmp_path: Path) -> Spec:
+def _job_with(tmp_path: Path, transitions: str) -> Spec:
+    """The job's declaration with ``transitions`` written among the owner's."""
     text = (declarations_dir() / "job.toml").read_text()
     cut = text.index("# --- the sweep")
     path = tmp_path / "job.toml"
-    path.write_text(text[:cut] + CANCEL + "\n" + text[cut:])
+    path.write_text(text[:cut] + transitions + "\n" + text[cut:])
     return load_spec(path)
 
 
@@ -151,7 +152,7 @@ def test_an_event_is_a_stale_owners_only_from_the_states_where_it_needs_the_owne
     cancelling a job back in ``queued`` (declared stale) is not: cancel is declared from
     there, for anyone, once the attempts are spent, and is refused by that guard, with
     nothing recorded. The audit holds the store's records to the same rule."""
-    spec = _job_with_cancel(tmp_path)
+    spec = _job_with(tmp_path, CANCEL)
     assert spec.stale_guards("cancel", "leased") == ("owner_matches",)
     assert spec.stale_guards("cancel", "queued") == ()
     clock = ManualClock()
@@ -230,11 +231,7 @@ def test_both_machines_tell_a_refused_caller_of_the_way_that_came_furthest(
     by both machines: the owner whose lease lapsed is told its lease lapsed (its way
     failed at its second guard), not that the attempts are not spent (the other way
     failed at its first). A lifecycle's store told of the first failing guard before."""
-    text = (declarations_dir() / "job.toml").read_text()
-    cut = text.index("# --- the sweep")
-    path = tmp_path / "job.toml"
-    path.write_text(text[:cut] + TWO_WAYS + "\n" + text[cut:])
-    spec = load_spec(path)
+    spec = _job_with(tmp_path, TWO_WAYS)
     fails = {"attempts_spent", "lease_live"}.__contains__
     assert spec.refusing_guard("cancel", "leased", fails) == "lease_live"
     clock = ManualClock()
