@@ -132,7 +132,8 @@ class LifecycleMachine:
         """What a store records when it refuses ``event`` to ``caller`` on ``row``, or None:
         the refusal is not a stale owner's and nothing is recorded. The declaration's one
         rule (:meth:`Spec.stale_owner`), read with this machine's guards: the first guard
-        declared ``stale`` that every transition of the event has and that fails here, or
+        declared ``stale`` that every transition of the event from the row's state has
+        and that fails here, or
         ``state:NAME`` for an owner whose epoch is current but in a state declared
         ``stale`` that its event does not leave (a job orphaned under its worker)."""
         return self.spec.stale_owner(event, row.state, lambda g: not self.guards[g](row, caller))

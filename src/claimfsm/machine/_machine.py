@@ -60,11 +60,6 @@ class ClaimMachine:
                 None if t.internal else t.dest,
                 conditions=[self._condition(g) for g in t.guards],
             )
-        # Guards that, when they fail, mark the caller as a stale owner of the epoch. They
-        # are checked before the state: a stale owner is stale whatever the new owner did.
-        self._stale_guards: dict[str, tuple[str, ...]] = {
-            event: self.spec.stale_guards(event) for event in self.spec.events
-        }
 
     def _condition(self, guard: str) -> Callable[[Any], bool]:
         def check(event_data: Any) -> bool:  # looked up per call: tests may stub a guard
@@ -75,7 +70,7 @@ class ClaimMachine:
 
     def is_owner_event(self, event: str) -> bool:
         """True when every transition of ``event`` requires a stale-marking guard."""
-        return bool(self._stale_guards.get(event))
+        return bool(self.spec.stale_guards(event))
 
     def fire(self, event: str, state: str, row: ClaimRow | None, facts: Facts) -> str:
         """Apply ``event`` to an epoch in ``state``; return the new state or raise the refusal."""

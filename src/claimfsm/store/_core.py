@@ -451,19 +451,11 @@ class Store(ABC):
             refusal: Refused | None = None
             row = self._claim_or_raise(tx, target_id)
             guards = self.machine.guards
-            stale = next(
-                (
-                    found
-                    for event in self._wake_events
-                    if (
-                        found := self.spec.stale_owner(
-                            event, row.state, lambda g: not guards[g](row, facts)
-                        )
-                    )
-                    is not None
-                ),
-                None,
-            )
+            stale: str | None = None
+            for event in self._wake_events:
+                stale = self.spec.stale_owner(event, row.state, lambda g: not guards[g](row, facts))
+                if stale is not None:
+                    break
             if stale is not None and stale.startswith(STALE_STATE):
                 refusal = StaleClaim(
                     f"resume refused for target {target_id!r} epoch {epoch}: the epoch is "
