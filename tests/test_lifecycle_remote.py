@@ -562,7 +562,21 @@ def test_the_store_draws_a_request_key_for_a_fresh_key_resend(fresh_spec: Spec, 
         store._driver.rerun(
             lambda tx: tx.run(
                 store._sql["append"],
-                ("order-2", 1, "take", "idle", "held", 2e6, None, "-", None, "{}", "w", "forged"),
+                (
+                    "order-2",
+                    1,
+                    "take",
+                    "idle",
+                    "held",
+                    2e6,
+                    None,
+                    "-",
+                    None,
+                    "{}",
+                    "w",
+                    "forged",
+                    "",
+                ),
             )
         )
         found = {(v.kind, v.target_id) for v in audit_store(store).violations}
