@@ -33,7 +33,8 @@ from .conftest import FakeClock, approved_draft, drop_schema, pg_schema_url
 
 HISTORY = (
     "target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
-    " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail"
+    " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail,"
+    " attempted, refused"
 )
 
 
@@ -365,7 +366,7 @@ def test_progress_is_reported_while_streaming(tmp_path: Path) -> None:
         row = conn.execute(f"SELECT {HISTORY} FROM history").fetchone()  # noqa: S608
         renew = (*row[:2], "renew", "reserved", "reserved", *row[5:])
         conn.executemany(
-            f"INSERT INTO history ({HISTORY}) VALUES ({', '.join('?' * 15)})",  # noqa: S608
+            f"INSERT INTO history ({HISTORY}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608
             [renew] * (2 * PROGRESS_EVERY),
         )
     calls: list[tuple[int, int]] = []
@@ -457,3 +458,36 @@ def test_a_discard_no_stale_owner_could_make_is_found(db: tuple[Db, Store, FakeC
     found = audit(d.url)
     assert [(v.kind, v.target_id) for v in found.violations] == [("refusal_unexplained", "a")]
     assert "by the token that holds it, reserved" in found.violations[0].message
+
+
+def test_a_discards_record_is_judged_as_a_lifecycles_refusal_is(
+    db: tuple[Db, Store, FakeClock],
+) -> None:
+    """A discard names the event attempted and what the declaration's rule named; the
+    audit judges that record on the row as history leaves it (``unexplained_refusal``,
+    the lifecycle audit's judge): the honest one passes, and each wrong name is found."""
+    d, store, clock = db
+    honest_history(store, clock)
+    (recorded,) = [e for e in store.history("c") if e.event == "discard"]
+    assert (recorded.attempted, recorded.refused) == ("begin_send", "owner_matches")
+    assert audit(d.url).ok
+    last = d.last("a")  # epoch 2, reserved, renewed, held by w2's token
+    discard = {"event": "discard", "from_state": "reserved", "to_state": "reserved"}
+    stale = {**discard, "token_fp": "0bad"}
+    d.append(last, **stale, attempted="begin_send", refused="owner_matches")  # honest
+    d.append(last, **stale, attempted="renew", refused="owner_matches")  # honest
+    forged = [
+        ({**stale, "refused": "epoch_current"}, "not every transition of begin_send from"),
+        ({**stale, "refused": "lease_live"}, "no guard declared stale"),
+        ({**stale, "attempted": "launch"}, "no event 'launch' is declared"),
+        ({**stale, "refused": "state:reserved"}, "reserved is not declared stale"),
+        ({**stale, "refused": "state:expired"}, "but the target was reserved"),
+        ({**stale, "refused": None}, "names only one of the event and the guard"),
+        (discard, "history shows it holding"),  # the token that holds the epoch
+    ]
+    for changes, _ in forged:
+        d.append(last, **{"attempted": "begin_send", "refused": "owner_matches", **changes})
+    found = audit(d.url)
+    assert [v.kind for v in found.violations] == ["refusal_unexplained"] * len(forged)
+    for violation, (_, why) in zip(found.violations, forged, strict=True):
+        assert why in violation.message, violation.message

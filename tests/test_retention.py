@@ -1,7 +1,8 @@
 """Retention: old history can be pruned (and archived) in one transaction, leaving a
 checkpoint of each claim row where a target's removed entries end, so what remains still
 replays to the claim rows. History stays append-only to everything else. Schema version 1
-databases are migrated when opened."""
+databases are migrated when opened (to the current version: tests/test_discard_record.py
+migrates version 2)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 
 from claimfsm.cli import main
 from claimfsm.errors import InvalidArgument
-from claimfsm.store import SQLiteStore, Store, claim_fields, replay
+from claimfsm.store import SCHEMA_VERSION, SQLiteStore, Store, claim_fields, replay
 from claimfsm.store._core import CHECKPOINT
 
 from .conftest import Backend, FakeClock, approved_draft
@@ -114,6 +115,7 @@ def test_a_version_1_sqlite_database_is_migrated_when_opened(
         "DROP TRIGGER history_no_delete; DROP INDEX history_by_target; DROP TABLE prune_permit;"
         "CREATE TRIGGER history_no_delete BEFORE DELETE ON history"
         " BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;"
+        "ALTER TABLE history DROP COLUMN attempted; ALTER TABLE history DROP COLUMN refused;"
         "PRAGMA user_version = 1;"
     )
     db.close()
@@ -122,8 +124,10 @@ def test_a_version_1_sqlite_database_is_migrated_when_opened(
     assert store.prune_history(10).entries == 3 and replays(store)
     store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert db.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'history_by_target'")
+    columns = [r[1] for r in db.execute("PRAGMA table_info(history)")]
+    assert columns[-2:] == ["attempted", "refused"]
     db.close()
 
 
@@ -150,7 +154,8 @@ def test_a_version_1_postgresql_schema_is_migrated_when_opened(
                     "DROP INDEX {s}.history_by_target; DROP TABLE {s}.prune_permit;"
                     "CREATE OR REPLACE FUNCTION {s}.history_append_only() RETURNS trigger"
                     " LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'history is append-only';"
-                    " END $$; UPDATE {s}.meta SET value = '1' WHERE key = 'schema_version'"
+                    " END $$; ALTER TABLE {s}.history DROP COLUMN attempted, DROP COLUMN refused;"
+                    " UPDATE {s}.meta SET value = '1' WHERE key = 'schema_version'"
                 ).format(s=s_ident)
             )
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
@@ -163,7 +168,7 @@ def test_a_version_1_postgresql_schema_is_migrated_when_opened(
             version = conn.execute(
                 sql.SQL("SELECT value FROM {s}.meta WHERE key = 'schema_version'").format(s=s_ident)
             ).fetchone()
-            assert version == ("2",)
+            assert version == (str(SCHEMA_VERSION),) == ("3",)
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
                 conn.execute(delete_all)
     finally:

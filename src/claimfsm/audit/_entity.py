@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.audit._kinds import broken, left_by_another
+from claimfsm.audit._kinds import broken, left_by_another, unexplained_refusal
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
 from claimfsm.spec._invariants import row_holds
@@ -267,29 +267,9 @@ class EntityRules:
         that history witnesses failing (or cannot witness), or the state the entity is
         in, where the rule calls the event a stale owner's, every stale guard history
         witnesses holding (``state:NAME``)."""
-        refused, event = e[REFUSED], e[EVENT]
-        if refused.startswith(entries.STALE_STATE):
-            state = refused[len(entries.STALE_STATE) :]
-            if state != ent.state:
-                return f"but the entity was {ent.state}"
-            if not self.spec.states[state].stale:
-                return f"but {state} is not declared stale"
-            if not self.spec.stale_state_refuses(event, state):
-                return f"but {event} in {state} is no stale owner's (it is declared from there)"
-            failing = [
-                g for g in self.spec.stale_guards(event, state) if self._fails(g, ent, e) is True
-            ]
-            if failing:
-                return f"but history shows {failing[0]} failing: the record names that guard"
-            return None
-        g = self.spec.guards.get(refused)
-        if g is None or not g.stale:
-            return "but that is no guard declared stale"
-        if refused not in self.spec.stale_guards(event, ent.state):
-            return f"but not every transition of {event} from {ent.state} has that guard"
-        if self._fails(refused, ent, e) is False:
-            return "but history shows it holding: the caller held the epoch"
-        return None
+        return unexplained_refusal(
+            self.spec, e[EVENT], ent.state, e[REFUSED], lambda g: self._fails(g, ent, e)
+        )
 
     def _fails(self, guard: str, ent: Entity, e: tuple[Any, ...]) -> bool | None:
         """Whether ``guard`` failed for the caller of entry ``e``, as history shows it (a

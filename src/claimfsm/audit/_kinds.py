@@ -5,9 +5,10 @@ failing names the violation of its kind (:func:`broken`), in both audits alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from claimfsm.spec import STALE_STATE, Spec
 from claimfsm.spec._invariants import leaves_by_another
 
 #: Every violation kind, with what it means. Both audits report by these names; a kind the
@@ -70,3 +71,43 @@ def left_by_another(invariants: Iterable[Any], source: str, event: str, dest: st
     for inv in invariants:
         if inv.kind == "left_only_by" and leaves_by_another(inv, source, event, dest):
             yield f"{inv.name}: left {source} by {event} ({inv.meaning})"
+
+
+def unexplained_refusal(
+    spec: Spec,
+    event: str,
+    state: str,
+    refused: str,
+    fails: Callable[[str], bool | None],
+    noun: str = "entity",
+) -> str | None:
+    """Why a recorded refusal of ``event``, naming ``refused``, is not a stale owner's as
+    the declaration's rule (``Spec.stale_owner``) has the stores record one on a row in
+    ``state``, or None: it names a stale guard that every transition of the event from
+    there has, which history shows failing or cannot show (``fails``: True, False, or
+    None where history cannot tell), or the state itself (``state:NAME``) where the rule
+    calls the event a stale owner's there, no stale guard shown failing. Both audits judge
+    a record by this: a lifecycle's refusal entry, a claim's discard (``noun``: what the
+    row is of, for the sentence)."""
+    if event not in spec.events:
+        return f"but no event {event!r} is declared"
+    if refused.startswith(STALE_STATE):
+        named = refused[len(STALE_STATE) :]
+        if named != state:
+            return f"but the {noun} was {state}"
+        if not spec.states[named].stale:
+            return f"but {named} is not declared stale"
+        if not spec.stale_state_refuses(event, named):
+            return f"but {event} in {named} is no stale owner's (it is declared from there)"
+        failing = [g for g in spec.stale_guards(event, named) if fails(g) is True]
+        if failing:
+            return f"but history shows {failing[0]} failing: the record names that guard"
+        return None
+    g = spec.guards.get(refused)
+    if g is None or not g.stale:
+        return "but that is no guard declared stale"
+    if refused not in spec.stale_guards(event, state):
+        return f"but not every transition of {event} from {state} has that guard"
+    if fails(refused) is False:
+        return "but history shows it holding: the caller held the epoch"
+    return None

@@ -20,7 +20,10 @@ from claimfsm.store._sqlite import APPLICATION_ID
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
 #: Schema versions whose history and claims tables the auditor reads.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
+#: The history columns version 3 added (a discard's event and what the rule named): an
+#: older history reads as NULL there, as a discard recorded before them does.
+_SINCE_3 = ("attempted", "refused")
 BATCH = 10_000
 #: The claim row's fields in ``_rules.ROW_FIELDS`` order, the token as its fingerprint.
 _CLAIM = (
@@ -176,8 +179,9 @@ def _sqlite_claims(conn: sqlite3.Connection, path: Path) -> Streams:
             f"versions {list(READABLE_VERSIONS)}"
         )
     conn.execute("BEGIN")  # one snapshot for both streams
+    selected = ", ".join(f"NULL AS {c}" if version < 3 and c in _SINCE_3 else c for c in COLUMNS)
     history = conn.execute(
-        f"SELECT {', '.join(COLUMNS)} FROM history ORDER BY target_id, seq"  # noqa: S608
+        f"SELECT {selected} FROM history ORDER BY target_id, seq"  # noqa: S608
     )
     claims = conn.execute(f"SELECT {_CLAIM} FROM claims ORDER BY target_id")  # noqa: S608
     return _batched(history), _batched(claims)
@@ -221,7 +225,14 @@ def _postgres_claims(conn: Any, schema: str) -> Streams:
     history.itersize = BATCH
     history.execute(
         sql.SQL("SELECT {} FROM {}.history ORDER BY {}, seq").format(
-            sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS), s, order
+            sql.SQL(", ").join(
+                sql.SQL("NULL AS {}").format(sql.Identifier(c))
+                if version < 3 and c in _SINCE_3
+                else sql.Identifier(c)
+                for c in COLUMNS
+            ),
+            s,
+            order,
         )
     )
     claims = conn.cursor(name="claimfsm_audit_claims")

@@ -22,8 +22,10 @@ last state of each of its epochs. Its violations are named from the list both au
   (``checkpoint_misplaced``).
 - A discard is recorded against the state its epoch was in (``broken_path``) and is a
   stale owner's by the declaration's rule (``Spec.stale_owner``, which the stores record
-  by) for some event: its epoch or token is not the current one, or the target is in a
-  state declared ``stale`` (``refusal_unexplained``).
+  by): it names the event attempted and what the rule named (a stale guard, failing where
+  history shows it, or the target's state), judged as a lifecycle's refusal is
+  (``_kinds.unexplained_refusal``); a discard recorded before schema version 3 names
+  neither, and must be a stale owner's for some event (``refusal_unexplained``).
 
 At the end of a target, the row its history replays to must equal its claim row
 (``row_disagrees``, ``row_without_history``, ``history_without_row``).
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.audit._kinds import broken, left_by_another
+from claimfsm.audit._kinds import broken, left_by_another, unexplained_refusal
 from claimfsm.spec import Event, Spec, claim_steps
 from claimfsm.spec._predicates import Guard, build_guards
 from claimfsm.store._core import CHECKPOINT
@@ -45,7 +47,7 @@ from claimfsm.store._sql import HISTORY_COLUMNS
 #: ``detail`` (long text that no rule reads).
 COLUMNS = ("seq", *(c for c in HISTORY_COLUMNS if c != "detail"))
 SEQ, TARGET, EPOCH, EVENT, FROM, TO, AT, OWNER, TOKEN = range(9)
-LEASE, OUTCOME = 13, 14
+LEASE, OUTCOME, ATTEMPTED, REFUSED = 13, 14, 15, 16
 #: The replayed fields compared with the claim row: entry columns 2, 4.. 14 but ``at``.
 ROW_FIELDS = (EPOCH, TO, OWNER, TOKEN, 9, 10, 11, 12, LEASE, OUTCOME)
 
@@ -255,6 +257,14 @@ class Rules:
                 (e[SEQ],),
                 f"a discard against epoch {e[EPOCH]} from {e[FROM]}, but that epoch was {expected}",
             )
+        elif e[ATTEMPTED] is not None or e[REFUSED] is not None:
+            why = self._unexplained(track, e)
+            if why is not None:
+                report(
+                    "refusal_unexplained",
+                    (e[SEQ],),
+                    f"a discard of {e[ATTEMPTED]} against epoch {e[EPOCH]} ({e[REFUSED]}), {why}",
+                )
         elif not self._stale_owner(track, e):
             report(
                 "refusal_unexplained",
@@ -265,22 +275,39 @@ class Rules:
             )
         track.epochs[e[EPOCH]] = e[TO]
 
+    def _fails(self, track: Track, e: tuple[Any, ...]) -> Callable[[str], bool | None]:
+        """Whether a guard failed for the caller of discard ``e``, on the row as history
+        leaves it (it has an epoch): True or False where history shows what it reads, else
+        None."""
+        seen = _RowSeen(track), _EntrySeen(e)
+
+        def fails(g: str) -> bool | None:
+            predicate = self.witnessed.get(g)
+            return None if predicate is None else not predicate(*seen)
+
+        return fails
+
+    def _unexplained(self, track: Track, e: tuple[Any, ...]) -> str | None:
+        """Why discard ``e``'s record (the event attempted, what the rule named) is not
+        what the declaration's rule records on the row as history leaves it, or None."""
+        if e[ATTEMPTED] is None or e[REFUSED] is None:
+            return "but the entry names only one of the event and the guard"
+        if track.last is None:
+            return None  # no epoch yet: every stale guard fails
+        return unexplained_refusal(
+            self.spec, e[ATTEMPTED], track.state, e[REFUSED], self._fails(track, e), "target"
+        )
+
     def _stale_owner(self, track: Track, e: tuple[Any, ...]) -> bool:
         """Whether the declaration's stale owner rule (``Spec.stale_owner``, by which the
         stores record a discard) calls the caller of discard ``e`` a stale owner for some
-        event, on the row as history leaves it: the event it attempted is only in the
-        entry's free-text detail, which the audit does not read. A guard history cannot
-        witness may have failed."""
+        event, on the row as history leaves it: for a discard recorded before schema
+        version 3, which names no event. A guard history cannot witness may have failed."""
         if track.last is None:
             return True  # no epoch yet: every stale guard fails
-        seen = _RowSeen(track), _EntrySeen(e)
-
-        def fails(g: str) -> bool:
-            predicate = self.witnessed.get(g)
-            return predicate is None or not predicate(*seen)
-
+        fails = self._fails(track, e)
         return any(
-            self.spec.stale_owner(event, track.state, fails) is not None
+            self.spec.stale_owner(event, track.state, lambda g: fails(g) is not False) is not None
             for event in self.spec.events
         )
 

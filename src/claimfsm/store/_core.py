@@ -76,6 +76,8 @@ class HistoryRecord:
     token_hash: str | None
     detail: str = ""
     row: ClaimRow | None = None  # the claim row after a transition; None for a discard
+    attempted: str | None = None  # a discard's (HistoryEntry.attempted)
+    refused: str | None = None  # a discard's (HistoryEntry.refused)
 
     def params(self) -> tuple[Any, ...]:
         """The values of a history row, in the column order both SQL backends insert."""
@@ -96,6 +98,8 @@ class HistoryRecord:
             r.lease_deadline if r else None,
             r.outcome if r else None,
             self.detail,
+            self.attempted,
+            self.refused,
         )
 
 
@@ -467,7 +471,8 @@ class Store(ABC):
                     f"is not current (current epoch {row.epoch}); acquire again"
                 )
             if refusal is not None:
-                self._record_discard(tx, "resume", row, facts, refusal)
+                assert stale is not None
+                self._record_discard(tx, "resume", row, facts, refusal, (event, stale))
             return row, refusal
 
         start = time.perf_counter()
@@ -742,9 +747,21 @@ class Store(ABC):
         return error
 
     def _record_discard(
-        self, tx: Tx, attempted: str, current: ClaimRow, facts: Facts, refusal: Exception
+        self,
+        tx: Tx,
+        attempted: str,
+        current: ClaimRow,
+        facts: Facts,
+        refusal: Refused,
+        judged: tuple[str, str] | None = None,
     ) -> None:
-        """Record a stale owner's refused operation against the epoch it believed it held."""
+        """Record a stale owner's refused operation against the epoch it believed it held,
+        with the event and what the declaration's rule named (``judged``, where the
+        operation is no declared event: the event the rule was asked of, and its answer;
+        else ``attempted`` and the refusal's guard, or the row's stale state)."""
+        if judged is None:
+            named = refusal.guard if refusal.guard is not None else STALE_STATE + current.state
+            judged = attempted, named
         epoch = facts.epoch if facts.epoch is not None else current.epoch
         if epoch == current.epoch:
             state = current.state
@@ -762,6 +779,8 @@ class Store(ABC):
                     at=facts.now,
                     token_hash=facts.token_hash,
                     detail=f"refused {attempted}: {refusal}",
+                    attempted=judged[0],
+                    refused=judged[1],
                 )
             ]
         )
@@ -855,6 +874,8 @@ def history_entry(seq: int, rec: HistoryRecord) -> HistoryEntry:
         lease_deadline=r.lease_deadline if r else None,
         outcome=r.outcome if r else None,
         detail=rec.detail,
+        attempted=rec.attempted,
+        refused=rec.refused,
     )
 
 

@@ -93,7 +93,9 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 2  # 2: history by target in seq order; deletes only by prune_history
+#: 2: history by target in seq order, deletes only by prune_history; 3: a discard records
+#: the event attempted and what the stale owner rule named
+SCHEMA_VERSION = 3
 R = TypeVar("R")
 
 DDL = """
@@ -164,6 +166,12 @@ $$ BEGIN
 END $$;
 UPDATE {schema}.meta SET value = '2' WHERE key = 'schema_version';
 """
+#: Version 3: a discard's event attempted and what the stale owner rule named (NULL on a
+#: transition, and on a discard recorded before).
+MIGRATE_2_TO_3 = """
+ALTER TABLE {schema}.history ADD COLUMN attempted text, ADD COLUMN refused text;
+UPDATE {schema}.meta SET value = '3' WHERE key = 'schema_version';
+"""
 
 
 class _Queries:
@@ -183,11 +191,7 @@ class _Queries:
         self.select_drafts = (
             f"SELECT draft_id, target_id, version, digest, status, content FROM {self.drafts}"  # noqa: S608
         )
-        self.select_history = (
-            "SELECT seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp,"  # noqa: S608
-            " draft_id, draft_version, draft_digest, idempotency_key, lease_deadline, outcome,"
-            f" detail FROM {self.history}"
-        )
+        self.select_history = f"SELECT seq, {', '.join(HISTORY_COLUMNS)} FROM {self.history}"  # noqa: S608
         self.prune_permit = f"{s}.prune_permit"
         marks = ", ".join("%s" for _ in HISTORY_COLUMNS)
         self.insert_history = (
@@ -387,10 +391,8 @@ class _PostgresTx:
 
     def insert_history_at(self, seq: int, record: HistoryRecord) -> None:
         self.conn.execute(
-            f"INSERT INTO {self.q.history} (seq, target_id, epoch, event, from_state, to_state,"  # noqa: S608
-            " at, owner, token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
-            " lease_deadline, outcome, detail)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO {self.q.history} (seq, {', '.join(HISTORY_COLUMNS)})"  # noqa: S608
+            f" VALUES (%s, {', '.join('%s' for _ in HISTORY_COLUMNS)})",
             (seq, *record.params()),
         )
 
@@ -493,8 +495,9 @@ class PostgresStore(Store):
                 conn.execute(script.replace("{schema}", ident.as_string()).encode())
 
             if not has_meta[0] and tables[0] == 0:
-                run(DDL)  # version 1, then the same migration an existing schema gets
+                run(DDL)  # version 1, then the same migrations an existing schema gets
                 run(MIGRATE_1_TO_2)
+                run(MIGRATE_2_TO_3)
             elif not has_meta[0]:
                 raise StoreError(
                     f"schema {self.schema!r} holds tables that are not claimfsm's; "
@@ -507,8 +510,10 @@ class PostgresStore(Store):
                     )
                 ).fetchone()
                 version = int(found[0]) if found else 0
-                if version == 1:
-                    run(MIGRATE_1_TO_2)  # in this transaction, under the creator's lock
+                if version in (1, 2):  # in this transaction, under the creator's lock
+                    if version == 1:
+                        run(MIGRATE_1_TO_2)
+                    run(MIGRATE_2_TO_3)
                 elif version != SCHEMA_VERSION:
                     raise SchemaVersionError(
                         f"schema {self.schema!r} has claimfsm schema version {version}; this "

@@ -174,6 +174,8 @@ HISTORY_COLUMNS = (
     "lease_deadline",
     "outcome",
     "detail",
+    "attempted",  # schema version 3: a discard's event and what the stale owner rule named
+    "refused",
 )
 
 
@@ -217,7 +219,7 @@ def compile_single_statements(
             f"w.target_id, w.epoch, {literal(event)}, CASE w.state {whens} END, w.state,"
             f" w.updated_at, w.owner, substr(w.token_hash, 1, {int(fingerprint_length)}),"
             " w.draft_id, w.draft_version, w.draft_digest, w.idempotency_key,"
-            " w.lease_deadline, w.outcome, %(detail)s"
+            " w.lease_deadline, w.outcome, %(detail)s, NULL, NULL"
         )
         statements[event] = (
             f"WITH clock AS MATERIALIZED (SELECT {clock} AS now), w AS ({write}),"  # noqa: S608

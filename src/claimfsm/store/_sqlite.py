@@ -20,11 +20,13 @@ from typing import Any, TypeVar
 from claimfsm.errors import SchemaVersionError, StoreError
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts
 from claimfsm.store._core import CHECKPOINT, Clock, HistoryRecord, Store
-from claimfsm.store._sql import CLAIM_COLUMNS, Compiled, compile_writes
+from claimfsm.store._sql import CLAIM_COLUMNS, HISTORY_COLUMNS, Compiled, compile_writes
 from claimfsm.store._sqlite_file import SQLiteFile
 from claimfsm.store._types import HistoryEntry
 
-SCHEMA_VERSION = 2  # 2: history by target in seq order; deletes only by prune_history
+#: 2: history by target in seq order, deletes only by prune_history; 3: a discard records
+#: the event attempted and what the stale owner rule named
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x436C464D  # "ClFM": marks a file as a claimfsm database
 
 SCHEMA = """
@@ -88,20 +90,23 @@ _V2 = (
     " BEGIN SELECT RAISE(ABORT, 'history is append-only (prune_history removes old"
     " entries)'); END",
 )
-SCHEMA += "".join(statement + ";\n" for statement in _V2)
-#: From version 1 (whose delete trigger refused every delete).
-MIGRATE_1_TO_2 = ("DROP TRIGGER history_no_delete", *_V2)
-
-_HISTORY_COLUMNS = (
-    "seq, target_id, epoch, event, from_state, to_state, at, owner, token_fp, draft_id,"
-    " draft_version, draft_digest, idempotency_key, lease_deadline, outcome, detail"
+#: What version 3 adds: a discard's event attempted and what the stale owner rule named
+#: (NULL on a transition, and on a discard recorded before).
+_V3 = (
+    "ALTER TABLE history ADD COLUMN attempted TEXT",
+    "ALTER TABLE history ADD COLUMN refused TEXT",
 )
+SCHEMA += "".join(statement + ";\n" for statement in (*_V2, *_V3))
+#: From version 1 (whose delete trigger refused every delete), and from version 2.
+MIGRATE_1_TO_2 = ("DROP TRIGGER history_no_delete", *_V2)
+MIGRATE_2_TO_3 = _V3
+
+_HISTORY_COLUMNS = "seq, " + ", ".join(HISTORY_COLUMNS)
 _PREFIXED_HISTORY = ", ".join(f"h.{c.strip()}" for c in _HISTORY_COLUMNS.split(","))
 _SELECT_CLAIMS = "SELECT " + ", ".join(CLAIM_COLUMNS) + " FROM claims"  # noqa: S608 (constant column list)
 _INSERT_HISTORY = (
-    "INSERT INTO history (target_id, epoch, event, from_state, to_state, at, owner,"
-    " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
-    " lease_deadline, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO history ({', '.join(HISTORY_COLUMNS)})"  # noqa: S608 (constant column list)
+    f" VALUES ({', '.join('?' for _ in HISTORY_COLUMNS)})"
 )
 R = TypeVar("R")
 
@@ -239,10 +244,8 @@ class _SQLiteTx:
 
     def insert_history_at(self, seq: int, record: HistoryRecord) -> None:
         self.conn.execute(
-            "INSERT INTO history (seq, target_id, epoch, event, from_state, to_state, at, owner,"
-            " token_fp, draft_id, draft_version, draft_digest, idempotency_key,"
-            " lease_deadline, outcome, detail)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO history ({_HISTORY_COLUMNS})"  # noqa: S608 (constant column list)
+            f" VALUES (?, {', '.join('?' for _ in HISTORY_COLUMNS)})",
             (seq, *record.params()),
         )
 
@@ -290,8 +293,10 @@ class SQLiteStore(Store):
                     c.execute(statement)
                 c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif app_id == APPLICATION_ID and version == 1:
-                for statement in MIGRATE_1_TO_2:  # in this transaction: all or nothing
+            elif app_id == APPLICATION_ID and version in (1, 2):
+                # in this transaction, all or nothing: each version's step in turn
+                steps = (*(MIGRATE_1_TO_2 if version == 1 else ()), *MIGRATE_2_TO_3)
+                for statement in steps:
                     c.execute(statement)
                 c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif app_id != APPLICATION_ID:

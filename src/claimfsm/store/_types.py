@@ -85,6 +85,12 @@ class HistoryEntry:
     lease_deadline: float | None
     outcome: str | None
     detail: str
+    #: A discard's: the event the stale owner attempted (``resume``'s: the wake event by
+    #: which the declaration's rule called it stale), and what the rule named
+    #: (``Spec.stale_owner``: the stale guard that failed, or ``state:`` and the state);
+    #: None on a transition, and on a discard recorded before schema version 3.
+    attempted: str | None = None
+    refused: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
