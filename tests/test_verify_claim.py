@@ -97,6 +97,26 @@ def test_verify_claim_holds_the_stores_discards_to_the_models_stale_owner_rule(
     )
 
 
+def test_verify_claim_holds_what_a_discard_names_to_the_models_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A discard names the event attempted and what the rule named: a store that records
+    the right count under another guard's name is found too."""
+    spec = claim_spec()
+    record = Store._record_discard
+
+    def misnamed(
+        self: Store, tx: Any, attempted: str, current: Any, facts: Any, refusal: Any, *_: Any
+    ) -> None:
+        record(self, tx, attempted, current, facts, refusal, (attempted, "epoch_current"))
+
+    monkeypatch.setattr(Store, "_record_discard", misnamed)
+    result = verify_claim(spec, sqlite_opener(tmp_path / "v.sqlite", spec), examples=5)
+    assert not result.ok
+    assert "the store's discard names" in result.failure
+    assert "('guard', 'epoch')" in result.failure and "('guard', 'owner')" in result.failure
+
+
 def test_verify_claim_reports_a_declaration_that_breaks_an_invariant(tmp_path: Path) -> None:
     """release_by_target runs on the store exactly as the model says, and that is the
     problem: a stale owner's release changes the claim."""

@@ -258,16 +258,17 @@ def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:
     }
 
 
-def refusal_recorded(spec: Spec) -> Callable[[Target, str, int, int], bool]:
-    """Whether a worker's refused ``event`` on the target's row, with the handle (epoch,
-    token), is recorded as a discard: the declaration's stale owner rule
-    (``Spec.stale_owner``), its guards read by the compiled predicates on the situation
-    as the model reads an owner's. The claim world and the replay (which holds the
-    stores' history to it) read this one rule."""
+def refusal_recorded(spec: Spec) -> Callable[[Target, str, int, int], str | None]:
+    """What a worker's refused ``event`` on the target's row, with the handle (epoch,
+    token), is recorded as: None where it is no discard, else what the declaration's
+    stale owner rule names (``Spec.stale_owner``: the stale guard that failed, or
+    ``state:`` and the state), its guards read by the compiled predicates on the
+    situation as the model reads an owner's. The claim world (whether) and the replay
+    (what: it holds the stores' discards to it) read this one rule."""
     guards = build_guards(spec)
-    seen: dict[tuple[Any, ...], bool] = {}
+    seen: dict[tuple[Any, ...], str | None] = {}
 
-    def recorded(tg: Target, event: str, epoch: int, token: int) -> bool:
+    def recorded(tg: Target, event: str, epoch: int, token: int) -> str | None:
         situation = (
             event,
             tg.state,
@@ -275,22 +276,22 @@ def refusal_recorded(spec: Spec) -> Callable[[Target, str, int, int], bool]:
             tg.token == token and epoch > 0,
             tg.lease_live,
         )
-        found = seen.get(situation)
-        if found is None:
-            row = _Seen(
-                state=tg.state,
-                epoch=1,
-                token_hash="1",
-                lease_deadline=1.0 if tg.lease_live else None,
-            )
-            caller = _Seen(
-                epoch=1 if situation[2] else 2,
-                token_hash="1" if situation[3] else "2",
-                now=0.0,
-            )
-            found = seen[situation] = (
-                spec.stale_owner(event, tg.state, lambda g: not guards[g](row, caller)) is not None
-            )
+        if situation in seen:
+            return seen[situation]
+        row = _Seen(
+            state=tg.state,
+            epoch=1,
+            token_hash="1",
+            lease_deadline=1.0 if tg.lease_live else None,
+        )
+        caller = _Seen(
+            epoch=1 if situation[2] else 2,
+            token_hash="1" if situation[3] else "2",
+            now=0.0,
+        )
+        found = seen[situation] = spec.stale_owner(
+            event, tg.state, lambda g: not guards[g](row, caller)
+        )
         return found
 
     return recorded
@@ -553,7 +554,7 @@ def claim_model(
     recorded_on = refusal_recorded(spec)
 
     def recorded(w: World, t: int, event: str, epoch: int, token: int) -> bool:
-        return recorded_on(w.targets[t], event, epoch, token)
+        return recorded_on(w.targets[t], event, epoch, token) is not None
 
     def refuse(w: World, i: int, t: int, event: str, epoch: int, token: int) -> World:
         """A worker's operation was refused: it drops the handle; a stale one is recorded."""

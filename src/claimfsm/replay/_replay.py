@@ -31,7 +31,7 @@ from claimfsm.checker import (
     replay,
 )
 from claimfsm.errors import ClaimFSMError, InvalidArgument, Refused
-from claimfsm.spec import PRESENT, ClaimSteps, Event, Spec, State, claim_steps
+from claimfsm.spec import PRESENT, STALE_STATE, ClaimSteps, Event, Spec, State, claim_steps
 from claimfsm.store import Claim, Evidence, Store
 
 LEASE = 10.0
@@ -177,7 +177,7 @@ class Player:
     ) -> None:
         if config.targets != 1:
             raise InvalidArgument("replay runs one-target models (a clock jump lapses every lease)")
-        self.ours = claim_steps(spec)
+        self.spec, self.ours = spec, claim_steps(spec)
         self.env, self.workers, self.now, self.target = env, workers, now, target
         self.held: list[Claim | None] = [None] * config.workers
         self.saved: list[Claim | None] = [None] * config.workers
@@ -201,29 +201,43 @@ class Player:
     def step(self, action: tuple[Any, ...], after: World, coverage: Coverage) -> None:
         """Play ``action`` on the stores; ``after`` is the model's state after it. A
         refusal must be recorded as a discard exactly where the model's rule says, read
-        on its world before the step (:func:`claimfsm.checker.refusal_recorded`)."""
+        on its world before the step (:func:`claimfsm.checker.refusal_recorded`), naming
+        the event attempted and what the rule names (a guard by what it checks, its
+        kind: the store's declaration may be a renamed copy)."""
         before, discards = self.world, self._discards()
         self.refused = None
         _apply(action, after, self, coverage)
         _compare(self, after)
-        want = 0
+        want: str | None = None
         if self.refused is not None and before is not None:
             worker = before.workers[action[1]]
             _, epoch, token = worker.saved if action[0] == "wake" else (0, *worker[2:4])
-            want = int(self.recorded(before.targets[0], self.refused, epoch, token))
-        grown = self._discards() - discards
-        if grown != want:
+            want = self.recorded(before.targets[0], self.refused, epoch, token)
+        grown = self._discards()[len(discards) :]
+        if len(grown) != (want is not None):
             raise ReplayMismatch(
-                f"{self.refused or action[0]}: the store recorded {grown} discard(s); the"
-                f" model's stale owner rule records {want}"
+                f"{self.refused or action[0]}: the store recorded {len(grown)} discard(s); the"
+                f" model's stale owner rule records {int(want is not None)}"
             )
+        if want is not None:
+            assert self.refused is not None
+            expected = (self.refused, _named(self.spec, self.ours, want))
+            got = (
+                _event_in_words_of(self.ours, self.env.steps, grown[0].attempted),
+                _named(self.env.spec, self.env.steps, grown[0].refused, self.ours),
+            )
+            if got != expected:
+                raise ReplayMismatch(
+                    f"{self.refused}: the store's discard names {got}; the model's stale owner"
+                    f" rule names {expected}"
+                )
         self.world = after
         coverage.steps += 1
 
-    def _discards(self) -> int:
+    def _discards(self) -> list[Any]:
         """The discard records in the target's history (stale owners' refusals)."""
         discard = self.env.steps.event(Event.DISCARD)
-        return sum(1 for e in self.env.history(self.target) if e.event == discard)
+        return [e for e in self.env.history(self.target) if e.event == discard]
 
     def transitions(self) -> set[tuple[str, str, str]]:
         """The transitions the store's history recorded for the target, in ``spec``'s words."""
@@ -318,6 +332,27 @@ def _apply(action: tuple[Any, ...], after: World, p: Player, coverage: Coverage)
         pass  # between the worker and the remote: the store is not involved
     else:
         raise InvalidArgument(f"replay cannot map model action {kind!r} to the store")
+
+
+def _event_in_words_of(ours: ClaimSteps, theirs: ClaimSteps, event: str | None) -> str | None:
+    """An event a store names, in the model's declaration's names."""
+    role = None if event is None else theirs.event_role(event)
+    return event if role is None else ours.event(role)
+
+
+def _named(
+    spec: Spec, steps: ClaimSteps, name: str | None, ours: ClaimSteps | None = None
+) -> tuple[str, str] | None:
+    """What the stale owner rule named (``Spec.stale_owner``), comparable across renamed
+    copies: ("state", the state in ``ours``' names) or ("guard", the guard's kind)."""
+    if name is None:
+        return None
+    if name.startswith(STALE_STATE):
+        state = name[len(STALE_STATE) :]
+        role = steps.state_role(state)
+        return ("state", state if role is None else (ours or steps).state(role))
+    guard = spec.guards.get(name)
+    return ("guard", name if guard is None else guard.kind)
 
 
 def _in_words_of(ours: ClaimSteps, theirs: ClaimSteps, entry: Any) -> tuple[str, str, str]:
