@@ -6,12 +6,15 @@ its earlier discards naming neither, and the audit reads both."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from claimfsm.audit import audit
+from claimfsm.cli import main
 from claimfsm.errors import StaleClaim
 from claimfsm.spec import claim_spec
 from claimfsm.store import SCHEMA_VERSION, SQLiteStore, Store, open_store
@@ -74,6 +77,29 @@ def test_every_store_records_the_event_and_what_the_rule_named(backend: Backend)
         "owner_matches"
     )
     assert spec.stale_owner("begin_send", "expired", lambda g: False) == "state:expired"
+
+
+def test_the_history_command_shows_what_each_discard_names(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "c.sqlite"
+    store = SQLiteStore(path, clock=clock)
+    stale_owners(store, clock)
+    store.close()
+    url = f"sqlite:///{path}"
+    listed = CliRunner().invoke(main, ["history", "--db", url], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert "refused" in lines[1].split()
+    discards = [line for line in lines if " discard " in line]
+    assert len(discards) == 4
+    assert all("begin_send (owner_matches)" in line for line in discards[:2])
+    assert all("begin_send (state:expired)" in line for line in discards[2:])
+    shown = CliRunner().invoke(main, ["history", "--db", url, "--json"])
+    entries = [json.loads(line) for line in shown.output.splitlines()]
+    assert [(e["attempted"], e["refused"]) for e in entries if e["event"] == "discard"] == [
+        r[3:] for r in RECORDED
+    ]
 
 
 def back_to_version_2(path: Path) -> None:

@@ -393,7 +393,8 @@ def history(declaration: str | None, url: str, target: str | None, as_json: bool
         for e in entries:
             click.echo(json.dumps(dataclasses.asdict(e)))
         return
-    header = ("seq", "target", "epoch", "event", "from → to", "owner", "token")
+    # a discard's: the event the stale owner attempted, and the guard or state refusing it
+    header = ("seq", "target", "epoch", "event", "from → to", "refused", "owner", "token")
     rows = [
         (
             str(e.seq),
@@ -401,6 +402,7 @@ def history(declaration: str | None, url: str, target: str | None, as_json: bool
             str(e.epoch),
             e.event,
             f"{e.from_state} → {e.to_state}",
+            f"{e.attempted} ({e.refused})" if e.attempted is not None else "-",
             e.owner or "-",
             e.token_fingerprint or "-",
         )
