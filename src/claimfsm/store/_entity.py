@@ -58,6 +58,7 @@ from claimfsm.errors import (
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
 from claimfsm.machine._guards import explained, stale_state
 from claimfsm.spec import (
+    STALE_STATE,
     Spec,
     TransitionDecl,
     draws_keys,
@@ -84,7 +85,6 @@ from claimfsm.store._entity_history import (
     DEST,
     EPOCH,
     REQUEST_KEY,
-    STALE_STATE,
     EntityHistory,
     facts_text,
 )

@@ -33,8 +33,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# how ``refused`` names a stale state: the machine's word, re-exported for the audit
-from claimfsm.spec import STALE_STATE as STALE_STATE
 from claimfsm.store._core import CHECKPOINT
 
 #: The history table's columns, in the order an entry reads them.
