@@ -10,6 +10,7 @@ import re
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -232,6 +233,53 @@ def test_the_store_asks_the_declarations_transitions_machine(tmp_path: Path) -> 
         store.take("j", "lease")
     assert store.row("j") is None or store.row("j").state == "queued"  # rolled back
     store.close()
+
+
+def test_the_machine_decides_each_situation_once_and_as_a_fresh_machine_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the machine decides is a function of the event, the state and which guards of
+    the event's transitions from there hold: it runs the ``transitions`` machine once per
+    such situation and keeps the decision, which is what a machine asked afresh decides."""
+    spec = load_spec(JOB_PATH)
+    kept = LifecycleMachine(spec)
+    triggered: list[str] = []
+    for name, event in kept.machine.events.items():
+        real = event.trigger
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            triggered.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(event, "trigger", counted)
+    callers = [
+        CallerView(epoch, token, facts, now)
+        for epoch in (None, 1, 2)
+        for token in (None, "h", "other")
+        for facts in ({}, {"running": False, "fenced_through": 0}, {"fenced_through": 1})
+        for now in (0.0, 50.0)
+    ]
+    rows = [
+        RowView(state, epoch=1, token_hash="h", lease_deadline=lease, columns={"attempts": n})
+        for state in spec.states
+        for lease in (None, 10.0, 100.0)
+        for n in (0, 3)
+    ]
+    decided = 0
+    for _ in range(2):  # the second round is decided from what the first kept
+        for event in spec.events:
+            for row in rows:
+                for caller in callers:
+                    got = kept.fire(event, row, caller)
+                    assert got is LifecycleMachine(spec).fire(event, row, caller)
+                    decided += got is not None
+    assert decided > 0
+    asked = len(triggered)
+    assert 0 < asked == len(set(kept._decided)) < decided  # once per situation
+    for event in spec.events:  # and not again
+        for row in rows:
+            kept.fire(event, row, callers[0])
+    assert len(triggered) == asked
 
 
 def test_one_event_may_reach_one_state_from_two_sources(url: str, tmp_path: Path) -> None:

@@ -64,7 +64,12 @@ class _Subject:
 class LifecycleMachine:
     """Any declared lifecycle as one shared ``transitions`` machine: each declared transition
     is one of the machine's, with the declared guards as its conditions, tried in the order
-    written. Entities are rows: :meth:`fire` applies an event to a row's state."""
+    written. Entities are rows: :meth:`fire` applies an event to a row's state.
+
+    What the machine decides is a function of the event, the row's state and which of the
+    guards of the event's transitions from there hold: :meth:`fire` reads those guards and
+    keeps the machine's decision for each such situation (a handful per declaration), so a
+    store that asks beside every write runs the machine once per situation, not per write."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
@@ -77,7 +82,13 @@ class LifecycleMachine:
             auto_transitions=False,
             send_event=True,
         )
+        #: (event, source) -> the guards its transitions from there read, in order
+        self._reads: dict[tuple[str, str], tuple[str, ...]] = {}
+        #: (event, state, which of those guards hold) -> the transition the machine took
+        self._decided: dict[tuple[str, str, tuple[bool, ...]], int | None] = {}
         for n, t in enumerate(spec.transitions):
+            read = self._reads.get((t.event, t.source), ())
+            self._reads[(t.event, t.source)] = read + tuple(g for g in t.guards if g not in read)
             self.machine.add_transition(
                 t.event,
                 t.source,
@@ -87,11 +98,11 @@ class LifecycleMachine:
             )
 
     def _condition(self, guard: str) -> Any:
-        holds = self.guards[guard]
+        guards = self.guards  # looked up per call, as fire reads them
 
         def check(event_data: Any) -> bool:
             row, caller = event_data.kwargs["row"], event_data.kwargs["caller"]
-            return holds(row, caller)
+            return guards[guard](row, caller)
 
         check.__name__ = guard
         return check
@@ -106,12 +117,19 @@ class LifecycleMachine:
     def fire(self, event: str, row: GuardRow, caller: GuardCaller) -> TransitionDecl | None:
         """The transition ``event`` takes from the row's state, as the machine decides (the
         first whose guards all hold), or None when none may."""
-        found = self.machine.events.get(event)
-        if found is None or row.state not in found.transitions:
+        reads = self._reads.get((event, row.state))
+        if reads is None:
             return None  # no transition of the event leaves this state
-        taken: list[int] = []
-        found.trigger(_Subject(row.state), row=row, caller=caller, taken=taken)
-        return self.spec.transitions[taken[0]] if taken else None
+        situation = (event, row.state, tuple(self.guards[g](row, caller) for g in reads))
+        if situation in self._decided:
+            n = self._decided[situation]
+        else:
+            taken: list[int] = []
+            self.machine.events[event].trigger(
+                _Subject(row.state), row=row, caller=caller, taken=taken
+            )
+            n = self._decided[situation] = taken[0] if taken else None
+        return None if n is None else self.spec.transitions[n]
 
     def explain(
         self, event: str, row: GuardRow, caller: GuardCaller

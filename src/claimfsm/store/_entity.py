@@ -441,6 +441,7 @@ class EntityStore:
         #: the events that record readback's outcome (``outcome``): their caller brings it
         self._records = spec.events_setting("outcome")
         self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
+        self._durable = spec.durable_events()  # read by every write: once
         #: each event's write as one statement, where the database can also return the row
         #: it replaced and create a new entity's (PostgreSQL)
         self._one_statement = (
@@ -738,7 +739,7 @@ class EntityStore:
         return self._extra(r, "request_key") or ""
 
     def _role(self, event: str, role: str | tuple[str, ...], call: str) -> None:
-        if event not in self.spec.events:
+        if event not in self._writes:
             raise InvalidArgument(
                 f"{self.spec.name} has no event {event!r}; its events: {list(self.spec.events)}"
             )
@@ -810,7 +811,7 @@ class EntityStore:
         there means it happened; none means it did not (run it again)."""
         decided: list[tuple[tuple[Any, ...], tuple[str, int] | Refused]] = []
         try:
-            with self._driver.transaction(durable=call.event in self.spec.durable_events()) as tx:
+            with self._driver.transaction(durable=call.event in self._durable) as tx:
                 decided.append(self._decide(tx, call))
         except LostCommit as lost:
             identity = decided[0][0][: entries.LEASE] if decided else ()
