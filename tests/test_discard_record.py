@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,72 @@ def test_a_version_2_postgresql_schema_is_migrated(pg_database: str, clock: Fake
         assert discards(store)[-1] == ("c", 3, "expired", "begin_send", "state:expired")
         assert audit(url).ok
         store.close()
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            version = conn.execute(
+                sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
+            ).fetchone()
+        assert version == ("3",)
+    finally:
+        drop_schema(pg_database, schema)
+
+
+def open_together(url: str, clock: FakeClock) -> list[Store]:
+    """Two stores of ``url`` opened by two threads at once."""
+    start = threading.Barrier(2)
+    opened: list[Store] = []
+    failed: list[BaseException] = []
+
+    def open_one() -> None:
+        start.wait()
+        try:
+            opened.append(open_store(url, clock=clock))
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    return opened
+
+
+def test_stores_opening_a_version_2_database_at_once_migrate_it_once(
+    tmp_path: Path, clock: FakeClock, pg_database: str
+) -> None:
+    """Two stores opening the same version 2 database together: one migrates it (SQLite's
+    write lock, PostgreSQL's per-schema lock), the other finds version 3; both work."""
+    import psycopg
+    from psycopg import sql
+
+    path = tmp_path / "v2.sqlite"
+    store = SQLiteStore(path, clock=clock)
+    stale_owners(store, clock)
+    store.close()
+    back_to_version_2(path)
+    schema, pg_url = pg_schema_url(pg_database)
+    s = sql.Identifier(schema)
+    try:
+        store = open_store(pg_url, clock=clock)
+        stale_owners(store, clock)
+        store.close()
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "ALTER TABLE {s}.history DROP COLUMN attempted, DROP COLUMN refused;"
+                    " UPDATE {s}.meta SET value = '2' WHERE key = 'schema_version'"
+                ).format(s=s)
+            )
+        for url in (f"sqlite:///{path}", pg_url):
+            opened = open_together(url, clock)
+            assert [len(discards(o)) for o in opened] == [4, 4]
+            for o in opened:
+                o.close()
+            assert audit(url).ok
+        db = sqlite3.connect(path)
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        db.close()
         with psycopg.connect(pg_database, autocommit=True) as conn:
             version = conn.execute(
                 sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
