@@ -945,7 +945,8 @@ class EntityStore:
             refusal = self._refusal(key, event, first, view, caller, stale=True)
         elif failing:
             told = self.spec.refusing_guard(event, view.state, lambda g: g in failing)
-            raise self._refusal(key, event, told or failing[0], view, caller, stale=False)
+            assert told is not None  # a guard of each transition from here failed
+            raise self._refusal(key, event, told, view, caller, stale=False)
         else:
             raise IllegalTransition(
                 f"{self.spec.name} {key!r} is {view.state}: {event} is not declared from there",
