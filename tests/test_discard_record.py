@@ -112,6 +112,37 @@ def back_to_version_2(path: Path) -> None:
     db.close()
 
 
+def pg_version_2(pg_database: str, url: str, schema: str, clock: FakeClock) -> None:
+    """A PostgreSQL schema as version 2 left it, with ``stale_owners``' history."""
+    import psycopg
+    from psycopg import sql
+
+    store = open_store(url, clock=clock)
+    stale_owners(store, clock)
+    store.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {s}.history DROP COLUMN attempted, DROP COLUMN refused;"
+                " UPDATE {s}.meta SET value = '2' WHERE key = 'schema_version'"
+            ).format(s=sql.Identifier(schema))
+        )
+
+
+def pg_version(pg_database: str, schema: str) -> str:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        found = conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(
+                sql.Identifier(schema)
+            )
+        ).fetchone()
+    assert found is not None
+    return str(found[0])
+
+
 def test_a_version_2_sqlite_store_is_migrated_and_its_old_discards_still_audit(
     tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -141,22 +172,9 @@ def test_a_version_2_sqlite_store_is_migrated_and_its_old_discards_still_audit(
 
 
 def test_a_version_2_postgresql_schema_is_migrated(pg_database: str, clock: FakeClock) -> None:
-    import psycopg
-    from psycopg import sql
-
     schema, url = pg_schema_url(pg_database)
-    s = sql.Identifier(schema)
     try:
-        store = open_store(url, clock=clock)
-        stale_owners(store, clock)
-        store.close()
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL(
-                    "ALTER TABLE {s}.history DROP COLUMN attempted, DROP COLUMN refused;"
-                    " UPDATE {s}.meta SET value = '2' WHERE key = 'schema_version'"
-                ).format(s=s)
-            )
+        pg_version_2(pg_database, url, schema, clock)
         assert audit(url).ok  # read as version 2
         store = open_store(url, clock=clock)
         assert [r[3:] for r in discards(store)] == [(None, None)] * 4
@@ -170,11 +188,7 @@ def test_a_version_2_postgresql_schema_is_migrated(pg_database: str, clock: Fake
         assert discards(store)[-1] == ("c", 3, "expired", "begin_send", "state:expired")
         assert audit(url).ok
         store.close()
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            version = conn.execute(
-                sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
-            ).fetchone()
-        assert version == ("3",)
+        assert pg_version(pg_database, schema) == "3"
     finally:
         drop_schema(pg_database, schema)
 
@@ -206,27 +220,14 @@ def test_stores_opening_a_version_2_database_at_once_migrate_it_once(
 ) -> None:
     """Two stores opening the same version 2 database together: one migrates it (SQLite's
     write lock, PostgreSQL's per-schema lock), the other finds version 3; both work."""
-    import psycopg
-    from psycopg import sql
-
     path = tmp_path / "v2.sqlite"
     store = SQLiteStore(path, clock=clock)
     stale_owners(store, clock)
     store.close()
     back_to_version_2(path)
     schema, pg_url = pg_schema_url(pg_database)
-    s = sql.Identifier(schema)
     try:
-        store = open_store(pg_url, clock=clock)
-        stale_owners(store, clock)
-        store.close()
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL(
-                    "ALTER TABLE {s}.history DROP COLUMN attempted, DROP COLUMN refused;"
-                    " UPDATE {s}.meta SET value = '2' WHERE key = 'schema_version'"
-                ).format(s=s)
-            )
+        pg_version_2(pg_database, pg_url, schema, clock)
         for url in (f"sqlite:///{path}", pg_url):
             opened = open_together(url, clock)
             assert [len(discards(o)) for o in opened] == [4, 4]
@@ -236,10 +237,6 @@ def test_stores_opening_a_version_2_database_at_once_migrate_it_once(
         db = sqlite3.connect(path)
         assert db.execute("PRAGMA user_version").fetchone()[0] == 3
         db.close()
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            version = conn.execute(
-                sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(s)
-            ).fetchone()
-        assert version == ("3",)
+        assert pg_version(pg_database, schema) == "3"
     finally:
         drop_schema(pg_database, schema)
