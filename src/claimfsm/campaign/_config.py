@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from claimfsm.campaign._lifecycle_verdict import LifecycleFindings
 from claimfsm.campaign._remote import RemoteFaults
 from claimfsm.campaign._verdict import Findings
 from claimfsm.errors import InvalidArgument
@@ -39,9 +40,14 @@ class CampaignConfig:
     resume_probability: float = 0.5  # a restarted worker resumes its last saved handle
     terminate_every: float = 0.7  # PostgreSQL: seconds between pg_terminate_backend calls
     restart_command: tuple[str, ...] | None = None  # PostgreSQL: restarts the server once
-    faults: RemoteFaults = field(default_factory=RemoteFaults)
+    #: what goes wrong at the remote; None: the campaign's own (a lifecycle's has slow
+    #: runs that outlive the lease)
+    faults: RemoteFaults | None = None
     seed: int = 1
     keep: bool = False  # keep the PostgreSQL schema afterwards
+    #: the declaration whose workers run: a lifecycle of your own's path or built-in name
+    #: (``job``); None: the claim protocol, through ``Dispatcher``
+    design: str | None = None
 
     def check(self) -> None:
         if self.backend not in ("sqlite", "postgresql"):
@@ -65,7 +71,7 @@ class CampaignReport:
     config: CampaignConfig
     seconds: float
     stopped_by: str  # "counts" (every goal of ``dispatches`` met) or "time"
-    kills: dict[str, int]  # by moment: after-begin-send, during-call, after-ack, random
+    kills: dict[str, int]  # by moment (the claim's: after-begin-send, during-call, …), random
     pauses: dict[str, int]  # stalls past the lease, by moment: after-begin-send, after-ack
     restarts: int
     resumes: dict[str, int]  # current, stale, refused, nothing-saved, current-then-refused
@@ -75,8 +81,10 @@ class CampaignReport:
     backends_terminated: int
     server_restarts: int
     unexpected_exits: list[str]
-    findings: Findings
+    findings: Findings | LifecycleFindings
     violations: list[str]
+    #: the declaration a lifecycle's campaign ran ("": the claim protocol)
+    design: str = ""
 
     @property
     def ok(self) -> bool:
@@ -86,7 +94,9 @@ class CampaignReport:
         """The report as JSON-ready data: the run's shape, then every field, then ``ok``."""
         c = self.config
         shape = {k: getattr(c, k) for k in ("backend", "remote", "workers", "targets", "seed")}
-        report = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "config"}
+        shape["design"] = self.design or "claim"
+        skip = ("config", "design")
+        report = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         report["seconds"] = round(self.seconds, 1)
         report["findings"] = self.findings.as_dict()
         return {**shape, **report, "ok": self.ok}

@@ -32,6 +32,10 @@ class RemoteFaults:
     lost_request: float = 0.03  # dropped on arrival: no effect; the caller times out
     lost_ack: float = 0.03  # applied, then the connection drops before the reply
     latency_seconds: tuple[float, float] = (0.002, 0.04)
+    #: a slow request: it runs for ``slow_seconds`` instead (a job that outlives its
+    #: worker's patience and its lease); none in the claim's campaign
+    slow: float = 0.0
+    slow_seconds: tuple[float, float] = (1.0, 2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,10 @@ class _State:
                 )
                 return "lost-request"
             lost_ack = roll < self.faults.lost_request + self.faults.lost_ack
-            latency = self.rng.uniform(*self.faults.latency_seconds)
+            slow = self.rng.random() < self.faults.slow
+            latency = self.rng.uniform(
+                *(self.faults.slow_seconds if slow else self.faults.latency_seconds)
+            )
             fence = self.rules.arrives(self.fence.get(target, 0), epoch)
             if fence is None:
                 self.log.append(Request(target, draft, epoch, key, started, started, "fenced"))
@@ -102,6 +109,12 @@ class _State:
         with self.lock:
             return any(r.target_id == target and r.idempotency_key == key and r.took_effect
                        for r in self.log)  # fmt: skip
+
+    def running(self, target: str, epoch: int) -> bool:
+        """Readback of an executor: whether a request of ``epoch`` is running here now (it
+        cannot see a request its worker has yet to send)."""
+        with self.lock:
+            return epoch in self.in_flight.get(target, [])
 
     def fence_through(self, target: str, epoch: int) -> None:
         with self.lock:
@@ -153,6 +166,8 @@ def _session(conn: Connection, state: _State) -> None:
                 conn.send(result)
             elif kind == "readback":
                 conn.send(state.readback(*message[1:]))
+            elif kind == "running":
+                conn.send(state.running(*message[1:]))
             elif kind == "fence":
                 state.fence_through(*message[1:])
                 conn.send(None)
@@ -242,6 +257,22 @@ class RemoteClient:
         if not self.fences_epochs:
             raise SendRejected("this remote does not fence")
         self._call(("fence", target_id, epoch), 30.0)
+
+    def running(self, target_id: str, epoch: int) -> bool:
+        """Whether a request of ``epoch`` is running at the remote now (an executor's
+        readback: ``running``)."""
+        return bool(self._call(("running", target_id, epoch), 10.0))
+
+    def run(self, target_id: str, epoch: int, key: str) -> str:
+        """Run one attempt at the remote as an executor (a lifecycle's work): its result,
+        ``applied`` or ``fenced``; a lost request or answer, or no answer within the
+        timeout, is ``SendAmbiguous`` (the attempt may still be running there)."""
+        request = SendRequest(target_id, 0, epoch, key, "")
+        try:
+            result = self._call(("send", target_id, 0, epoch, key), self.timeout, request)
+        except (TimeoutError, ConnectionError) as exc:
+            raise SendAmbiguous(str(exc)) from exc
+        return str(result)
 
     # -- for the harness -------------------------------------------------------------------
     def quiet(self, timeout: float) -> bool:

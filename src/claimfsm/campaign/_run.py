@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from claimfsm.audit import audit
 from claimfsm.campaign._config import CampaignConfig, CampaignReport
 from claimfsm.campaign._database import DatabaseFaults, drop_schema
-from claimfsm.campaign._remote import RemoteClient, serve
+from claimfsm.campaign._remote import RemoteClient, RemoteFaults, serve
 from claimfsm.campaign._verdict import judge
 from claimfsm.campaign._worker import KILL_POINTS, WorkerSpec, worker_main
 from claimfsm.errors import StoreError
@@ -52,6 +52,19 @@ class _Worker:
 
 
 class _Campaign:
+    """The harness. The claim protocol's by default; a lifecycle of your own overrides what
+    its workers run, the moments they are killed at, its sweeper and its verdict
+    (``_lifecycle``)."""
+
+    #: the moments a worker is killed at on purpose, each at least once
+    kill_points: tuple[str, ...] = KILL_POINTS
+    #: where worker 1's second incarnation stalls past its lease
+    first_pause = "after-begin-send"
+    #: the declaration the workers load, by path ("": the claim protocol's store)
+    design = ""
+    #: its name, in the report ("": the claim protocol)
+    design_name = ""
+
     def __init__(self, config: CampaignConfig) -> None:
         config.check()
         self.c = config
@@ -59,7 +72,7 @@ class _Campaign:
         self.ctx = multiprocessing.get_context("spawn")
         self.run_id = secrets.token_hex(4)
         self.targets = [f"target-{i + 1}" for i in range(config.targets)]
-        self.kills: Counter[str] = Counter({p: 0 for p in (*KILL_POINTS, "random")})
+        self.kills: Counter[str] = Counter({p: 0 for p in (*self.kill_points, "random")})
         self.pauses: Counter[str] = Counter()
         self.wake_at: dict[int, float] = {}  # pid -> when to send SIGCONT
         self.forced_pending: set[int] = set()  # workers yet to reach their planned moment
@@ -94,12 +107,17 @@ class _Campaign:
             met = met and sum(self.pauses.values()) > 0
             # A stalled worker's late send must have met the fence at least once: whether it
             # wakes before or after the reconciler fences is timing, so the run goes on.
-            if c.remote == "fencing":
+            if self.fence_goal():
                 met = met and self.late_send_fenced()
         if self.faults is not None:
             met = met and self.faults.terminated > 0
             met = met and (self.faults.restarts > 0 or not c.restart_command)
         return met
+
+    def fence_goal(self) -> bool:
+        """Whether a stalled worker's late send must have met the fence: with a fencing
+        remote."""
+        return self.c.remote == "fencing"
 
     def late_send_fenced(self) -> bool:
         """Whether the remote has rejected a send by its fence, read from its log (at most
@@ -143,7 +161,9 @@ class _Campaign:
     def start_remote(self) -> None:
         mine, theirs = self.ctx.Pipe(duplex=False)
         self.remote_process = self.ctx.Process(
-            target=serve, args=(theirs, self.c.remote, self.c.faults, self.c.seed), daemon=True
+            target=serve,
+            args=(theirs, self.c.remote, self.remote_faults(), self.c.seed),
+            daemon=True,
         )
         self.remote_process.start()
         theirs.close()
@@ -151,6 +171,9 @@ class _Campaign:
             raise StoreError("the campaign's remote process did not start")
         self.remote_address, self.remote_authkey = mine.recv()
         mine.close()
+
+    def remote_faults(self) -> RemoteFaults:
+        return self.c.faults or RemoteFaults()
 
     def remote_client(self) -> RemoteClient:
         return RemoteClient(
@@ -187,22 +210,27 @@ class _Campaign:
             resume_probability=c.resume_probability,
             run_dir=c.run_dir.resolve(),
             seed=c.seed,
+            design=self.design,
         )
         if spec.forced is not None:
             self.forced_pending.add(index)
         mine, theirs = self.ctx.Pipe(duplex=False)
-        process = self.ctx.Process(target=worker_main, args=(spec, theirs), name=spec.name)
+        process = self.ctx.Process(target=self.entry(), args=(spec, theirs), name=spec.name)
         process.start()
         theirs.close()
         return _Worker(spec, process, mine)
 
+    def entry(self) -> Any:
+        """The worker process's entry point."""
+        return worker_main
+
     def planned(self, index: int, incarnation: int) -> tuple[str, str] | None:
         """Every moment gets at least one kill and a stall whatever the dice say: the first
         incarnation of worker i is killed at moment i; worker 1 then stalls before a call."""
-        if incarnation == 0 and index <= len(KILL_POINTS):
-            return ("kill", KILL_POINTS[index - 1])
+        if incarnation == 0 and index <= len(self.kill_points):
+            return ("kill", self.kill_points[index - 1])
         if incarnation == 1 and index == 1 and self.c.pause_probability > 0:
-            return ("pause", "after-begin-send")
+            return ("pause", self.first_pause)
         return None
 
     def kill(self, worker: _Worker, why: str | None) -> None:
@@ -397,14 +425,29 @@ class _Campaign:
                 return  # what is left uncertain has no effect to find: it stays uncertain
             time.sleep(self.c.lease_seconds + 0.1)  # a retry's lease may need to lapse
 
+    # -- what differs by declaration -----------------------------------------------------------
+    noun = "target"
+
+    def open_admin(self) -> Any:
+        return open_store(self.store_url("admin"))
+
+    def before_workers(self, admin: Any) -> None:
+        self.top_up(admin, minimum=10, batch=10)
+
+    def judged(self, admin: Any, log: list[Any]) -> Any:
+        return judge(admin, log, self.c.remote, self.targets)
+
+    def audited(self) -> Any:
+        return audit(self.store_url("audit"), keep=5)
+
     def run(self) -> CampaignReport:
         started = self.started = time.monotonic()
         self.prepare()
         self.start_remote()
-        admin = open_store(self.store_url("admin"))
+        admin = self.open_admin()
         threads: list[threading.Thread] = []
         try:
-            self.top_up(admin, minimum=10, batch=10)
+            self.before_workers(admin)
             threads.append(
                 threading.Thread(target=self.guarded, args=(self.sweeper,), name="sweeper")
             )
@@ -428,12 +471,12 @@ class _Campaign:
                     t.join()
             remote = self.remote_client()
             self.close_out(admin, remote)
-            verdict = judge(admin, remote.log(), self.c.remote, self.targets)
+            verdict = self.judged(admin, remote.log())
             remote.close()
-            audited = audit(self.store_url("audit"), keep=5)
+            audited = self.audited()
             verdict.findings.audit_violations = audited.total
             verdict.findings.audit_examples = [
-                f"[{v.kind}] target {v.target_id!r} entries {list(v.seqs)}: {v.message}"
+                f"[{v.kind}] {self.noun} {v.target_id!r} entries {list(v.seqs)}: {v.message}"
                 for v in audited.violations
             ]
             if not audited.ok:
@@ -473,9 +516,16 @@ class _Campaign:
             unexpected_exits=self.unexpected,
             findings=verdict.findings,
             violations=violations,
+            design=self.design_name,
         )
 
 
 def run_campaign(config: CampaignConfig) -> CampaignReport:
-    """Run one campaign and judge it. Raises ``InvalidArgument`` for a bad configuration."""
+    """Run one campaign and judge it: the claim protocol's, or, where ``config.design``
+    names one, a lifecycle of your own's (``_lifecycle``). Raises ``InvalidArgument`` for a
+    bad configuration, ``SpecError`` for a declaration that does not load."""
+    if config.design is not None:
+        from claimfsm.campaign._lifecycle import LifecycleCampaign
+
+        return LifecycleCampaign(config).run()
     return _Campaign(config).run()

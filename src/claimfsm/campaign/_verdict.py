@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from claimfsm.campaign._remote import Request
 from claimfsm.spec import Event, State
@@ -62,9 +62,14 @@ class Findings:
         return asdict(self)
 
 
+F = TypeVar("F")
+
+
 @dataclass
-class Verdict:
-    findings: Findings
+class Verdict(Generic[F]):
+    """The figures (a claim's :class:`Findings`, or a lifecycle's) and what they break."""
+
+    findings: F
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -96,7 +101,7 @@ def overlaps(requests: list[Request]) -> tuple[int, int]:
     return cross, len(pairs) - cross
 
 
-def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Verdict:
+def judge(store: Store, log: list[Request], mode: str, targets: list[str]) -> Verdict[Findings]:
     f = Findings()
     f.requests = len(log)
     results = Counter(r.result for r in log)

@@ -50,6 +50,8 @@ class WorkerSpec:
     resume_probability: float  # on restart: resume the last saved handle
     run_dir: Path
     seed: int
+    #: the declaration's path, for a lifecycle of your own ("": the claim protocol)
+    design: str = ""
 
     @property
     def name(self) -> str:

@@ -12,13 +12,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from claimfsm.cli._main import Seconds, _library_errors, main
+from claimfsm.cli._main import Seconds, _declaration, _library_errors, main
 
 if TYPE_CHECKING:
-    from claimfsm.campaign import CampaignReport
+    from claimfsm.campaign import CampaignReport, RemoteFaults
 
 
 @main.command()
+@click.argument("declaration", required=False)
 @click.option(
     "--backend",
     type=click.Choice(["sqlite", "postgresql"]),
@@ -35,10 +36,9 @@ if TYPE_CHECKING:
 @click.option(
     "--seconds",
     type=Seconds(0.5, 24 * 3600.0),
-    default=10.0,
-    show_default=True,
-    help="How long the workers run (then sweep, reconcile and judge); with --dispatches,"
-    " only a limit.",
+    default=None,
+    help="How long the workers run (then sweep, reconcile and judge); default 10. With"
+    " --dispatches, only a limit; default 600.",
 )
 @click.option(
     "--dispatches",
@@ -78,12 +78,20 @@ if TYPE_CHECKING:
     help="Per dispatch: a worker stalls (SIGSTOP) before its call or its confirm and wakes"
     " after its lease lapsed.",
 )
+@click.option(
+    "--slow-probability",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Per request: the remote runs it for 1.5 to 2.5 leases, past its sender's patience"
+    " and lease. Default: none for the claim protocol, 0.1 for a lifecycle of your own.",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def campaign(
+    declaration: str | None,
     backend: str,
     remote: str,
-    seconds: float,
+    seconds: float | None,
     dispatches: int | None,
     workers: int,
     targets: int,
@@ -91,15 +99,23 @@ def campaign(
     pg_url: str | None,
     restart_server: bool,
     stall_probability: float,
+    slow_probability: float | None,
     seed: int,
     as_json: bool,
 ) -> None:
     """Kill worker processes at the worst moments, break database connections, restart the
     server; then sweep, reconcile and check every promise against the remote's own log.
 
-    Exits 1 if a promise was broken (overlapping sends, duplicate effects against a fencing
-    or deduping remote, claims left sending, epochs missing or reused, history that does
-    not replay, or an effect the store cannot account for).
+    Without DECLARATION, the claim protocol's workers dispatch through Dispatcher. Exits 1
+    if a promise was broken (overlapping sends, duplicate effects against a fencing or
+    deduping remote, claims left sending, epochs missing or reused, history that does not
+    replay, or an effect the store cannot account for).
+
+    DECLARATION (a path or a built-in name, e.g. job) runs a lifecycle of your own: its
+    workers take entities, start the declared work, run it at the remote process (the
+    executor) and end it; its operator requeues with the executor's evidence. Exits 1 if
+    two epochs of an entity ran at once where the declaration says exclusive_work, a lease
+    is left held, a run is unaccounted for, or the audit rejects the history.
     """
     from claimfsm.campaign import CampaignConfig, local_restart_command, run_campaign
 
@@ -117,13 +133,19 @@ def campaign(
         postgres_url=pg_url,
         workers=workers,
         targets=targets,
-        seconds=seconds,
+        seconds=seconds if seconds is not None else 10.0 if dispatches is None else 600.0,
         dispatches=dispatches,
         restart_command=restart,
         pause_probability=stall_probability,
         seed=seed,
+        design=declaration,
+        faults=None if slow_probability is None else slow_faults(slow_probability),
     )
     with _library_errors():
+        if declaration is not None:
+            from claimfsm.spec import shipped
+
+            _declaration(declaration, shipped())  # a name it does not know, said as such
         report = run_campaign(config)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
@@ -133,8 +155,23 @@ def campaign(
         sys.exit(1)
 
 
+def slow_faults(probability: float) -> RemoteFaults:
+    """The remote's faults with ``probability`` of a slow request (1.5 to 2.5 leases of
+    the campaign's default lease)."""
+    from claimfsm.campaign import CampaignConfig, RemoteFaults
+
+    lease = CampaignConfig().lease_seconds
+    return RemoteFaults(slow=probability, slow_seconds=(1.5 * lease, 2.5 * lease))
+
+
 def print_report(r: CampaignReport) -> None:
+    if r.design:
+        print_lifecycle_report(r)
+        return
+    from claimfsm.campaign import Findings
+
     c, f = r.config, r.findings
+    assert isinstance(f, Findings)
     table = Table(
         title=f"claimfsm campaign: {c.backend}, {c.remote} remote, {c.workers} worker processes,"
         f" {c.targets} targets, {r.seconds:.0f} s"
@@ -197,6 +234,69 @@ def print_report(r: CampaignReport) -> None:
             f" readback, not re-sent); {f.left_uncertain} stay uncertain because a plain remote"
             " cannot prove an effect absent."
         )
+    for example in f.overlap_examples:
+        console.print(f"overlap: {example}")
+    for example in f.audit_examples:
+        console.print(f"audit: {example}")
+    if r.ok:
+        console.print("[green]every promise held[/green]")
+    for v in r.violations:
+        console.print(f"[red]VIOLATED[/red] {v}")
+
+
+def print_lifecycle_report(r: CampaignReport) -> None:
+    """A lifecycle's campaign: what the workers did, what the executor ran, the verdict."""
+    from claimfsm.campaign import LifecycleFindings
+
+    c, f = r.config, r.findings
+    assert isinstance(f, LifecycleFindings)
+    table = Table(
+        title=f"claimfsm campaign {r.design}: {c.backend}, {c.remote} executor,"
+        f" {c.workers} worker processes, {c.targets} entities, {r.seconds:.0f} s"
+        + (f", stopped by {r.stopped_by}" if c.dispatches is not None else "")
+    )
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    kills = ", ".join(f"{k} {v}" for k, v in r.kills.items())
+    resumes = ", ".join(f"{k} {v}" for k, v in sorted(r.resumes.items())) or "-"
+    pauses = ", ".join(f"{k} {v}" for k, v in sorted(r.pauses.items())) or "none"
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())) or "-"
+    rows: list[tuple[str, object]] = [
+        ("epochs taken / runs started", f"{f.epochs} / {f.started}"),
+        (f"  what the workers' attempts came to: {outcomes}", sum(r.outcomes.values())),
+        (f"SIGKILLs ({kills})", sum(r.kills.values())),
+        ("restarts", r.restarts),
+        (f"stalls past the lease ({pauses})", sum(r.pauses.values())),
+        (f"  restarted with the saved handle: {resumes}", sum(r.resumes.values())),
+    ]
+    if c.backend == "postgresql":
+        rows += [
+            ("backends terminated mid-transaction", r.backends_terminated),
+            ("server restarts", r.server_restarts),
+        ]
+    ended = ", ".join(f"{k} {v}" for k, v in f.ended.items())
+    operated = ", ".join(f"{k} {v}" for k, v in f.operated.items()) or "none"
+    left = ", ".join(f"{k} {v}" for k, v in f.left.items()) or "none"
+    rows += [
+        ("store errors seen by workers (then retried)", r.worker_store_errors),
+        (
+            "runs asked of the executor (lost on arrival / answer lost)",
+            f"{f.requests} ({f.lost_requests} / {f.lost_acks})",
+        ),
+        ("  ran / turned away by the fence", f"{f.runs} / {f.fenced}"),
+        (f"work ended ({ended})", sum(f.ended.values())),
+        (f"operator's events ({operated})", sum(f.operated.values())),
+        ("stale owners' refusals recorded", f.refusals),
+        (f"entities at the end ({left})", sum(f.left.values())),
+        ("overlapping runs (two epochs of an entity at once)", f.overlapping_runs),
+        ("entities left holding a lease", f.left_leased),
+        ("runs the store does not account for", f.runs_unaccounted),
+        ("history entries the audit rejects (claimfsm audit)", f.audit_violations),
+    ]
+    for what, count in rows:
+        table.add_row(what, str(count))
+    console = Console()
+    console.print(table)
     for example in f.overlap_examples:
         console.print(f"overlap: {example}")
     for example in f.audit_examples:

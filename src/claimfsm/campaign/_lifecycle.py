@@ -1,0 +1,201 @@
+"""The crash and fault campaign of a lifecycle of your own (``claimfsm campaign job``).
+
+The claim's harness (``_run``) with the declaration's workers (``_lifecycle_worker``):
+worker processes take entities and run their work at the remote process, which here is
+the executor (it fences epochs, or deduplicates request keys, or neither, as ``--remote``
+says; some runs are slow and outlive the worker's patience and its lease). Workers are
+SIGKILLed after a take, after the start, during the run and after the executor's answer,
+stall past their lease, and wake up with their saved handle; on PostgreSQL backends are
+terminated and the server restarts, as in the claim's campaign.
+
+The harness's sweeper is the store's sweep (every ``by = "sweep"`` event) and the
+operator: each operator event that leaves an entity's state is tried as is, and where the
+store refuses it, again with the evidence its guards read, gathered truthfully from the
+executor (``fenced_through`` by fencing it through the entity's epoch, where it fences;
+``running`` by asking it, after the fence where there is one). Afterwards it judges the
+executor's log against the declared invariants and audits the store
+(``_lifecycle_verdict``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from claimfsm.audit import audit_lifecycle
+from claimfsm.campaign._config import CampaignConfig
+from claimfsm.campaign._lifecycle_verdict import judge_lifecycle
+from claimfsm.campaign._lifecycle_worker import KILL_POINTS, WorkPlan, lifecycle_worker_main
+from claimfsm.campaign._remote import RemoteClient, RemoteFaults
+from claimfsm.campaign._run import _REMOTE_ERRORS, _Campaign
+from claimfsm.errors import InvalidArgument, Refused, StoreError
+from claimfsm.spec import Spec, lifecycle_facts, load_spec, runs_on_the_claim_model, shipped
+from claimfsm.store import EntityRow, EntityStore, open_entity_store
+
+
+def lifecycle_declaration(design: str) -> Spec:
+    """The declaration ``design`` names (a built-in name or a path), where it is a
+    lifecycle of your own that a campaign can run; else ``InvalidArgument`` saying why."""
+    builtin = shipped()
+    spec = builtin[design] if design in builtin else load_spec(Path(design))
+    if runs_on_the_claim_model(spec):
+        raise InvalidArgument(
+            f"{design}: the claim protocol's campaign runs claim.toml through Dispatcher"
+            " (claimfsm campaign, no declaration); a variant of it is the checker's to judge"
+            " (claimfsm check) and verify's to run on a store (claimfsm verify)"
+        )
+    if spec.path is None:
+        raise InvalidArgument(f"{design}: the workers load the declaration from its file")
+    WorkPlan.of(spec)  # what it lacks for a campaign, said before anything starts
+    return spec
+
+
+class LifecycleCampaign(_Campaign):
+    kill_points = KILL_POINTS
+    first_pause = "after-start"
+    noun = "entity"
+
+    def __init__(self, config: CampaignConfig) -> None:
+        assert config.design is not None
+        self.spec = lifecycle_declaration(config.design)
+        super().__init__(config)
+        self.design = str(Path(str(self.spec.path)).resolve())
+        self.design_name = self.spec.name
+        self.targets = [f"{self.spec.name}-{i + 1}" for i in range(config.targets)]
+        self.facts = lifecycle_facts(self.spec)
+        self.operator_fences = 0
+        self.outlived_seen, self.outlived_read_at = False, 0.0
+
+    # -- hooks of the claim's harness ------------------------------------------------------
+    def entry(self) -> Any:
+        return lifecycle_worker_main
+
+    def remote_faults(self) -> RemoteFaults:
+        lease = self.c.lease_seconds
+        return self.c.faults or RemoteFaults(slow=0.1, slow_seconds=(1.5 * lease, 2.5 * lease))
+
+    def sends(self) -> int:
+        """Runs the workers began (ended, fenced, or left to their lease)."""
+        return sum(self.outcomes[k] for k in ("ended", "fenced", "abandoned"))
+
+    def goals_met(self) -> bool:
+        """The claim's goals, and, where runs may be slow, a run that outlived its lease
+        (the fault the declaration's lapse while the work runs is for)."""
+        return super().goals_met() and (not self.remote_faults().slow or self.outlived())
+
+    def outlived(self) -> bool:
+        """Whether a run at the executor outlived the lease, read from its log (at most
+        twice a second: only asked once every other goal is met)."""
+        now = time.monotonic()
+        if not self.outlived_seen and now >= self.outlived_read_at + 0.5:
+            self.outlived_read_at = now
+            client = self.remote_client()
+            try:
+                self.outlived_seen = any(
+                    r.ended - r.started > self.c.lease_seconds for r in client.log()
+                )
+            finally:
+                client.close()
+        return self.outlived_seen
+
+    def fence_goal(self) -> bool:
+        """A stalled worker's late run must have met the fence where the operator fenced
+        (a declaration that never asks for the fence has none to meet)."""
+        return self.c.remote == "fencing" and self.operator_fences > 0
+
+    def open_admin(self) -> EntityStore:
+        return open_entity_store(self.spec, self.store_url("admin"))
+
+    def before_workers(self, admin: Any) -> None:
+        pass  # the entities are the workers' to take: a taker's event creates the row
+
+    def judged(self, admin: Any, log: list[Any]) -> Any:
+        return judge_lifecycle(self.spec, admin.rows(), admin.history(), log, self.c.lease_seconds)
+
+    def audited(self) -> Any:
+        return audit_lifecycle(self.spec, self.store_url("audit"), keep=5)
+
+    # -- the sweep and the operator --------------------------------------------------------
+    def sweeper(self) -> None:
+        store = open_entity_store(self.spec, self.store_url("sweeper"))
+        executor = self.remote_client()
+        try:
+            while not self.stop.wait(self.c.lease_seconds / 4):
+                try:
+                    store.sweep()
+                    self.operate(store, executor)
+                except (StoreError, *_REMOTE_ERRORS):
+                    self.sweeper_errors += 1
+                    time.sleep(0.1)
+        finally:
+            executor.close()
+            store.close()
+
+    def operate(self, store: EntityStore, executor: RemoteClient) -> int:
+        """Each operator event that leaves an entity's state, tried as is, then with the
+        evidence its guards read; how many it applied."""
+        applied = 0
+        events = [
+            e
+            for e in self.spec.events_by("operator")
+            if "fresh_token" not in getattr(self.spec.effects.get(e), "sets", ())
+        ]
+        for row in store.rows():
+            for event in events:
+                if row.state not in self.spec.sources(event):
+                    continue
+                try:
+                    store.operate(row.key, event, epoch=row.epoch, detail="the campaign's operator")
+                except Refused:
+                    facts = self.evidence(executor, row, event)
+                    if facts is None:
+                        continue
+                    try:
+                        store.operate(
+                            row.key,
+                            event,
+                            epoch=row.epoch,
+                            facts=facts,
+                            detail="the campaign's operator, with the executor's evidence",
+                        )
+                    except Refused:
+                        continue
+                applied += 1
+                break
+        return applied
+
+    def evidence(self, executor: RemoteClient, row: EntityRow, event: str) -> dict[str, Any] | None:
+        """The facts ``event``'s guards read on ``row``, as the executor gives them (None:
+        its guards read none): fenced through the row's epoch where the executor fences,
+        and whether a run of that epoch is running there now."""
+        read = {
+            g.fact
+            for t in self.spec.transitions
+            if t.event == event and t.source == row.state
+            for g in (self.spec.guards[name] for name in t.guards)
+            if g.fact is not None
+        }
+        if not read:
+            return None
+        facts: dict[str, Any] = {}
+        if self.c.remote == "fencing":
+            executor.fence(row.key, row.epoch)  # returns once no run at or below can land
+            self.operator_fences += 1
+            facts["fenced_through"] = row.epoch
+        facts["running"] = executor.running(row.key, row.epoch)
+        return {k: v for k, v in facts.items() if k in self.facts and k in read}
+
+    def close_out(self, store: Any, remote: RemoteClient) -> None:
+        """Let leases lapse and runs finish, then sweep and operate until nothing moves."""
+        time.sleep(self.c.lease_seconds + 0.1)
+        remote.quiet(30)
+        for _ in range(20):
+            try:
+                swept = store.sweep()
+                applied = self.operate(store, remote)
+            except (StoreError, *_REMOTE_ERRORS):
+                time.sleep(0.2)
+                continue
+            if not swept and not applied:
+                return

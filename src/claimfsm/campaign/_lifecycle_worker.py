@@ -1,0 +1,322 @@
+"""One campaign worker process for a lifecycle of your own: take an entity, start its work,
+run the work at the remote (the executor), end it; until told to stop or killed.
+
+The worker reads everything it does from the declaration (:class:`WorkPlan`): the taker's
+events, the owner events that lead from what a taker leaves to where the work starts
+(``work = "starts"``), and the events that end it (``work = "ends"``; the first declared is
+the work's success, the others its failure). As the claim's campaign worker does, it saves
+each handle it holds, asks the harness to kill it at the campaign's moments, stalls there
+(SIGSTOP) to wake up after its lease lapsed, and a restarted worker may wake up with its
+saved handle and take one of the declaration's wake events with it.
+
+A worker that gets no answer from the executor does not report an end: it cannot know
+whether the work stopped, so it leaves the entity to its lease (the declaration says what
+a lapse while the work runs leads to: the job's ``orphaned``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from claimfsm.campaign._remote import RemoteClient, exit_with_parent
+from claimfsm.campaign._worker import WorkerSpec
+from claimfsm.errors import ClaimFSMError, InvalidArgument, StoreError
+from claimfsm.service import SendAmbiguous
+from claimfsm.spec import Spec, load_spec, wake_events
+from claimfsm.store import EntityStore, Handle, open_entity_store
+
+#: The moments a lifecycle's worker can be killed on purpose, in the order of its work.
+KILL_POINTS = ("after-take", "after-start", "during-call", "after-answer")
+#: Where it can stall past its lease: before it runs the work, and before it reports it.
+PAUSE_POINTS = ("after-start", "after-answer")
+
+
+@dataclass(frozen=True)
+class WorkPlan:
+    """What a worker does with a declaration, read off it."""
+
+    takers: tuple[str, ...]  # the taker's events, tried in the order declared
+    towards: dict[str, str]  # state -> the owner event that leads on towards the start
+    starts: str  # the event that starts the work
+    start_sources: frozenset[str]  # the states it leaves
+    ends: tuple[str, ...]  # the events that end it: success first
+    wakes: tuple[str, ...]  # what a worker woken with its saved handle may take
+
+    @classmethod
+    def of(cls, spec: Spec) -> WorkPlan:
+        """The plan, or ``InvalidArgument`` saying what the declaration lacks for one."""
+        name = spec.path or spec.name
+        remote = [e for e in spec.events if spec.remote_role(e)]
+        if remote:
+            raise InvalidArgument(
+                f"{name}: events {remote} are steps on a remote (remote = ...); the campaign"
+                ' of a lifecycle of your own runs declared work (work = "starts" and'
+                ' "ends") and has no remote process for those roles yet: check the'
+                " declaration (claimfsm check) and verify it on a store (claimfsm verify)"
+            )
+        takers = spec.events_by("taker")
+        starts = [e for e in spec.events if spec.work(e) == "starts"]
+        ends = tuple(e for e in spec.events if spec.work(e) == "ends")
+        if not takers or not starts or not ends:
+            raise InvalidArgument(
+                f'{name}: a campaign needs a taker\'s event (by = "taker"), an event that'
+                ' starts the work (work = "starts") and one that ends it (work = "ends");'
+                f" this declaration has takers {list(takers)}, starts {starts}, ends"
+                f" {list(ends)}"
+            )
+        start = starts[0]
+        sources = frozenset(spec.sources(start))
+        # Breadth-first, backwards from the start's sources, over the owner's other events.
+        towards: dict[str, str] = {}
+        seen, queue = set(sources), deque(sources)
+        while queue:
+            dest = queue.popleft()
+            for t in spec.transitions:
+                if (
+                    t.dest == dest
+                    and t.source not in seen
+                    and spec.role(t.event) == "owner"
+                    and spec.work(t.event) is None
+                ):
+                    seen.add(t.source)
+                    towards[t.source] = t.event
+                    queue.append(t.source)
+        taken = {t.dest for t in spec.transitions if t.event in takers}
+        if not taken & seen:
+            raise InvalidArgument(
+                f"{name}: no owner's path leads from what a taker's event leaves"
+                f" ({sorted(taken)}) to where {start!r} starts the work ({sorted(sources)})"
+            )
+        return cls(tuple(takers), towards, start, sources, ends, wake_events(spec))
+
+
+def lifecycle_worker_main(spec: WorkerSpec, report: Connection) -> None:
+    """The process entry point (``multiprocessing``, spawn)."""
+    try:
+        _work(spec, report)
+    except BaseException:
+        logging.getLogger("claimfsm.campaign.worker").exception("worker failed")
+        raise
+
+
+class _Worker:
+    def __init__(self, spec: WorkerSpec, report: Connection) -> None:
+        self.spec, self.report = spec, report
+        self.log = logging.getLogger("claimfsm.campaign.worker")
+        self.rng = random.Random(spec.seed * 7919 + spec.index * 131 + spec.incarnation)
+        self.forced = [spec.forced] if spec.forced else []
+        self.declaration = load_spec(Path(spec.design))
+        self.plan = WorkPlan.of(self.declaration)
+        self.store: EntityStore | None = None
+        self.executor = RemoteClient(
+            spec.remote_address,
+            spec.remote_authkey,
+            spec.remote_mode,
+            timeout=spec.send_timeout,
+            during_call=lambda _request: self.at("during-call"),
+        )
+
+    # -- the campaign's moments ---------------------------------------------------------
+    def kill_me(self, point: str) -> None:
+        self.log.info("asking to be killed at %s", point)
+        self.report.send(("kill", point))
+        time.sleep(60)  # the harness sends SIGKILL now
+        os._exit(3)  # pragma: no cover - the harness is gone
+
+    def pause_me(self, point: str) -> None:
+        self.log.info("stalling at %s", point)
+        self.report.send(("paused", point))
+        os.kill(os.getpid(), signal.SIGSTOP)  # SIGCONT comes after the lease lapsed
+        self.log.info("woke up at %s; carrying on with the handle", point)
+
+    def at(self, point: str) -> None:
+        """A moment of the work: the planned action, then the random ones."""
+        if self.forced and self.forced[0][1] == point:
+            action, _ = self.forced.pop()
+            (self.kill_me if action == "kill" else self.pause_me)(point)
+            return
+        if self.rng.random() < self.spec.kill_probability:
+            self.kill_me(point)
+        if point in PAUSE_POINTS and self.rng.random() < self.spec.pause_probability:
+            self.pause_me(point)
+
+    # -- one attempt ----------------------------------------------------------------------
+    def take(self, key: str) -> Handle | None:
+        assert self.store is not None
+        for event in self.plan.takers:
+            try:
+                return self.store.take(
+                    key, event, owner=self.spec.name, lease_seconds=self.spec.lease_seconds
+                )
+            except ClaimFSMError as exc:
+                if isinstance(exc, StoreError):
+                    raise
+                self.log.info("%s %s refused: %s", event, key, exc)
+        return None
+
+    def act(self, handle: Handle, event: str, detail: str = "") -> Handle:
+        assert self.store is not None
+        return self.store.act(handle, event, lease_seconds=self.spec.lease_seconds, detail=detail)
+
+    def attempt(self, handle: Handle) -> str:
+        """From a held handle: on to the start, the work at the executor, its end; what
+        happened, for the harness's tally."""
+        while handle.state in self.plan.towards:
+            handle = self.act(handle, self.plan.towards[handle.state])
+        if handle.state not in self.plan.start_sources:
+            return "not-startable"
+        handle = self.act(handle, self.plan.starts)
+        _save_handle(self.spec.handle_file, handle)
+        self.at("after-start")
+        try:
+            result = self.executor.run(handle.key, handle.epoch, handle.request_key)
+        except SendAmbiguous as exc:  # it may still be running there: the lease decides
+            self.log.info("no answer for %r: %s; left to its lease", handle, exc)
+            return "abandoned"
+        self.at("after-answer")
+        ends = self.plan.ends
+        if result == "fenced":  # the executor refused the attempt: it did not run
+            event = ends[-1]
+        else:
+            event = ends[0] if len(ends) == 1 or self.rng.random() < 0.8 else ends[-1]
+        self.act(handle, event, detail=f"the executor said {result}")
+        return "ended" if result != "fenced" else "fenced"
+
+    def resume(self) -> str:
+        """Wake up with the saved handle and take a wake event with it, as a restarted
+        worker would; what happened."""
+        saved = _last_handle(self.spec.handle_file)
+        if saved is None:
+            return "nothing-saved"
+        for event in self.plan.wakes:
+            if saved.state not in self.declaration.sources(event):
+                continue
+            try:
+                if event == self.plan.starts:
+                    return f"continued ({self.attempt(saved)})"
+                self.act(saved, event, detail="woken with its saved handle")
+                return f"took {event}"
+            except StoreError:
+                raise
+            except ClaimFSMError as exc:
+                self.log.info("saved handle refused: %s", exc)
+                return f"refused ({type(exc).__name__})"
+        return "left to its lease"
+
+    def run(self) -> None:
+        spec = self.spec
+        try:
+            self.store = open_entity_store(self.declaration, spec.store_url)
+        except StoreError as exc:  # the server is restarting, say: exit, be restarted
+            self.log.warning("cannot open the store: %s", exc)
+            self.report.send(("store-error", "open"))
+            return
+        try:
+            if spec.incarnation > 0 and self.rng.random() < spec.resume_probability:
+                self.report.send(("resume", self.guarded(self.resume)))
+            threading.Thread(target=exit_with_parent, daemon=True).start()
+            while not spec.stop_file.exists():
+                outcome = self.guarded(self.one)
+                self.report.send(("result", outcome))
+                if outcome in ("busy", "store-error"):
+                    time.sleep(self.rng.uniform(0.005, 0.02))
+        finally:
+            self.executor.close()
+            self.store.close()
+
+    def open_keys(self) -> list[str]:
+        """The first ``len(targets)`` entities not yet in a terminal state: as entities
+        finish, the workers move on to new ones, all workers to the same ones."""
+        assert self.store is not None
+        ended = {r.key for r in self.store.rows() if self.declaration.states[r.state].terminal}
+        keys: list[str] = []
+        n = 0
+        while len(keys) < len(self.spec.targets):
+            n += 1
+            key = entity_key(self.declaration, n)
+            if key not in ended:
+                keys.append(key)
+        return keys
+
+    def one(self) -> str:
+        """One attempt on one of the open entities: what it came to."""
+        handle = self.take(self.rng.choice(self.open_keys()))
+        if handle is None:
+            return "busy"
+        _save_handle(self.spec.handle_file, handle)
+        self.at("after-take")
+        return self.attempt(handle)
+
+    def guarded(self, body: object) -> str:
+        """``body()``, with a refusal or a store error as what happened."""
+        assert callable(body)
+        try:
+            return str(body())
+        except StoreError as exc:  # the database went away mid-step: the lease decides
+            self.log.warning("store error: %s", exc)
+            self.report.send(("store-error", "step"))
+            return "store-error"
+        except ClaimFSMError as exc:
+            self.log.info("refused: %s", exc)
+            return "refused"
+
+
+def entity_key(spec: Spec, n: int) -> str:
+    """The campaign's ``n``-th entity of ``spec``."""
+    return f"{spec.name}-{n}"
+
+
+def _work(spec: WorkerSpec, report: Connection) -> None:
+    logging.basicConfig(
+        filename=spec.log_file,
+        level=logging.INFO,
+        format=f"%(asctime)s {spec.name}.{spec.incarnation} %(levelname)s %(message)s",
+    )
+    _Worker(spec, report).run()
+
+
+def _save_handle(path: Path, handle: Handle) -> None:
+    """Append the handle a restarted worker needs; the file is private to this worker."""
+    line = json.dumps(
+        {
+            "key": handle.key,
+            "epoch": handle.epoch,
+            "token": handle.token,
+            "state": handle.state,
+            "request_key": handle.request_key,
+        }
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def _last_handle(path: Path) -> Handle | None:
+    """The handle on the last whole line: the kill may have torn the last."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        try:
+            found = json.loads(line)
+            handle = Handle(
+                found["key"], found["epoch"], found["token"], found["state"], found["request_key"]
+            )
+        except (ValueError, TypeError, KeyError):
+            continue
+        if all(isinstance(v, str) for v in (handle.key, handle.token, handle.state)) and (
+            isinstance(handle.epoch, int)
+        ):
+            return handle
+    return None

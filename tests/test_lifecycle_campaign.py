@@ -1,0 +1,228 @@
+"""The crash and fault campaign of a lifecycle of your own (``claimfsm campaign job``):
+worker processes that take, start, run the work at the executor and end it, killed at each
+of those moments, stalled past their lease and restarted with their saved handle; the
+operator requeuing with the executor's evidence; the verdict on the declared invariants
+from the executor's own log, and the audit of the store. The quick suite runs the job on
+SQLite, and its wrong design, which the campaign must catch; the slow suite runs the job
+on PostgreSQL with backends terminated and the server restarted (``.ci/run``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.campaign import (
+    CampaignConfig,
+    CampaignReport,
+    LifecycleFindings,
+    RemoteFaults,
+    Request,
+    judge_lifecycle,
+    local_restart_command,
+    run_campaign,
+)
+from claimfsm.campaign._lifecycle_worker import KILL_POINTS, WorkPlan
+from claimfsm.cli import main
+from claimfsm.errors import InvalidArgument
+from claimfsm.spec import load_spec, shipped
+from claimfsm.store import open_entity_store
+
+from .conftest import FakeClock
+
+SPECS = Path(__file__).parent.parent / "specs"
+
+
+def short(tmp_path: Path, design: str = "job", **kw: object) -> CampaignConfig:
+    defaults: dict[str, object] = {
+        "design": design,
+        "run_dir": tmp_path / "campaign",
+        "dispatches": 20,
+        "seconds": 300.0,  # only a limit: a loaded machine takes longer, the test does not fail
+        "kill_probability": 0.06,
+        "random_kill_every": 0.8,
+        "pause_probability": 0.04,  # plus the planned stall of worker 1
+    }
+    defaults.update(kw)
+    return CampaignConfig(**defaults)  # type: ignore[arg-type]
+
+
+def findings(report: CampaignReport) -> LifecycleFindings:
+    assert isinstance(report.findings, LifecycleFindings)
+    return report.findings
+
+
+def assert_promises_held(report: CampaignReport) -> None:
+    f = findings(report)
+    assert report.ok, report.violations
+    assert report.unexpected_exits == []
+    # It did what it says: a kill at each moment of the work and at random ones, stalls,
+    # restarts, some with the saved handle; and it stopped because it had done that.
+    assert set(report.kills) == {*KILL_POINTS, "random"}
+    assert all(n > 0 for n in report.kills.values()), report.kills
+    assert sum(report.pauses.values()) > 0 and report.restarts > 0
+    assert sum(report.resumes.values()) > 0
+    assert report.config.dispatches is not None and report.stopped_by == "counts"
+    # Runs outlived their lease; the operator took the job out of `orphaned` with the
+    # executor's evidence (the audit judges that evidence, entry by entry).
+    assert f.runs > 0 and f.operated.get("requeue", 0) > 0
+    # The promises, from the executor's own log and the store's history.
+    assert f.overlapping_runs == 0 and f.left_leased == 0 and f.runs_unaccounted == 0
+    assert f.audit_violations == 0 and f.audit_examples == []
+    assert f.started >= f.runs  # every run was begun by a recorded start
+
+
+def test_a_job_campaign_on_sqlite_keeps_every_declared_promise(tmp_path: Path) -> None:
+    report = run_campaign(short(tmp_path))
+    assert_promises_held(report)
+    f = findings(report)
+    # A stalled worker's late run met the fence the operator raised to requeue its job.
+    assert f.fenced > 0
+    assert report.design == "job" and report.as_dict()["design"] == "job"
+    # Owner tokens: saved privately by the workers, nowhere else.
+    run_dir = report.config.run_dir
+    tokens = {
+        json.loads(line)["token"]
+        for h in run_dir.glob("worker-*.handles")
+        for line in h.read_text().splitlines()
+        if line.startswith("{") and line.endswith("}")
+    }
+    assert len(tokens) >= 20
+    for h in run_dir.glob("worker-*.handles"):
+        assert h.stat().st_mode & 0o077 == 0
+    elsewhere = "".join(w.read_text() for w in run_dir.glob("worker-*.log"))
+    elsewhere += json.dumps(report.as_dict())
+    elsewhere += b"".join(d.read_bytes() for d in run_dir.glob("campaign.sqlite*")).decode(
+        "latin-1"
+    )
+    assert not [t[:6] for t in tokens if t in elsewhere]
+
+
+def test_the_campaign_catches_the_job_that_requeues_without_evidence(tmp_path: Path) -> None:
+    """The wrong design the checker catches is caught on real processes too: a run that
+    outlives its lease, an orphaned job requeued at once, a second worker running it."""
+    slow = RemoteFaults(slow=0.5, slow_seconds=(1.5, 2.5))  # half the runs outlive the lease
+    design = "job-requeue_without_evidence"
+    report = run_campaign(short(tmp_path, design, faults=slow, dispatches=30))
+    f = findings(report)
+    assert report.stopped_by == "counts"  # it did all it was asked: the verdict stands
+    assert f.outlived_lease > 0
+    assert f.overlapping_runs > 0 and f.overlap_examples
+    assert not report.ok
+    assert any("one_attempt_at_a_time" in v for v in report.violations), report.violations
+    # The store kept its promises: the flaw is the declaration's, not the store's.
+    assert f.audit_violations == 0 and f.runs_unaccounted == 0 and f.left_leased == 0
+
+
+def test_the_verdict_fails_on_each_broken_promise(tmp_path: Path, clock: FakeClock) -> None:
+    spec = shipped()["job"]
+    store = open_entity_store(spec, f"sqlite:///{tmp_path / 'j.sqlite'}", clock=clock)
+    handle = store.take("a", "lease", owner="w")
+    store.act(store.act(handle, "start"), "succeed")
+
+    def run(key: str, epoch: int, start: float, end: float) -> Request:
+        return Request(key, 0, epoch, key, start, end, "applied")
+
+    def verdict(log: list[Request]) -> tuple[LifecycleFindings, list[str]]:
+        v = judge_lifecycle(spec, store.rows(), store.history(), log)
+        return v.findings, v.violations
+
+    f, violated = verdict([run("a", 1, 0, 1)])
+    assert violated == [] and (f.runs, f.started, f.ended) == (1, 1, {"succeed": 1, "fail": 0})
+    # A run of an epoch the store never started.
+    f, violated = verdict([run("a", 1, 0, 1), run("a", 7, 2, 3)])
+    assert f.runs_unaccounted == 1 and any("account for" in v for v in violated)
+    # Two epochs of one job running at once, against the declared exclusive_work.
+    store.take("b", "lease", owner="w")
+    handle = store.take("c", "lease", owner="w")
+    store.act(handle, "start")
+    f, violated = verdict([run("a", 1, 0, 1), run("a", 2, 0.5, 2)])
+    assert f.overlapping_runs == 1
+    assert any("one_attempt_at_a_time" in v for v in violated)
+    # b and c still hold their leases: nothing lapsed them.
+    assert f.left_leased == 2 and any("holding a lease" in v for v in violated)
+    # A run the fence turned away never ran: no overlap.
+    fenced = Request("a", 0, 2, "a", 0.5, 0.5, "fenced")
+    assert verdict([run("a", 1, 0, 1), fenced])[0].overlapping_runs == 0
+    store.close()
+
+
+def test_the_worker_s_plan_is_read_off_the_declaration() -> None:
+    plan = WorkPlan.of(shipped()["job"])
+    assert (plan.takers, plan.starts, plan.ends) == (("lease",), "start", ("succeed", "fail"))
+    assert plan.start_sources == {"leased"} and plan.towards == {}
+    assert set(plan.wakes) == {"start", "release"}
+
+
+def deploy_dir(tmp_path: Path) -> Path:
+    """The README's deploy.toml, with a state between the take and the start that an
+    owner's event of its own leaves: the worker walks it on its way to the work."""
+    from .test_lifecycle_remote import FILES
+
+    text = FILES["deploy.toml"]
+    (tmp_path / "deploy.toml").write_text(text)
+    staged = text.replace(
+        'event = "start"\nsource = "held"',
+        'event = "start"\nsource = "staged"',
+    ).replace(
+        "[events.take]",
+        '[states.staged]\nmeaning = "staged"\nlease = true\n\n'
+        '[[transitions]]\nevent = "stage"\nsource = "held"\ndest = "staged"\n'
+        'guards = ["holder"]\n\n[[transitions]]\nevent = "lapse"\nsource = "staged"\n'
+        'dest = "idle"\nguards = ["lapsed"]\n\n[events.take]',
+    )
+    (tmp_path / "staged.toml").write_text(staged.replace('name = "deploy"', 'name = "staged"'))
+    return tmp_path
+
+
+def test_the_worker_walks_the_owner_s_steps_to_the_start(tmp_path: Path) -> None:
+    plan = WorkPlan.of(load_spec(deploy_dir(tmp_path) / "staged.toml"))
+    assert plan.towards == {"held": "stage"} and plan.start_sources == {"staged"}
+
+
+def test_what_a_campaign_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
+    from .test_lifecycle_remote import FILES
+
+    (tmp_path / "charge.toml").write_text(FILES["charge.toml"])
+    workless = (SPECS / "job.toml").read_text().replace('work = "starts"', "")
+    workless = workless.replace('kind = "exclusive_work"', 'kind = "left_only_by"\nstates'
+                                ' = ["running"]\nevents = ["succeed"]')  # fmt: skip
+    (tmp_path / "workless.toml").write_text(workless.replace('name = "job"', 'name = "wl"'))
+    runner = CliRunner()
+    cases = {
+        "release_by_target": "the claim protocol's campaign runs claim.toml",
+        str(tmp_path / "charge.toml"): "steps on a remote",
+        str(tmp_path / "workless.toml"): 'starts the work (work = "starts")',
+        "no-such-design": "no declaration 'no-such-design'",
+        str(tmp_path / "missing.toml"): "missing.toml",
+    }
+    for design, said in cases.items():
+        result = runner.invoke(main, ["campaign", design, "--dir", str(tmp_path / "c")])
+        assert result.exit_code != 0, design
+        assert said in result.output, (design, result.output)
+        assert "Traceback" not in result.output
+        assert not (tmp_path / "c").exists()  # refused before anything was made
+    with pytest.raises(InvalidArgument, match="steps on a remote"):
+        run_campaign(short(tmp_path, str(tmp_path / "charge.toml")))
+
+
+@pytest.mark.slow
+def test_a_job_campaign_on_postgresql(pg_database: str, tmp_path: Path) -> None:
+    restart = local_restart_command()
+    if restart is None and os.environ.get("CLAIMFSM_REQUIRE_PG") == "1":
+        pytest.fail("CI must restart the local PostgreSQL server, but pg_ctlcluster is missing")
+    report = run_campaign(
+        short(
+            tmp_path,
+            backend="postgresql",
+            postgres_url=pg_database,
+            dispatches=30,
+            restart_command=restart,
+        )
+    )
+    assert_promises_held(report)
+    assert report.backends_terminated > 0
+    assert report.server_restarts == (1 if restart else 0)
