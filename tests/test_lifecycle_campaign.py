@@ -184,9 +184,6 @@ def test_the_worker_walks_the_owner_s_steps_to_the_start(tmp_path: Path) -> None
 
 
 def test_what_a_campaign_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
-    from .test_lifecycle_remote import FILES
-
-    (tmp_path / "charge.toml").write_text(FILES["charge.toml"])
     workless = (SPECS / "job.toml").read_text().replace('work = "starts"', "")
     workless = workless.replace('kind = "exclusive_work"', 'kind = "left_only_by"\nstates'
                                 ' = ["running"]\nevents = ["succeed"]')  # fmt: skip
@@ -194,7 +191,6 @@ def test_what_a_campaign_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
     runner = CliRunner()
     cases = {
         "release_by_target": "the claim protocol's campaign runs claim.toml",
-        str(tmp_path / "charge.toml"): "steps on a remote",
         str(tmp_path / "workless.toml"): 'starts the work (work = "starts")',
         "no-such-design": "no declaration 'no-such-design'",
         str(tmp_path / "missing.toml"): "missing.toml",
@@ -205,8 +201,38 @@ def test_what_a_campaign_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
         assert said in result.output, (design, result.output)
         assert "Traceback" not in result.output
         assert not (tmp_path / "c").exists()  # refused before anything was made
-    with pytest.raises(InvalidArgument, match="steps on a remote"):
-        run_campaign(short(tmp_path, str(tmp_path / "charge.toml")))
+    with pytest.raises(InvalidArgument, match="starts the work"):
+        run_campaign(short(tmp_path, str(tmp_path / "workless.toml")))
+
+
+def test_a_charge_is_made_once_against_a_fencing_processor_and_twice_unfenced(
+    tmp_path: Path,
+) -> None:
+    """The README's charge.toml, whose work is a request to a remote: the worker takes
+    `answer` once the charge took effect and `give_up` when it cannot tell; the operator
+    calls an unknown charge found or missing by readback, and missing only once the
+    processor is fenced. Its wrong design unfenced.toml calls it missing on readback alone,
+    and against a plain processor a request that landed late is a second charge."""
+    from .test_lifecycle_remote import FILES
+
+    for name in ("charge.toml", "unfenced.toml"):
+        (tmp_path / name).write_text(f"# {name}\n{FILES[name]}")
+    held = run_campaign(short(tmp_path, str(tmp_path / "charge.toml")))
+    f = findings(held)
+    assert held.ok, held.violations
+    assert held.stopped_by == "counts" and f.outlived_lease > 0
+    assert f.duplicate_effects == 0 and f.overlapping_runs == 0
+    assert f.ended["answer"] > 0 and f.ended["give_up"] > 0
+    assert f.operated.get("missing", 0) > 0  # fenced first, then called missing
+    assert f.audit_violations == 0
+    slow = RemoteFaults(slow=0.5, slow_seconds=(1.5, 2.5))
+    caught = run_campaign(
+        short(tmp_path, str(tmp_path / "unfenced.toml"), remote="plain", faults=slow)
+    )
+    g = findings(caught)
+    assert caught.stopped_by == "counts" and g.duplicate_effects > 0
+    assert any("charged_once" in v for v in caught.violations), caught.violations
+    assert g.audit_violations == 0  # the store kept its promises: the flaw is the design's
 
 
 @pytest.mark.slow

@@ -77,7 +77,9 @@ class LifecycleCampaign(_Campaign):
 
     def sends(self) -> int:
         """Runs the workers began (ended, fenced, or left to their lease)."""
-        return sum(self.outcomes[k] for k in ("ended", "fenced", "abandoned"))
+        return sum(
+            self.outcomes[k] for k in ("ended", "fenced", "abandoned", "answered", "unanswered")
+        )
 
     def goals_met(self) -> bool:
         """The claim's goals, and, where runs may be slow, a run that outlived its lease
@@ -111,7 +113,9 @@ class LifecycleCampaign(_Campaign):
         pass  # the entities are the workers' to take: a taker's event creates the row
 
     def judged(self, admin: Any, log: list[Any]) -> Any:
-        return judge_lifecycle(self.spec, admin.rows(), admin.history(), log, self.c.lease_seconds)
+        return judge_lifecycle(
+            self.spec, admin.rows(), admin.history(), log, self.c.lease_seconds, self.c.remote
+        )
 
     def audited(self) -> Any:
         return audit_lifecycle(self.spec, self.store_url("audit"), keep=5)
@@ -168,7 +172,8 @@ class LifecycleCampaign(_Campaign):
     def evidence(self, executor: RemoteClient, row: EntityRow, event: str) -> dict[str, Any] | None:
         """The facts ``event``'s guards read on ``row``, as the executor gives them (None:
         its guards read none): fenced through the row's epoch where the executor fences,
-        and whether a run of that epoch is running there now."""
+        whether a run of that epoch is running there now, and readback's ``outcome``:
+        whether a request with the row's request key took effect there."""
         read = {
             g.fact
             for t in self.spec.transitions
@@ -184,6 +189,9 @@ class LifecycleCampaign(_Campaign):
             self.operator_fences += 1
             facts["fenced_through"] = row.epoch
         facts["running"] = executor.running(row.key, row.epoch)
+        if "outcome" in read:
+            landed = executor.readback(row.key, row.request_key or row.key, row.epoch)
+            facts["outcome"] = "present" if landed else "absent"
         return {k: v for k, v in facts.items() if k in self.facts and k in read}
 
     def close_out(self, store: Any, remote: RemoteClient) -> None:

@@ -36,6 +36,7 @@ class LifecycleFindings:
     outlived_lease: int = 0  # runs that went on for longer than a lease
     overlapping_runs: int = 0  # pairs of runs of two epochs of one entity at once
     overlap_examples: list[str] = field(default_factory=list)
+    duplicate_effects: int = 0  # runs that took effect beyond the first, per entity
     # what the store says
     epochs: int = 0
     started: int = 0  # entries of the event that starts the work
@@ -58,9 +59,11 @@ def judge_lifecycle(
     history: list[EntityHistory],
     log: list[Request],
     lease_seconds: float = 1.0,
+    remote: str = "fencing",
 ) -> Verdict[LifecycleFindings]:
     """The verdict on one campaign of ``spec``: its store's rows and history, afterwards,
-    against the executor's ``log`` (``lease_seconds``: the workers' lease)."""
+    against the executor's ``log`` (``lease_seconds``: the workers' lease; ``remote``: the
+    executor's mode, for an invariant declared against some modes only)."""
     f = LifecycleFindings()
     results = Counter(r.result for r in log)
     f.requests = len(log)
@@ -78,8 +81,10 @@ def judge_lifecycle(
         f" {b.epoch} began {1000 * (b.started - a.started):.0f} ms after it"
         for a, b in across[:5]
     ]
+    per_entity = Counter(r.target_id for r in log if r.took_effect)
+    f.duplicate_effects = sum(n - 1 for n in per_entity.values() if n > 1)
     starts = next(e for e in spec.events if spec.work(e) == "starts")
-    ends = [e for e in spec.events if spec.work(e) == "ends"]
+    ends = [e for e in spec.events if spec.work(e) == "ends" or spec.remote_role(e)]
     operator = set(spec.events_by("operator"))
     taken = [h for h in history if h.refused is None]
     f.epochs = sum(r.epoch for r in rows)
@@ -100,6 +105,14 @@ def judge_lifecycle(
             verdict.violations.append(f"{name}: {value} ({why})")
 
     for inv in spec.invariants.values():
+        if inv.remote and remote not in inv.remote:
+            continue  # not promised against this executor
+        if inv.kind == "effect_once":
+            must_be_zero(
+                "duplicate effects",
+                f.duplicate_effects,
+                f"invariant {inv.name!r}: {inv.meaning}",
+            )
         if inv.kind == "exclusive_work":
             must_be_zero(
                 "overlapping runs",

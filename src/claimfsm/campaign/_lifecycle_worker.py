@@ -3,15 +3,19 @@ run the work at the remote (the executor), end it; until told to stop or killed.
 
 The worker reads everything it does from the declaration (:class:`WorkPlan`): the taker's
 events, the owner events that lead from what a taker leaves to where the work starts
-(``work = "starts"``), and the events that end it (``work = "ends"``; the first declared is
-the work's success, the others its failure). As the claim's campaign worker does, it saves
-each handle it holds, asks the harness to kill it at the campaign's moments, stalls there
-(SIGSTOP) to wake up after its lease lapsed, and a restarted worker may wake up with its
-saved handle and take one of the declaration's wake events with it.
+(``work = "starts"``), and the events that end it: ``work = "ends"`` (the first declared
+is the work's success, the others its failure), or, where the work is a request to a
+remote, the ``remote = "answered"`` event once the request took effect and the
+``"unanswered"`` one when it did not say so (fenced off, lost, or no answer in time).
+As the claim's campaign worker does, it saves each handle it holds, asks the harness to
+kill it at the campaign's moments, stalls there (SIGSTOP) to wake up after its lease
+lapsed, and a restarted worker may wake up with its saved handle and take one of the
+declaration's wake events with it.
 
 A worker that gets no answer from the executor does not report an end: it cannot know
 whether the work stopped, so it leaves the entity to its lease (the declaration says what
-a lapse while the work runs leads to: the job's ``orphaned``).
+a lapse while the work runs leads to: the job's ``orphaned``), or takes its
+``unanswered`` event (the charge's ``give_up``).
 """
 
 from __future__ import annotations
@@ -51,28 +55,28 @@ class WorkPlan:
     start_sources: frozenset[str]  # the states it leaves
     ends: tuple[str, ...]  # the events that end it: success first
     wakes: tuple[str, ...]  # what a worker woken with its saved handle may take
+    answered: tuple[str, ...] = ()  # with a remote: taken once the request took effect
+    unanswered: tuple[str, ...] = ()  # with a remote: taken when it did not say so
+    #: the states a worker has nothing to do in: terminal, or left by the operator alone
+    #: (the job's ``orphaned``, the charge's ``unknown``: they wait for evidence)
+    closed: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, spec: Spec) -> WorkPlan:
         """The plan, or ``InvalidArgument`` saying what the declaration lacks for one."""
         name = spec.path or spec.name
-        remote = [e for e in spec.events if spec.remote_role(e)]
-        if remote:
-            raise InvalidArgument(
-                f"{name}: events {remote} are steps on a remote (remote = ...); the campaign"
-                ' of a lifecycle of your own runs declared work (work = "starts" and'
-                ' "ends") and has no remote process for those roles yet: check the'
-                " declaration (claimfsm check) and verify it on a store (claimfsm verify)"
-            )
         takers = spec.events_by("taker")
         starts = [e for e in spec.events if spec.work(e) == "starts"]
         ends = tuple(e for e in spec.events if spec.work(e) == "ends")
-        if not takers or not starts or not ends:
+        answered = tuple(e for e in spec.events if spec.remote_role(e) == "answered")
+        unanswered = tuple(e for e in spec.events if spec.remote_role(e) == "unanswered")
+        if not takers or not starts or not (ends or answered):
             raise InvalidArgument(
                 f'{name}: a campaign needs a taker\'s event (by = "taker"), an event that'
-                ' starts the work (work = "starts") and one that ends it (work = "ends");'
-                f" this declaration has takers {list(takers)}, starts {starts}, ends"
-                f" {list(ends)}"
+                ' starts the work (work = "starts") and one that ends it (work = "ends",'
+                ' or remote = "answered" where the work is a request to a remote); this'
+                f" declaration has takers {list(takers)}, starts {starts}, ends"
+                f" {list(ends + answered)}"
             )
         start = starts[0]
         sources = frozenset(spec.sources(start))
@@ -97,7 +101,24 @@ class WorkPlan:
                 f"{name}: no owner's path leads from what a taker's event leaves"
                 f" ({sorted(taken)}) to where {start!r} starts the work ({sorted(sources)})"
             )
-        return cls(tuple(takers), towards, start, sources, ends, wake_events(spec))
+        return cls(
+            tuple(takers),
+            towards,
+            start,
+            sources,
+            ends,
+            wake_events(spec),
+            answered,
+            unanswered,
+            frozenset(
+                name
+                for name, state in spec.states.items()
+                if state.terminal
+                or all(
+                    spec.role(t.event) == "operator" for t in spec.transitions if t.source == name
+                )
+            ),
+        )
 
 
 def lifecycle_worker_main(spec: WorkerSpec, report: Connection) -> None:
@@ -180,10 +201,19 @@ class _Worker:
         self.at("after-start")
         try:
             result = self.executor.run(handle.key, handle.epoch, handle.request_key)
-        except SendAmbiguous as exc:  # it may still be running there: the lease decides
-            self.log.info("no answer for %r: %s; left to its lease", handle, exc)
-            return "abandoned"
+        except SendAmbiguous as exc:  # it may still be running there
+            self.log.info("no answer for %r: %s", handle, exc)
+            if not (self.plan.answered and self.plan.unanswered):  # the lease decides
+                return "abandoned"
+            result = "unanswered"
         self.at("after-answer")
+        if self.plan.answered:  # a request to a remote: its answer says which event
+            took = result in ("applied", "deduplicated")
+            events = self.plan.answered if took else self.plan.unanswered
+            if not events:  # fenced off, and nothing declared for it: the lease decides
+                return "fenced"
+            self.act(handle, events[0], detail=f"the remote said {result}")
+            return "answered" if took else "fenced" if result == "fenced" else "unanswered"
         ends = self.plan.ends
         if result == "fenced":  # the executor refused the attempt: it did not run
             event = ends[-1]
@@ -235,10 +265,11 @@ class _Worker:
             self.store.close()
 
     def open_keys(self) -> list[str]:
-        """The first ``len(targets)`` entities not yet in a terminal state: as entities
-        finish, the workers move on to new ones, all workers to the same ones."""
+        """The first ``len(targets)`` entities a worker may have something to do with (not
+        in a ``closed`` state): as entities finish, or wait for the operator's evidence,
+        the workers move on to new ones, all workers to the same ones."""
         assert self.store is not None
-        ended = {r.key for r in self.store.rows() if self.declaration.states[r.state].terminal}
+        ended = {r.key for r in self.store.rows() if r.state in self.plan.closed}
         keys: list[str] = []
         n = 0
         while len(keys) < len(self.spec.targets):

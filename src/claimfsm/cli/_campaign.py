@@ -113,9 +113,11 @@ def campaign(
 
     DECLARATION (a path or a built-in name, e.g. job) runs a lifecycle of your own: its
     workers take entities, start the declared work, run it at the remote process (the
-    executor) and end it; its operator requeues with the executor's evidence. Exits 1 if
-    two epochs of an entity ran at once where the declaration says exclusive_work, a lease
-    is left held, a run is unaccounted for, or the audit rejects the history.
+    executor) and end it (work = "ends", or the remote's answered and unanswered events);
+    its operator acts with the executor's evidence. Exits 1 if two epochs of an entity ran
+    at once where the declaration says exclusive_work, an entity's effect happened twice
+    where it says effect_once, a lease is left held, a run is unaccounted for, or the audit
+    rejects the history.
     """
     from claimfsm.campaign import CampaignConfig, local_restart_command, run_campaign
 
@@ -289,6 +291,7 @@ def print_lifecycle_report(r: CampaignReport) -> None:
         ("stale owners' refusals recorded", f.refusals),
         (f"entities at the end ({left})", sum(f.left.values())),
         ("overlapping runs (two epochs of an entity at once)", f.overlapping_runs),
+        ("runs that took effect beyond an entity's first", f.duplicate_effects),
         ("entities left holding a lease", f.left_leased),
         ("runs the store does not account for", f.runs_unaccounted),
         ("history entries the audit rejects (claimfsm audit)", f.audit_violations),
