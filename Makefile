@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= $(ROOT)/.venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint example-service bench bench-postgres bench-checker check diagrams campaign campaign-long campaign-dedup-stalls clean
+.PHONY: demo test test-all lint example-service bench bench-postgres bench-checker check diagrams campaign campaign-long campaign-job campaign-job-readback campaign-dedup-stalls clean
 
 $(BIN)/.installed: $(ROOT)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,13 @@ campaign-long: $(BIN)/.installed  ## the long campaigns RELIABILITY.md quotes (P
 	$(BIN)/claimfsm campaign --backend sqlite --remote dedup --stall-probability 0 --seconds 60 --dir campaign/sqlite-dedup
 	$(BIN)/claimfsm campaign --backend postgresql --remote dedup --stall-probability 0 --seconds 60 --dir campaign/postgresql-dedup
 	$(BIN)/claimfsm campaign --backend sqlite --remote plain --targets 16 --seconds 60 --dir campaign/sqlite-plain
+
+campaign-job: $(BIN)/.installed  ## the job lifecycle's campaigns RELIABILITY.md quotes (PostgreSQL: restarts the local server)
+	$(BIN)/claimfsm campaign job --backend sqlite --dispatches 200 --dir campaign/job-sqlite
+	$(BIN)/claimfsm campaign job --backend postgresql --dispatches 200 --dir campaign/job-postgresql
+
+campaign-job-readback: $(BIN)/.installed  ## the finding: the job's readback rule against an executor that cannot fence (exit 1 expected)
+	-$(BIN)/claimfsm campaign job --remote dedup --stall-probability 0.1 --dispatches 100 --dir campaign/job-dedup
 
 campaign-dedup-stalls: $(BIN)/.installed  ## the finding: with stalled workers a deduping remote sees overlaps (exit 1 expected)
 	-$(BIN)/claimfsm campaign --backend sqlite --remote dedup --seconds 60 --dir campaign/sqlite-dedup-stalls
