@@ -291,7 +291,10 @@ def print_lifecycle_report(r: CampaignReport) -> None:
         ("stale owners' refusals recorded", f.refusals),
         (f"entities at the end ({left})", sum(f.left.values())),
         ("overlapping runs (two epochs of an entity at once)", f.overlapping_runs),
-        ("runs that took effect beyond an entity's first", f.duplicate_effects),
+        (
+            "runs that took effect beyond an entity's first (judged by effect_once)",
+            f.duplicate_effects,
+        ),
         ("entities left holding a lease", f.left_leased),
         ("runs the store does not account for", f.runs_unaccounted),
         ("history entries the audit rejects (claimfsm audit)", f.audit_violations),
