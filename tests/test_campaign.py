@@ -143,17 +143,23 @@ def test_short_campaign_on_sqlite_with_a_fencing_remote(
     audit_tokens(report, capfd)
 
 
-def audit_tokens(report: CampaignReport, capfd: pytest.CaptureFixture[str]) -> None:
-    """Every owner token the workers were issued (they saved each to their private handle
-    file, as they must to resume) appears nowhere else: not in any worker's log, the
-    harness's output, the report, the CLI's history and claims output, or the database."""
-    run_dir = report.config.run_dir
-    tokens = {
+def saved_tokens(run_dir: Path) -> set[str]:
+    """Every owner token the workers saved to their private handle files (a line torn by a
+    kill is left out)."""
+    return {
         json.loads(line)["token"]
         for f in run_dir.glob("worker-*.handles")
         for line in f.read_text().splitlines()
         if line.startswith("{") and line.endswith("}")
     }
+
+
+def audit_tokens(report: CampaignReport, capfd: pytest.CaptureFixture[str]) -> None:
+    """Every owner token the workers were issued (they saved each to their private handle
+    file, as they must to resume) appears nowhere else: not in any worker's log, the
+    harness's output, the report, the CLI's history and claims output, or the database."""
+    run_dir = report.config.run_dir
+    tokens = saved_tokens(run_dir)
     assert len(tokens) >= 20  # at least one per send begun
     assert all(len(t) == 43 for t in tokens)  # 32 random bytes (256 bits), base64url
     for f in run_dir.glob("worker-*.handles"):

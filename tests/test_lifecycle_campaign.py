@@ -32,22 +32,15 @@ from claimfsm.spec import load_spec, shipped
 from claimfsm.store import open_entity_store
 
 from .conftest import FakeClock
+from .test_campaign import saved_tokens
+from .test_campaign import short as claim_campaign
 
 SPECS = Path(__file__).parent.parent / "specs"
 
 
 def short(tmp_path: Path, design: str = "job", **kw: object) -> CampaignConfig:
-    defaults: dict[str, object] = {
-        "design": design,
-        "run_dir": tmp_path / "campaign",
-        "dispatches": 20,
-        "seconds": 300.0,  # only a limit: a loaded machine takes longer, the test does not fail
-        "kill_probability": 0.06,
-        "random_kill_every": 0.8,
-        "pause_probability": 0.04,  # plus the planned stall of worker 1
-    }
-    defaults.update(kw)
-    return CampaignConfig(**defaults)  # type: ignore[arg-type]
+    """The claim's short campaign (``test_campaign.short``), run by ``design``'s workers."""
+    return claim_campaign(tmp_path, design=design, **kw)
 
 
 def findings(report: CampaignReport) -> LifecycleFindings:
@@ -84,12 +77,7 @@ def test_a_job_campaign_on_sqlite_keeps_every_declared_promise(tmp_path: Path) -
     assert report.design == "job" and report.as_dict()["design"] == "job"
     # Owner tokens: saved privately by the workers, nowhere else.
     run_dir = report.config.run_dir
-    tokens = {
-        json.loads(line)["token"]
-        for h in run_dir.glob("worker-*.handles")
-        for line in h.read_text().splitlines()
-        if line.startswith("{") and line.endswith("}")
-    }
+    tokens = saved_tokens(run_dir)
     assert len(tokens) >= 20
     for h in run_dir.glob("worker-*.handles"):
         assert h.stat().st_mode & 0o077 == 0

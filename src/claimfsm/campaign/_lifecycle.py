@@ -65,7 +65,6 @@ class LifecycleCampaign(_Campaign):
         self.targets = [f"{self.spec.name}-{i + 1}" for i in range(config.targets)]
         self.facts = lifecycle_facts(self.spec)
         self.operator_fences = 0
-        self.outlived_seen, self.outlived_read_at = False, 0.0
 
     # -- hooks of the claim's harness ------------------------------------------------------
     def entry(self) -> Any:
@@ -87,19 +86,8 @@ class LifecycleCampaign(_Campaign):
         return super().goals_met() and (not self.remote_faults().slow or self.outlived())
 
     def outlived(self) -> bool:
-        """Whether a run at the executor outlived the lease, read from its log (at most
-        twice a second: only asked once every other goal is met)."""
-        now = time.monotonic()
-        if not self.outlived_seen and now >= self.outlived_read_at + 0.5:
-            self.outlived_read_at = now
-            client = self.remote_client()
-            try:
-                self.outlived_seen = any(
-                    r.ended - r.started > self.c.lease_seconds for r in client.log()
-                )
-            finally:
-                client.close()
-        return self.outlived_seen
+        """Whether a run at the executor outlived the lease."""
+        return self.log_shows("outlived", lambda r: r.ended - r.started > self.c.lease_seconds)
 
     def fence_goal(self) -> bool:
         """A stalled worker's late run must have met the fence where the operator fenced

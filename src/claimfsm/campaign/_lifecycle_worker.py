@@ -20,11 +20,8 @@ a lapse while the work runs leads to: the job's ``orphaned``), or takes its
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
-import signal
 import threading
 import time
 from collections import deque
@@ -33,7 +30,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from claimfsm.campaign._remote import RemoteClient, exit_with_parent
-from claimfsm.campaign._worker import WorkerSpec
+from claimfsm.campaign._worker import Moments, WorkerSpec, last_handle, logged, save_handle
 from claimfsm.errors import ClaimFSMError, InvalidArgument, StoreError
 from claimfsm.service import SendAmbiguous
 from claimfsm.spec import Spec, load_spec, wake_events
@@ -123,11 +120,7 @@ class WorkPlan:
 
 def lifecycle_worker_main(spec: WorkerSpec, report: Connection) -> None:
     """The process entry point (``multiprocessing``, spawn)."""
-    try:
-        _work(spec, report)
-    except BaseException:
-        logging.getLogger("claimfsm.campaign.worker").exception("worker failed")
-        raise
+    logged(_work, spec, report)
 
 
 class _Worker:
@@ -135,7 +128,8 @@ class _Worker:
         self.spec, self.report = spec, report
         self.log = logging.getLogger("claimfsm.campaign.worker")
         self.rng = random.Random(spec.seed * 7919 + spec.index * 131 + spec.incarnation)
-        self.forced = [spec.forced] if spec.forced else []
+        #: where it is killed or stalls
+        self.at = Moments(spec, report, self.log, self.rng, PAUSE_POINTS).at
         self.declaration = load_spec(Path(spec.design))
         self.plan = WorkPlan.of(self.declaration)
         self.store: EntityStore | None = None
@@ -146,30 +140,6 @@ class _Worker:
             timeout=spec.send_timeout,
             during_call=lambda _request: self.at("during-call"),
         )
-
-    # -- the campaign's moments ---------------------------------------------------------
-    def kill_me(self, point: str) -> None:
-        self.log.info("asking to be killed at %s", point)
-        self.report.send(("kill", point))
-        time.sleep(60)  # the harness sends SIGKILL now
-        os._exit(3)  # pragma: no cover - the harness is gone
-
-    def pause_me(self, point: str) -> None:
-        self.log.info("stalling at %s", point)
-        self.report.send(("paused", point))
-        os.kill(os.getpid(), signal.SIGSTOP)  # SIGCONT comes after the lease lapsed
-        self.log.info("woke up at %s; carrying on with the handle", point)
-
-    def at(self, point: str) -> None:
-        """A moment of the work: the planned action, then the random ones."""
-        if self.forced and self.forced[0][1] == point:
-            action, _ = self.forced.pop()
-            (self.kill_me if action == "kill" else self.pause_me)(point)
-            return
-        if self.rng.random() < self.spec.kill_probability:
-            self.kill_me(point)
-        if point in PAUSE_POINTS and self.rng.random() < self.spec.pause_probability:
-            self.pause_me(point)
 
     # -- one attempt ----------------------------------------------------------------------
     def take(self, key: str) -> Handle | None:
@@ -316,38 +286,14 @@ def _work(spec: WorkerSpec, report: Connection) -> None:
     _Worker(spec, report).run()
 
 
+#: A saved handle's fields and their types.
+_HANDLE = {"key": str, "epoch": int, "token": str, "state": str, "request_key": str}
+
+
 def _save_handle(path: Path, handle: Handle) -> None:
-    """Append the handle a restarted worker needs; the file is private to this worker."""
-    line = json.dumps(
-        {
-            "key": handle.key,
-            "epoch": handle.epoch,
-            "token": handle.token,
-            "state": handle.state,
-            "request_key": handle.request_key,
-        }
-    )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    save_handle(path, {name: getattr(handle, name) for name in _HANDLE})
 
 
 def _last_handle(path: Path) -> Handle | None:
-    """The handle on the last whole line: the kill may have torn the last."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        try:
-            found = json.loads(line)
-            handle = Handle(
-                found["key"], found["epoch"], found["token"], found["state"], found["request_key"]
-            )
-        except (ValueError, TypeError, KeyError):
-            continue
-        if all(isinstance(v, str) for v in (handle.key, handle.token, handle.state)) and (
-            isinstance(handle.epoch, int)
-        ):
-            return handle
-    return None
+    found = last_handle(path, _HANDLE)
+    return None if found is None else Handle(**found)

@@ -22,6 +22,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -30,7 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from claimfsm.audit import audit
 from claimfsm.campaign._config import CampaignConfig, CampaignReport
 from claimfsm.campaign._database import DatabaseFaults, drop_schema
-from claimfsm.campaign._remote import RemoteClient, RemoteFaults, serve
+from claimfsm.campaign._remote import RemoteClient, RemoteFaults, Request, serve
 from claimfsm.campaign._verdict import judge
 from claimfsm.campaign._worker import KILL_POINTS, WorkerSpec, worker_main
 from claimfsm.errors import StoreError
@@ -89,8 +90,9 @@ class _Campaign:
         self.faults: DatabaseFaults | None = None
         self.stopped_by = "time"
         self.started = time.monotonic()
-        self.fenced_seen = False  # the remote rejected a late send by its fence
-        self.fenced_read_at = 0.0
+        #: what the remote's log was asked (``log_shows``): once seen, and when last read
+        self.log_seen: dict[str, bool] = {}
+        self.log_read_at: dict[str, float] = {}
 
     # -- what the run must have done ----------------------------------------------------------
     def sends(self) -> int:
@@ -120,17 +122,22 @@ class _Campaign:
         return self.c.remote == "fencing"
 
     def late_send_fenced(self) -> bool:
-        """Whether the remote has rejected a send by its fence, read from its log (at most
-        twice a second: only asked once every other goal is met)."""
+        """Whether the remote has rejected a send by its fence."""
+        return self.log_shows("fenced", lambda r: r.result == "fenced")
+
+    def log_shows(self, what: str, found: Callable[[Request], bool]) -> bool:
+        """Whether the remote's log holds a request ``found`` accepts (``what`` names the
+        question): read at most twice a second, since it is asked only once every other
+        goal is met, and never again once it did."""
         now = time.monotonic()
-        if not self.fenced_seen and now >= self.fenced_read_at + 0.5:
-            self.fenced_read_at = now
+        if not self.log_seen.get(what) and now >= self.log_read_at.get(what, 0.0) + 0.5:
+            self.log_read_at[what] = now
             client = self.remote_client()
             try:
-                self.fenced_seen = any(r.result == "fenced" for r in client.log())
+                self.log_seen[what] = any(found(r) for r in client.log())
             finally:
                 client.close()
-        return self.fenced_seen
+        return self.log_seen.get(what, False)
 
     def restart_due(self) -> bool:
         """Restart the server halfway: by sends when driven by counts, else by time."""

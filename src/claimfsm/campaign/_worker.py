@@ -15,9 +15,11 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from claimfsm.campaign._remote import RemoteClient, exit_with_parent
 from claimfsm.errors import ClaimFSMError, StaleClaim, StoreError
@@ -70,10 +72,57 @@ class WorkerSpec:
         return self.run_dir / "stop"
 
 
+class Moments:
+    """A worker's moments: where the harness kills it or it stalls, the planned action
+    first (``spec.forced``, the first time it is reached), then the random ones."""
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        report: Connection,
+        log: logging.Logger,
+        rng: random.Random,
+        pause_points: tuple[str, ...],
+    ) -> None:
+        self.spec, self.report, self.log, self.rng = spec, report, log, rng
+        self.pause_points = pause_points
+        self.forced = [spec.forced] if spec.forced else []
+
+    def kill_me(self, point: str) -> None:
+        self.log.info("asking to be killed at %s", point)
+        self.report.send(("kill", point))
+        time.sleep(60)  # the harness sends SIGKILL now
+        os._exit(3)  # pragma: no cover - the harness is gone
+
+    def pause_me(self, point: str) -> None:
+        self.log.info("stalling at %s", point)
+        self.report.send(("paused", point))
+        os.kill(os.getpid(), signal.SIGSTOP)  # SIGCONT comes after the lease lapsed
+        self.log.info("woke up at %s; carrying on with the handle", point)
+
+    def at(self, point: str) -> None:
+        """A moment of the work: the planned action, then the random ones."""
+        if self.forced and self.forced[0][1] == point:
+            action, _ = self.forced.pop()
+            (self.kill_me if action == "kill" else self.pause_me)(point)
+            return
+        if self.rng.random() < self.spec.kill_probability:
+            self.kill_me(point)
+        if point in self.pause_points and self.rng.random() < self.spec.pause_probability:
+            self.pause_me(point)
+
+
 def worker_main(spec: WorkerSpec, report: Connection) -> None:
     """The process entry point (``multiprocessing``, spawn)."""
+    logged(_work, spec, report)
+
+
+def logged(
+    work: Callable[[WorkerSpec, Connection], None], spec: WorkerSpec, report: Connection
+) -> None:
+    """``work(spec, report)``, with what ends it unexpectedly in the worker's log."""
     try:
-        _work(spec, report)
+        work(spec, report)
     except BaseException:
         logging.getLogger("claimfsm.campaign.worker").exception("worker failed")
         raise
@@ -88,17 +137,7 @@ def _work(spec: WorkerSpec, report: Connection) -> None:
     log = logging.getLogger("claimfsm.campaign.worker")
     rng = random.Random(spec.seed * 7919 + spec.index * 131 + spec.incarnation)
 
-    def kill_me(point: str) -> None:
-        log.info("asking to be killed at %s", point)
-        report.send(("kill", point))
-        time.sleep(60)  # the harness sends SIGKILL now
-        os._exit(3)  # pragma: no cover - the harness is gone
-
-    def pause_me(point: str) -> None:
-        log.info("stalling at %s", point)
-        report.send(("paused", point))
-        os.kill(os.getpid(), signal.SIGSTOP)  # the harness sends SIGCONT after the lease lapsed
-        log.info("woke up at %s; carrying on with the handle", point)
+    at = Moments(spec, report, log, rng, PAUSE_POINTS).at
 
     def during_call(request: SendRequest) -> None:
         at("during-call")
@@ -110,19 +149,6 @@ def _work(spec: WorkerSpec, report: Connection) -> None:
         point = _STEP_TO_POINT.get(step)
         if point is not None:
             at(point)
-
-    forced = [spec.forced] if spec.forced else []
-
-    def at(point: str) -> None:
-        """A moment of the dispatch: the planned action, then the random ones."""
-        if forced and forced[0][1] == point:
-            action, _ = forced.pop()
-            (kill_me if action == "kill" else pause_me)(point)
-            return
-        if rng.random() < spec.kill_probability:
-            kill_me(point)
-        if point in PAUSE_POINTS and rng.random() < spec.pause_probability:
-            pause_me(point)
 
     try:
         store = open_store(spec.store_url)
@@ -162,16 +188,17 @@ def _work(spec: WorkerSpec, report: Connection) -> None:
         store.close()
 
 
-def _save_handle(path: Path, claim: Claim) -> None:
-    """Append the handle a restarted worker needs; the file is private to this worker."""
-    line = json.dumps({"target": claim.target_id, "epoch": claim.epoch, "token": claim.token})
+def save_handle(path: Path, fields: dict[str, Any]) -> None:
+    """Append a handle a restarted worker needs, as one JSON line; the file is private to
+    this worker."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+        f.write(json.dumps(fields) + "\n")
 
 
-def _last_handle(path: Path) -> tuple[str, int, str] | None:
-    """(target, epoch, token) from the last whole line: the kill may have torn the last."""
+def last_handle(path: Path, types: dict[str, type]) -> dict[str, Any] | None:
+    """The fields of the last whole line whose ``types`` match (the kill may have torn the
+    last); None: none saved."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -179,12 +206,21 @@ def _last_handle(path: Path) -> tuple[str, int, str] | None:
     for line in reversed(lines):
         try:
             found = json.loads(line)
-            target, epoch, token = found["target"], found["epoch"], found["token"]
+            if all(type(found[name]) is kind for name, kind in types.items()):
+                return {name: found[name] for name in types}
         except (ValueError, TypeError, KeyError):
             continue
-        if isinstance(target, str) and isinstance(epoch, int) and isinstance(token, str):
-            return target, epoch, token
     return None
+
+
+def _save_handle(path: Path, claim: Claim) -> None:
+    save_handle(path, {"target": claim.target_id, "epoch": claim.epoch, "token": claim.token})
+
+
+def _last_handle(path: Path) -> tuple[str, int, str] | None:
+    """(target, epoch, token) from the last whole line."""
+    found = last_handle(path, {"target": str, "epoch": int, "token": str})
+    return None if found is None else (found["target"], found["epoch"], found["token"])
 
 
 def _resume(dispatcher: Dispatcher, path: Path, log: logging.Logger) -> str:

@@ -174,35 +174,10 @@ def print_report(r: CampaignReport) -> None:
 
     c, f = r.config, r.findings
     assert isinstance(f, Findings)
-    table = Table(
-        title=f"claimfsm campaign: {c.backend}, {c.remote} remote, {c.workers} worker processes,"
-        f" {c.targets} targets, {r.seconds:.0f} s"
-        + (f", stopped by {r.stopped_by}" if c.dispatches is not None else "")
-    )
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    kills = ", ".join(f"{k} {v}" for k, v in r.kills.items())
-    resumes = ", ".join(f"{k} {v}" for k, v in sorted(r.resumes.items())) or "-"
     rows: list[tuple[str, object]] = [
         ("drafts dispatched (of drafts created)", f"{f.dispatched} of {f.drafts}"),
         ("epochs / sends begun", f"{f.epochs} / {f.sends_begun}"),
-        (f"SIGKILLs ({kills})", sum(r.kills.values())),
-        ("restarts", r.restarts),
-        (
-            "stalls past the lease ("
-            + (", ".join(f"{k} {v}" for k, v in sorted(r.pauses.items())) or "none")
-            + ")",
-            sum(r.pauses.values()),
-        ),
-        (f"  restarted with the saved handle: {resumes}", sum(r.resumes.values())),
-    ]
-    if c.backend == "postgresql":
-        rows += [
-            ("backends terminated mid-transaction", r.backends_terminated),
-            ("server restarts", r.server_restarts),
-        ]
-    rows += [
-        ("store errors seen by workers (then retried)", r.worker_store_errors),
+        *_fault_rows(r),
         (
             "requests at the remote (lost on arrival / ack lost)",
             f"{f.requests} ({f.lost_requests} / {f.lost_acks})",
@@ -226,24 +201,16 @@ def print_report(r: CampaignReport) -> None:
         ("history entries the audit rejects (claimfsm audit)", f.audit_violations),
         ("effects the store does not account for", f.effects_unaccounted),
     ]
-    for what, count in rows:
-        table.add_row(what, str(count))
     console = Console()
-    console.print(table)
+    title = f"claimfsm campaign: {c.backend}, {c.remote} remote, {c.workers} worker processes,"
+    console.print(_table(r, title + f" {c.targets} targets", rows))
     if c.remote == "plain":
         console.print(
             f"plain remote: {f.reconciled_present} uncertain attempts had landed (found by"
             f" readback, not re-sent); {f.left_uncertain} stay uncertain because a plain remote"
             " cannot prove an effect absent."
         )
-    for example in f.overlap_examples:
-        console.print(f"overlap: {example}")
-    for example in f.audit_examples:
-        console.print(f"audit: {example}")
-    if r.ok:
-        console.print("[green]every promise held[/green]")
-    for v in r.violations:
-        console.print(f"[red]VIOLATED[/red] {v}")
+    _print_verdict(console, r, f.overlap_examples, f.audit_examples)
 
 
 def print_lifecycle_report(r: CampaignReport) -> None:
@@ -252,35 +219,14 @@ def print_lifecycle_report(r: CampaignReport) -> None:
 
     c, f = r.config, r.findings
     assert isinstance(f, LifecycleFindings)
-    table = Table(
-        title=f"claimfsm campaign {r.design}: {c.backend}, {c.remote} executor,"
-        f" {c.workers} worker processes, {c.targets} entities, {r.seconds:.0f} s"
-        + (f", stopped by {r.stopped_by}" if c.dispatches is not None else "")
-    )
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    kills = ", ".join(f"{k} {v}" for k, v in r.kills.items())
-    resumes = ", ".join(f"{k} {v}" for k, v in sorted(r.resumes.items())) or "-"
-    pauses = ", ".join(f"{k} {v}" for k, v in sorted(r.pauses.items())) or "none"
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())) or "-"
-    rows: list[tuple[str, object]] = [
-        ("epochs taken / runs started", f"{f.epochs} / {f.started}"),
-        (f"  what the workers' attempts came to: {outcomes}", sum(r.outcomes.values())),
-        (f"SIGKILLs ({kills})", sum(r.kills.values())),
-        ("restarts", r.restarts),
-        (f"stalls past the lease ({pauses})", sum(r.pauses.values())),
-        (f"  restarted with the saved handle: {resumes}", sum(r.resumes.values())),
-    ]
-    if c.backend == "postgresql":
-        rows += [
-            ("backends terminated mid-transaction", r.backends_terminated),
-            ("server restarts", r.server_restarts),
-        ]
     ended = ", ".join(f"{k} {v}" for k, v in f.ended.items())
     operated = ", ".join(f"{k} {v}" for k, v in f.operated.items()) or "none"
     left = ", ".join(f"{k} {v}" for k, v in f.left.items()) or "none"
-    rows += [
-        ("store errors seen by workers (then retried)", r.worker_store_errors),
+    rows: list[tuple[str, object]] = [
+        ("epochs taken / runs started", f"{f.epochs} / {f.started}"),
+        (f"  what the workers' attempts came to: {outcomes}", sum(r.outcomes.values())),
+        *_fault_rows(r),
         (
             "runs asked of the executor (lost on arrival / answer lost)",
             f"{f.requests} ({f.lost_requests} / {f.lost_acks})",
@@ -299,13 +245,52 @@ def print_lifecycle_report(r: CampaignReport) -> None:
         ("runs the store does not account for", f.runs_unaccounted),
         ("history entries the audit rejects (claimfsm audit)", f.audit_violations),
     ]
+    console = Console()
+    title = f"claimfsm campaign {r.design}: {c.backend}, {c.remote} executor,"
+    title += f" {c.workers} worker processes, {c.targets} entities"
+    console.print(_table(r, title, rows))
+    _print_verdict(console, r, f.overlap_examples, f.audit_examples)
+
+
+def _fault_rows(r: CampaignReport) -> list[tuple[str, object]]:
+    """What the harness did to the workers and the database, in either campaign."""
+    kills = ", ".join(f"{k} {v}" for k, v in r.kills.items())
+    resumes = ", ".join(f"{k} {v}" for k, v in sorted(r.resumes.items())) or "-"
+    pauses = ", ".join(f"{k} {v}" for k, v in sorted(r.pauses.items())) or "none"
+    rows: list[tuple[str, object]] = [
+        (f"SIGKILLs ({kills})", sum(r.kills.values())),
+        ("restarts", r.restarts),
+        (f"stalls past the lease ({pauses})", sum(r.pauses.values())),
+        (f"  restarted with the saved handle: {resumes}", sum(r.resumes.values())),
+    ]
+    if r.config.backend == "postgresql":
+        rows += [
+            ("backends terminated mid-transaction", r.backends_terminated),
+            ("server restarts", r.server_restarts),
+        ]
+    return [*rows, ("store errors seen by workers (then retried)", r.worker_store_errors)]
+
+
+def _table(r: CampaignReport, title: str, rows: list[tuple[str, object]]) -> Table:
+    """The report's table: ``title`` with the run's length, then ``rows``."""
+    title += f", {r.seconds:.0f} s"
+    if r.config.dispatches is not None:
+        title += f", stopped by {r.stopped_by}"
+    table = Table(title=title)
+    table.add_column("what")
+    table.add_column("count", justify="right")
     for what, count in rows:
         table.add_row(what, str(count))
-    console = Console()
-    console.print(table)
-    for example in f.overlap_examples:
+    return table
+
+
+def _print_verdict(
+    console: Console, r: CampaignReport, overlaps: list[str], audited: list[str]
+) -> None:
+    """The examples the verdict kept, then whether every promise held."""
+    for example in overlaps:
         console.print(f"overlap: {example}")
-    for example in f.audit_examples:
+    for example in audited:
         console.print(f"audit: {example}")
     if r.ok:
         console.print("[green]every promise held[/green]")
