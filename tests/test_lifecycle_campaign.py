@@ -223,6 +223,23 @@ def test_a_charge_is_made_once_against_a_fencing_processor_and_twice_unfenced(
     assert g.audit_violations == 0  # the store kept its promises: the flaw is the design's
 
 
+def test_the_operator_resends_an_unknown_charge_to_a_deduplicating_processor(
+    tmp_path: Path,
+) -> None:
+    """A `resends` event (the charge's retry, test_lifecycle_remote.RETRY): the operator
+    takes the epoch over with a fresh token and sends the request again under the order's
+    key, with the evidence its guard reads (the processor deduplicates), then takes the
+    event the answer calls for. The charge is still made once."""
+    from .test_lifecycle_remote import RETRY
+
+    (tmp_path / "retry.toml").write_text(RETRY)
+    report = run_campaign(short(tmp_path, str(tmp_path / "retry.toml"), remote="dedup"))
+    f = findings(report)
+    assert report.ok, report.violations
+    assert f.operated.get("retry", 0) > 0 and f.duplicate_effects == 0
+    assert f.audit_violations == 0
+
+
 @pytest.mark.slow
 def test_a_job_campaign_on_postgresql(pg_database: str, tmp_path: Path) -> None:
     restart = local_restart_command()

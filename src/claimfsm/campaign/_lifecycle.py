@@ -19,7 +19,9 @@ executor's log against the declared invariants and audits the store
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from claimfsm.campaign._lifecycle_worker import KILL_POINTS, WorkPlan, lifecycle
 from claimfsm.campaign._remote import RemoteClient, RemoteFaults
 from claimfsm.campaign._run import _REMOTE_ERRORS, _Campaign
 from claimfsm.errors import InvalidArgument, Refused, StoreError
+from claimfsm.service import SendAmbiguous
 from claimfsm.spec import Spec, lifecycle_facts, load_spec, runs_on_the_claim_model, shipped
 from claimfsm.store import EntityRow, EntityStore, open_entity_store
 
@@ -65,6 +68,9 @@ class LifecycleCampaign(_Campaign):
         self.targets = [f"{self.spec.name}-{i + 1}" for i in range(config.targets)]
         self.facts = lifecycle_facts(self.spec)
         self.operator_fences = 0
+        self.plan = WorkPlan.of(self.spec)
+        #: the operator's resends, per (entity, epoch)
+        self.resent: Counter[tuple[str, int]] = Counter()
 
     # -- hooks of the claim's harness ------------------------------------------------------
     def entry(self) -> Any:
@@ -128,34 +134,76 @@ class LifecycleCampaign(_Campaign):
         """Each operator event that leaves an entity's state, tried as is, then with the
         evidence its guards read; how many it applied."""
         applied = 0
-        events = [
-            e
-            for e in self.spec.events_by("operator")
-            if "fresh_token" not in getattr(self.spec.effects.get(e), "sets", ())
-        ]
         for row in store.rows():
-            for event in events:
+            for event in self.spec.events_by("operator"):
                 if row.state not in self.spec.sources(event):
                     continue
-                try:
-                    store.operate(row.key, event, epoch=row.epoch, detail="the campaign's operator")
-                except Refused:
-                    facts = self.evidence(executor, row, event)
-                    if facts is None:
-                        continue
-                    try:
-                        store.operate(
-                            row.key,
-                            event,
-                            epoch=row.epoch,
-                            facts=facts,
-                            detail="the campaign's operator, with the executor's evidence",
-                        )
-                    except Refused:
-                        continue
-                applied += 1
-                break
+                if self.spec.remote_role(event) == "resends":
+                    done = self.resend(store, executor, row, event)
+                elif "fresh_token" in getattr(self.spec.effects.get(event), "sets", ()):
+                    continue  # a take-over that sends nothing: not the operator's to take
+                else:
+                    done = self.judged_event(store, executor, row, event)
+                if done:
+                    applied += 1
+                    break
         return applied
+
+    def judged_event(
+        self, store: EntityStore, executor: RemoteClient, row: EntityRow, event: str
+    ) -> bool:
+        """``event`` on ``row``, as is, then with the executor's evidence; whether it was
+        applied."""
+        for attempt in ("as is", "with evidence"):
+            facts = None if attempt == "as is" else self.evidence(executor, row, event)
+            if attempt != "as is" and facts is None:
+                return False
+            try:
+                store.operate(
+                    row.key, event, epoch=row.epoch, facts=facts, detail=f"operator, {attempt}"
+                )
+            except Refused:
+                continue
+            return True
+        return False
+
+    def resend(
+        self, store: EntityStore, executor: RemoteClient, row: EntityRow, event: str
+    ) -> bool:
+        """A ``resends`` event: take the epoch over (with the evidence its guards read, if
+        refused as is), send the request again and take the event its answer calls for, as
+        a worker would; at most ``[world] retries`` times per epoch (default 1)."""
+        if self.resent[(row.key, row.epoch)] >= int(self.spec.world.get("retries", 1)):
+            return False
+        handle = None
+        for attempt in ("as is", "with evidence"):
+            facts = None if attempt == "as is" else self.evidence(executor, row, event)
+            if attempt != "as is" and facts is None:
+                return False
+            try:
+                handle = store.take_over(
+                    row.key,
+                    event,
+                    owner="operator",
+                    lease_seconds=self.c.lease_seconds,
+                    facts=facts,
+                    detail=f"operator, {attempt}",
+                )
+                break
+            except Refused:
+                continue
+        if handle is None:
+            return False
+        self.resent[(row.key, row.epoch)] += 1
+        try:
+            result = executor.run(handle.key, handle.epoch, handle.request_key)
+        except SendAmbiguous:
+            result = "unanswered"
+        then, _ = self.plan.after(result, self.rng)
+        if then is not None:
+            with contextlib.suppress(Refused):  # its lease lapsed meanwhile: the sweep's
+                store.act(handle, then, lease_seconds=self.c.lease_seconds, detail=result)
+        return True
 
     def evidence(self, executor: RemoteClient, row: EntityRow, event: str) -> dict[str, Any] | None:
         """The facts ``event``'s guards read on ``row``, as the executor gives them (None:
@@ -177,6 +225,7 @@ class LifecycleCampaign(_Campaign):
             self.operator_fences += 1
             facts["fenced_through"] = row.epoch
         facts["running"] = executor.running(row.key, row.epoch)
+        facts["remote_dedups"] = self.c.remote == "dedup"
         if "outcome" in read:
             landed = executor.readback(row.key, row.request_key or row.key, row.epoch)
             facts["outcome"] = "present" if landed else "absent"

@@ -58,6 +58,20 @@ class WorkPlan:
     #: (the job's ``orphaned``, the charge's ``unknown``: they wait for evidence)
     closed: frozenset[str] = frozenset()
 
+    def after(self, result: str, rng: random.Random) -> tuple[str | None, str]:
+        """The event to take after a run whose answer was ``result`` (``applied``,
+        ``deduplicated``, ``fenced``, or ``unanswered``: none came), and what it came to;
+        None: no event (the lease decides)."""
+        if self.answered:  # a request to a remote: its answer says which event
+            took = result in ("applied", "deduplicated")
+            events = self.answered if took else self.unanswered
+            outcome = "answered" if took else "fenced" if result == "fenced" else "unanswered"
+            return (events[0] if events else None), outcome
+        if result == "fenced":  # the executor refused the attempt: it did not run
+            return self.ends[-1], "fenced"
+        ends = self.ends
+        return (ends[0] if len(ends) == 1 or rng.random() < 0.8 else ends[-1]), "ended"
+
     @classmethod
     def of(cls, spec: Spec) -> WorkPlan:
         """The plan, or ``InvalidArgument`` saying what the declaration lacks for one."""
@@ -177,20 +191,10 @@ class _Worker:
                 return "abandoned"
             result = "unanswered"
         self.at("after-answer")
-        if self.plan.answered:  # a request to a remote: its answer says which event
-            took = result in ("applied", "deduplicated")
-            events = self.plan.answered if took else self.plan.unanswered
-            if not events:  # fenced off, and nothing declared for it: the lease decides
-                return "fenced"
-            self.act(handle, events[0], detail=f"the remote said {result}")
-            return "answered" if took else "fenced" if result == "fenced" else "unanswered"
-        ends = self.plan.ends
-        if result == "fenced":  # the executor refused the attempt: it did not run
-            event = ends[-1]
-        else:
-            event = ends[0] if len(ends) == 1 or self.rng.random() < 0.8 else ends[-1]
-        self.act(handle, event, detail=f"the executor said {result}")
-        return "ended" if result != "fenced" else "fenced"
+        event, outcome = self.plan.after(result, self.rng)
+        if event is not None:
+            self.act(handle, event, detail=f"the executor said {result}")
+        return outcome
 
     def resume(self) -> str:
         """Wake up with the saved handle and take a wake event with it, as a restarted
