@@ -240,6 +240,23 @@ def test_the_operator_resends_an_unknown_charge_to_a_deduplicating_processor(
     assert f.audit_violations == 0
 
 
+def test_a_harness_thread_that_fails_ends_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator that raises (a declaration it cannot act on, a bug) must not leave the
+    run to its limit with leases never lapsing: the run ends and says why."""
+    from claimfsm.campaign._lifecycle import LifecycleCampaign
+
+    def broken(*_: object) -> int:
+        raise RuntimeError("the operator broke")
+
+    monkeypatch.setattr(LifecycleCampaign, "operate", broken)
+    report = run_campaign(short(tmp_path, seconds=120.0))
+    assert report.stopped_by == "a harness thread failed" and report.seconds < 60
+    assert any("the operator broke" in v for v in report.violations), report.violations
+    assert not report.ok
+
+
 @pytest.mark.slow
 def test_a_job_campaign_on_postgresql(pg_database: str, tmp_path: Path) -> None:
     restart = local_restart_command()

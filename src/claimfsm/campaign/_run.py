@@ -86,6 +86,7 @@ class _Campaign:
         self.server_restarts = 0
         self.unexpected: list[str] = []
         self.stop = threading.Event()
+        self.harness_failed = threading.Event()  # a sweeper or fault thread died
         self.schema: str | None = None
         self.faults: DatabaseFaults | None = None
         self.stopped_by = "time"
@@ -293,6 +294,9 @@ class _Campaign:
             if c.dispatches is not None and self.goals_met():
                 self.stopped_by = "counts"
                 break
+            if self.harness_failed.is_set():
+                self.stopped_by = "a harness thread failed"
+                break
             if now >= deadline:
                 break
             if now >= next_random_kill:
@@ -385,6 +389,7 @@ class _Campaign:
             body()
         except BaseException as exc:
             self.unexpected.append(f"{threading.current_thread().name}: {exc!r}")
+            self.harness_failed.set()  # without it the run cannot be judged: end it now
 
     def sweeper(self) -> None:
         store = open_store(self.store_url("sweeper"))
@@ -477,7 +482,10 @@ class _Campaign:
                 for t in threads:
                     t.join()
             remote = self.remote_client()
-            self.close_out(admin, remote)
+            try:
+                self.close_out(admin, remote)
+            except Exception as exc:  # judged as it stands; the report says why
+                self.unexpected.append(f"the close-out: {exc!r}")
             verdict = self.judged(admin, remote.log())
             remote.close()
             audited = self.audited()
