@@ -28,7 +28,12 @@ from typing import Any
 from claimfsm.audit import audit_lifecycle
 from claimfsm.campaign._config import CampaignConfig
 from claimfsm.campaign._lifecycle_verdict import judge_lifecycle
-from claimfsm.campaign._lifecycle_worker import KILL_POINTS, WorkPlan, lifecycle_worker_main
+from claimfsm.campaign._lifecycle_worker import (
+    KILL_POINTS,
+    WorkPlan,
+    entity_key,
+    lifecycle_worker_main,
+)
 from claimfsm.campaign._remote import RemoteClient, RemoteFaults
 from claimfsm.campaign._run import _REMOTE_ERRORS, _Campaign
 from claimfsm.errors import InvalidArgument, Refused, StoreError
@@ -50,7 +55,6 @@ def lifecycle_declaration(design: str) -> Spec:
         )
     if spec.path is None:
         raise InvalidArgument(f"{design}: the workers load the declaration from its file")
-    WorkPlan.of(spec)  # what it lacks for a campaign, said before anything starts
     return spec
 
 
@@ -62,13 +66,15 @@ class LifecycleCampaign(_Campaign):
     def __init__(self, config: CampaignConfig) -> None:
         assert config.design is not None
         self.spec = lifecycle_declaration(config.design)
+        #: what the workers do, read off the declaration: what it lacks for a campaign is
+        #: said here, before anything starts
+        self.plan = WorkPlan.of(self.spec)
         super().__init__(config)
         self.design = str(Path(str(self.spec.path)).resolve())
         self.design_name = self.spec.name
-        self.targets = [f"{self.spec.name}-{i + 1}" for i in range(config.targets)]
+        self.targets = [entity_key(self.spec, n + 1) for n in range(config.targets)]
         self.facts = lifecycle_facts(self.spec)
         self.operator_fences = 0
-        self.plan = WorkPlan.of(self.spec)
         #: the operator's resends, per (entity, epoch)
         self.resent: Counter[tuple[str, int]] = Counter()
 
