@@ -22,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from claimfsm.audit import audit_lifecycle
 from claimfsm.campaign._config import CampaignConfig
@@ -40,6 +41,8 @@ from claimfsm.errors import InvalidArgument, Refused, StoreError
 from claimfsm.service import SendAmbiguous
 from claimfsm.spec import Spec, lifecycle_facts, load_spec, runs_on_the_claim_model, shipped
 from claimfsm.store import EntityRow, EntityStore, open_entity_store
+
+T = TypeVar("T")
 
 
 def lifecycle_declaration(design: str) -> Spec:
@@ -141,63 +144,95 @@ class LifecycleCampaign(_Campaign):
         evidence its guards read; how many it applied."""
         applied = 0
         for row in store.rows():
+            asked: dict[str, Any] = {}  # the executor's evidence on this row, asked once
             for event in self.spec.events_by("operator"):
                 if row.state not in self.spec.sources(event):
                     continue
                 if self.spec.remote_role(event) == "resends":
-                    done = self.resend(store, executor, row, event)
+                    done = self.resend(store, executor, row, event, asked)
                 elif "fresh_token" in getattr(self.spec.effects.get(event), "sets", ()):
                     continue  # a take-over that sends nothing: not the operator's to take
                 else:
-                    done = self.judged_event(store, executor, row, event)
+                    done = self.judged_event(store, executor, row, event, asked)
                 if done:
                     applied += 1
                     break
         return applied
 
     def judged_event(
-        self, store: EntityStore, executor: RemoteClient, row: EntityRow, event: str
+        self,
+        store: EntityStore,
+        executor: RemoteClient,
+        row: EntityRow,
+        event: str,
+        asked: dict[str, Any],
     ) -> bool:
-        """``event`` on ``row``, as is, then with the executor's evidence; whether it was
+        """``event`` on ``row`` (as is, then with the executor's evidence); whether it was
         applied."""
-        for attempt in ("as is", "with evidence"):
-            facts = None if attempt == "as is" else self.evidence(executor, row, event)
-            if attempt != "as is" and facts is None:
-                return False
-            try:
-                store.operate(
-                    row.key, event, epoch=row.epoch, facts=facts, detail=f"operator, {attempt}"
-                )
-            except Refused:
-                continue
-            return True
-        return False
+
+        def call(facts: dict[str, Any] | None, how: str) -> str:
+            return store.operate(row.key, event, epoch=row.epoch, facts=facts, detail=how)
+
+        return self.tried(executor, row, event, asked, call) is not None
+
+    def tried(
+        self,
+        executor: RemoteClient,
+        row: EntityRow,
+        event: str,
+        asked: dict[str, Any],
+        call: Callable[[dict[str, Any] | None, str], T],
+    ) -> T | None:
+        """``call(facts, detail)`` for ``event`` on ``row``: as is, then, refused, with the
+        facts its guards read (``evidence``, asked of the executor once per row: ``asked``);
+        what it returned, or None: refused both ways, or its guards read no facts."""
+        try:
+            return call(None, "operator, as is")
+        except Refused:
+            pass
+        read = {
+            g.fact
+            for t in self.spec.transitions
+            if t.event == event and t.source == row.state
+            for g in (self.spec.guards[name] for name in t.guards)
+            if g.fact is not None
+        }
+        if not read:
+            return None
+        if not asked:
+            asked.update(self.evidence(executor, row))
+        try:
+            return call({k: v for k, v in asked.items() if k in read}, "operator, with evidence")
+        except Refused:
+            return None
 
     def resend(
-        self, store: EntityStore, executor: RemoteClient, row: EntityRow, event: str
+        self,
+        store: EntityStore,
+        executor: RemoteClient,
+        row: EntityRow,
+        event: str,
+        asked: dict[str, Any],
     ) -> bool:
         """A ``resends`` event: take the epoch over (with the evidence its guards read, if
         refused as is), send the request again and take the event its answer calls for, as
         a worker would; at most ``[world] retries`` times per epoch (default 1)."""
         if self.resent[(row.key, row.epoch)] >= int(self.spec.world.get("retries", 1)):
             return False
-        handle = None
-        for attempt in ("as is", "with evidence"):
-            facts = None if attempt == "as is" else self.evidence(executor, row, event)
-            if attempt != "as is" and facts is None:
-                return False
-            try:
-                handle = store.take_over(
-                    row.key,
-                    event,
-                    owner="operator",
-                    lease_seconds=self.c.lease_seconds,
-                    facts=facts,
-                    detail=f"operator, {attempt}",
-                )
-                break
-            except Refused:
-                continue
+        handle = self.tried(
+            executor,
+            row,
+            event,
+            asked,
+            lambda facts, how: store.take_over(
+                row.key,
+                event,
+                owner="operator",
+                lease_seconds=self.c.lease_seconds,
+                facts=facts,
+                detail=how,
+            ),
+        )
         if handle is None:
             return False
         self.resent[(row.key, row.epoch)] += 1
@@ -211,20 +246,12 @@ class LifecycleCampaign(_Campaign):
                 store.act(handle, then, lease_seconds=self.c.lease_seconds, detail=result)
         return True
 
-    def evidence(self, executor: RemoteClient, row: EntityRow, event: str) -> dict[str, Any] | None:
-        """The facts ``event``'s guards read on ``row``, as the executor gives them (None:
-        its guards read none): fenced through the row's epoch where the executor fences,
-        whether a run of that epoch is running there now, and readback's ``outcome``:
-        whether a request with the row's request key took effect there."""
-        read = {
-            g.fact
-            for t in self.spec.transitions
-            if t.event == event and t.source == row.state
-            for g in (self.spec.guards[name] for name in t.guards)
-            if g.fact is not None
-        }
-        if not read:
-            return None
+    def evidence(self, executor: RemoteClient, row: EntityRow) -> dict[str, Any]:
+        """Every fact the declaration may compare on ``row``, as the executor gives it:
+        fenced through the row's epoch where the executor fences (first, so that nothing
+        at or below can still run), whether a run of that epoch is running there now,
+        whether it deduplicates, and readback's ``outcome``: whether a request with the
+        row's request key took effect there."""
         facts: dict[str, Any] = {}
         if self.c.remote == "fencing":
             executor.fence(row.key, row.epoch)  # returns once no run at or below can land
@@ -232,10 +259,10 @@ class LifecycleCampaign(_Campaign):
             facts["fenced_through"] = row.epoch
         facts["running"] = executor.running(row.key, row.epoch)
         facts["remote_dedups"] = self.c.remote == "dedup"
-        if "outcome" in read:
+        if "outcome" in self.facts:
             landed = executor.readback(row.key, row.request_key or row.key, row.epoch)
             facts["outcome"] = "present" if landed else "absent"
-        return {k: v for k, v in facts.items() if k in self.facts and k in read}
+        return {k: v for k, v in facts.items() if k in self.facts}
 
     def close_out(self, store: Any, remote: RemoteClient) -> None:
         """Let leases lapse and runs finish, then sweep and operate until nothing moves."""
