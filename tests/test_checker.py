@@ -460,6 +460,7 @@ def test_check_cli_exit_codes_and_json() -> None:
     assert [line.split()[0] for line in listed] == [
         *sorted(WRONG),
         "job-orphan_waits_for_readback",
+        "job-requeue_on_readback",
         "job-requeue_without_evidence",
     ]
     stopped = runner.invoke(main, ["check", "--workers", "2", "--max-states", "100"])

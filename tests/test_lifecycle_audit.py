@@ -40,7 +40,7 @@ def _a_busy_store(url: str, clock: ManualClock) -> EntityStore:
     store.act(store.take("orphan", "lease", owner="w", lease_seconds=10), "start")
     clock.advance(11)
     store.sweep()
-    store.operate("orphan", "requeue", facts={"running": False})
+    store.operate("orphan", "requeue", facts={"fenced_through": 1})
     clock.advance(100)
     store.take("orphan", "lease", owner="w3", lease_seconds=10)
     return store
@@ -257,7 +257,7 @@ def test_a_history_from_before_leases_facts_owners_or_request_keys_were_recorded
     store.act(store.take("o", "lease", owner="w", lease_seconds=10), "start")
     clock.advance(11)
     store.sweep()  # j and o lapse while running: orphaned
-    store.operate("o", "requeue", facts={"running": False})
+    store.operate("o", "requeue", facts={"fenced_through": 1})
     # As an earlier claimfsm made it: the same table without those columns.
     store._driver.run_all(
         [f"ALTER TABLE {store.history_table} DROP COLUMN {column}" for column in older]
@@ -544,7 +544,7 @@ def test_a_refusal_is_a_stale_owners_and_one_that_is_not_is_found(url: str) -> N
     store.sweep()  # running -> orphaned: w1 may still be running it
     with pytest.raises(StaleClaim, match=r"epoch 1 is orphaned .*drop it and lease again"):
         store.act(first, "succeed")
-    store.operate("j", "requeue", facts={"running": False})
+    store.operate("j", "requeue", facts={"fenced_through": 1})
     with pytest.raises(StaleClaim, match="epoch 1 is queued"):
         store.act(first, "fail")
     history = [(e.event, e.source, e.dest, e.refused) for e in store.history("j")]

@@ -67,15 +67,17 @@ def test_the_wrong_job_design_is_caught_with_the_shortest_counterexample() -> No
     assert "one_attempt_at_a_time: violated" in result.output
     steps = re.findall(r"^  (\d+)\. (.*)$", result.output, flags=re.MULTILINE)
     texts = [text for _, text in steps]
-    # lease, start, the lease lapses, the sweep orphans it, requeued without evidence,
-    # a second worker leases and starts it while the first still runs.
-    assert len(texts) == 8, texts
+    # lease, start, the run reaches the executor, the lease lapses, the sweep orphans it,
+    # requeued without a fence, a second worker leases and starts it while the first runs.
+    assert len(texts) == 10, texts
     assert texts[3:] == [
+        "worker 0: its run reaches the executor and runs there",
         "clock: the lease of job 0 lapses",
         "sweep: lapse job 0",
         "operator: requeue job 0",
         "worker 1: lease job 0",
         "worker 1: start",
+        "worker 1: its run reaches the executor and runs there",
     ]
     token = re.search(r"replay token: (\S+)", result.output)
     assert token is not None
@@ -84,6 +86,60 @@ def test_the_wrong_job_design_is_caught_with_the_shortest_counterexample() -> No
     )
     assert replayed.exit_code == 1 and "worker 1: start" in replayed.output
     assert "--replay-token" in CliRunner().invoke(main, ["check", "--help"]).output
+
+
+def test_readback_alone_misses_a_run_that_has_not_reached_the_executor() -> None:
+    """Requeue on readback alone (no run of the epoch at the executor) is the campaign's
+    finding: the first worker's run is due, not there yet, when readback is asked; it
+    arrives after the requeue, and the next attempt runs beside it."""
+    result = CliRunner().invoke(main, ["check", "job-requeue_on_readback"])
+    assert result.exit_code == 1, result.output
+    assert "one_attempt_at_a_time: violated" in result.output
+    first = result.output.split("counterexample for one_attempt_at_a_time")[1]
+    first = first.split("counterexample for")[0]
+    texts = re.findall(r"^  \d+\. (.*)$", first, flags=re.MULTILINE)
+    assert texts[1:] == [
+        "worker 0: lease job 0",
+        "worker 0: start",
+        "clock: the lease of job 0 lapses",
+        "sweep: lapse job 0",
+        "operator: requeue job 0",
+        "worker 0: its run reaches the executor and runs there",
+        "worker 1: lease job 0",
+        "worker 1: start",
+        "worker 1: its run reaches the executor and runs there",
+    ]
+    # readback was asked while the run was due: it said no run of e1 was running
+    assert "its run due at the executor" in first.split("operator: requeue job 0")[0]
+    # the shipped job, whose requeue needs the fence, holds in the same world
+    assert CliRunner().invoke(main, ["check", "job"]).exit_code == 0
+
+
+def test_a_fenced_executor_refuses_a_late_run() -> None:
+    """A run that reaches the executor after the fence through its epoch never runs, and
+    the path says so."""
+    from claimfsm.checker._engine import Step
+
+    model = entity_model(load_spec(declarations_dir() / "job.toml"))
+    world = next(iter(model.init_states()))
+    path = [Step(None, world)]
+    for action in (
+        ("take", 0, 0, "lease"),
+        ("own", 0, "start"),
+        ("clock", 0),
+        ("env", 0, "lapse"),
+        ("fence", 0),
+        ("run", 0),
+    ):
+        nxt = model.next_state(world, action)
+        assert nxt is not None, action
+        path.append(Step(action, nxt))
+        world = nxt
+    assert world.rows[0].working == () and world.clients[0] is not None
+    assert not world.clients[0].working and world.clients[0].phase == ""
+    assert model.explain is not None
+    text = model.explain(path[-2].state, ("run", 0), world)[-1][0]
+    assert text.endswith("fenced through e1, which refuses it: it never runs"), text
 
 
 def test_spec_shows_an_eventually_invariant_as_declared() -> None:
@@ -104,8 +160,9 @@ def test_spec_shows_an_eventually_invariant_as_declared() -> None:
 
 
 def test_the_starving_job_design_is_caught_by_liveness_alone() -> None:
-    """Leaving orphaned on readback alone is safe, but a worker paused for ever mid-run keeps
-    its attempt running: requeue never becomes possible, however fair the operator is."""
+    """Leaving orphaned only with readback after the fence is safe, but a worker paused for
+    ever mid-run keeps its run running at the executor: requeue never becomes possible,
+    however fair the operator is."""
     result = CliRunner().invoke(main, ["check", "job-orphan_waits_for_readback"])
     assert result.exit_code == 1, result.output
     outcomes = dict(re.findall(r"^  \w+ +(\w+): (\w+)$", result.output, flags=re.MULTILINE))
@@ -114,6 +171,7 @@ def test_the_starving_job_design_is_caught_by_liveness_alone() -> None:
     assert texts[1:] == [
         "worker 0: lease job 0",
         "worker 0: start",
+        "worker 0: its run reaches the executor and runs there",
         "clock: the lease of job 0 lapses",
         "sweep: lapse job 0",
         "operator: fence the executor of job 0 through its epoch",
@@ -151,13 +209,14 @@ def test_fairness_is_what_the_declaration_states(tmp_path: Path) -> None:
     assert run(job(tmp_path, no_clock))["orphan_is_requeued"] == "violated"
 
 
-def test_the_correct_design_is_not_caught_because_of_its_evidence_guards(tmp_path: Path) -> None:
-    """Dropping the fence's guard instead of the readback's is just as wrong: each of the two
-    ways out of orphaned carries the protection."""
-    text = JOB.replace(
-        'guards = ["epoch_current", "executor_fenced"]', 'guards = ["epoch_current"]'
-    )
-    assert run(job(tmp_path, text))["one_attempt_at_a_time"] == "violated"
+def test_the_fence_is_what_keeps_the_job_to_one_attempt(tmp_path: Path) -> None:
+    """The one way out of orphaned carries the protection: without the fence's guard, or
+    with readback in its place, two attempts run at once; with it, they never do."""
+    fenced = 'guards = ["epoch_current", "executor_fenced"]'
+    assert fenced in JOB
+    for instead in ('guards = ["epoch_current"]', 'guards = ["epoch_current", "attempt_stopped"]'):
+        text = JOB.replace(fenced, instead)
+        assert run(job(tmp_path, text))["one_attempt_at_a_time"] == "violated", instead
     assert run(job(tmp_path))["one_attempt_at_a_time"] == "holds"
 
 
@@ -230,7 +289,9 @@ def test_renaming_every_name_changes_no_count_and_no_verdict(tmp_path: Path) -> 
             report = Checker(model).symmetry(symmetry).run()
             counts.append((report.unique, report.states, report.depth, report.verdict))
         assert counts[0] == counts[1]
-    broken = JOB.replace('["epoch_current", "attempt_stopped"]', '["epoch_current"]')
+    fenced = '["epoch_current", "executor_fenced"]'
+    assert fenced in JOB
+    broken = JOB.replace(fenced, '["epoch_current"]')
     outcomes = run(job(tmp_path, rename(broken), name="wrong"))
     assert outcomes["zz_" + "one_attempt_at_a_time"[::-1]] == "violated"
 
@@ -347,7 +408,12 @@ def test_every_shipped_declaration_is_checked_by_its_own_model() -> None:
     from claimfsm.spec import is_lifecycle_of_its_own
 
     own = sorted(n for n, s in shipped().items() if is_lifecycle_of_its_own(s))
-    assert own == ["job", "job-orphan_waits_for_readback", "job-requeue_without_evidence"]
+    assert own == [
+        "job",
+        "job-orphan_waits_for_readback",
+        "job-requeue_on_readback",
+        "job-requeue_without_evidence",
+    ]
 
 
 def test_a_counterexample_is_drawn_on_the_diagram_and_as_a_sequence_chart(tmp_path: Path) -> None:
@@ -359,12 +425,14 @@ def test_a_counterexample_is_drawn_on_the_diagram_and_as_a_sequence_chart(tmp_pa
     stem = "job-requeue_without_evidence-one_attempt_at_a_time"
     dot = (out / f"{stem}.dot").read_text()
     # the path, numbered, in red; the variant's change from job.toml in blue
-    assert "(2,7) start" in dot and "(5) changed: requeue" in dot
-    assert "no longer checks attempt_stopped" in dot
+    assert "(2,8) start" in dot and "(6) changed: requeue" in dot
+    assert "no longer checks executor_fenced" in dot
     chart = (out / f"{stem}-sequence.svg").read_text()
     assert "job store" in chart and "executor" in chart and "claim store" not in chart
     assert "work e1 running" in chart and "two epochs running at once" in chart
     assert "operator: requeue" in chart  # who acted, on the store's lifeline
+    # each worker's run reaches the executor as a step of its own, after its start
+    assert "3. worker 0: its run reaches the executor" in chart and "3 run" in chart
     assert (out / f"{stem}-sequence.mmd").read_text().startswith("sequenceDiagram")
 
 
@@ -507,7 +575,7 @@ def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: P
     model = entity_model(spec, EntityModelConfig(workers=1))
     world = next(iter(model.init_states()))
     path = [Step(None, world)]
-    for action in [("take", 0, 0, "lease"), ("own", 0, "start"), ("clock", 0)]:
+    for action in [("take", 0, 0, "lease"), ("own", 0, "start"), ("run", 0), ("clock", 0)]:
         world = model.next_state(world, action)
         path.append(Step(action, world))
     lapse = next(a for a in model.actions(world) if a[0] == "env" and a[2] == "lapse")

@@ -64,9 +64,10 @@ def test_a_job_runs_its_lifecycle_and_history_tells_it(url: str) -> None:
     with pytest.raises(LeaseExpired):  # the lease lapsed: renewing is refused, not stale
         store.act(first, "renew")
     assert store.operate("j1", "lapse") == "orphaned"
-    with pytest.raises(InsufficientEvidence, match="attempt_stopped does not hold"):
-        store.operate("j1", "requeue", facts={"running": True})
-    assert store.operate("j1", "requeue", facts={"running": False}) == "queued"
+    # readback alone is no evidence: a run on its way to the executor is not there yet
+    with pytest.raises(InsufficientEvidence, match="executor_fenced does not hold"):
+        store.operate("j1", "requeue", facts={"running": False})
+    assert store.operate("j1", "requeue", facts={"fenced_through": 1}) == "queued"
     second = store.take("j1", "lease", owner="w2")
     with pytest.raises(StaleClaim, match="recorded in history"):
         store.act(first, "succeed")  # the first worker wakes up stale
@@ -211,7 +212,14 @@ def test_one_edit_of_a_guard_reaches_the_sql_the_machine_and_the_checker(tmp_pat
 def test_the_store_asks_the_declarations_transitions_machine(tmp_path: Path) -> None:
     """The machine is a ``transitions.Machine`` with the declared transitions, tried in the
     order written; a store whose machine disagrees with its SQL says so."""
-    spec = load_spec(JOB_PATH)
+    # the job with a second way out of orphaned, written first: readback alone (the wrong
+    # design's), so that the order the transitions are tried in shows
+    fenced_way = '[[transitions]]\nevent = "requeue"\nsource = "orphaned"'
+    assert fenced_way in JOB
+    readback_way = fenced_way + '\ndest = "queued"\nguards = ["epoch_current", "attempt_stopped"]'
+    path = tmp_path / "two_ways.toml"
+    path.write_text(JOB.replace(fenced_way, readback_way + "\n\n" + fenced_way, 1))
+    spec = load_spec(path)
     machine = LifecycleMachine(spec)
     assert isinstance(machine.machine, Machine)
     assert set(machine.machine.events) == set(spec.events)
@@ -591,7 +599,8 @@ def test_a_replay_token_is_played_on_the_store_too() -> None:
     )
     assert replayed.exit_code == 1
     on_store = replayed.output.split("and on a real SQLite store")[1]
-    assert "7. worker 1: start -> running" in on_store
+    assert "8. worker 1: start -> running" in on_store
+    assert "9. worker 1: its run reaches the executor -> reached the executor" in on_store
     assert "invariant one_attempt_at_a_time violated" in on_store
 
 
@@ -602,7 +611,7 @@ def test_verify_plays_the_wrong_designs_counterexample_on_the_store(tmp_path: Pa
     assert result.exit_code == 1, result.output
     assert "failed: invariant one_attempt_at_a_time violated" in result.output
     assert "the declaration itself breaks it" in result.output
-    assert "  7. worker 1: start -> running" in result.output
+    assert "  8. worker 1: start -> running" in result.output
 
 
 def test_verify_cli_on_postgresql_and_its_errors(pg_database: str, tmp_path: Path) -> None:

@@ -11,17 +11,21 @@ it is, naming its current epoch. The world's faults are actions the search may t
 any point: the lease deadline passes, a client crashes (its work stops and it forgets its
 handle, or, with ``[world] wakes``, keeps it saved and may wake up once with it to begin
 its work again: ``wake_events``), the executor is fenced through the current epoch (when
-a guard reads ``fenced_through``). A client whose operation is refused drops its handle
-and stops its work, as a keep-alive cancels on loss; a client that moved the entity into
-a state from which it has no event to take, with no work running, is done with the
-handle and idle again; a client that does nothing for a while is simply not scheduled,
-which is how a paused worker wakes up stale. A declaration's ``resends`` events are
-bounded per epoch by ``[world] retries`` (``Row.resent``), as the claim world's retries.
+a guard reads ``fenced_through``). Without a remote, a client's work is due once it takes
+its ``work = "starts"`` event (``Handle.phase`` "D") and runs once it reaches the
+executor (``run``), which refuses it when fenced through its epoch: readback cannot see
+a run still on its way, as a real executor cannot. A client whose operation is refused
+drops its handle and stops its work, as a keep-alive cancels on loss; a client that moved
+the entity into a state from which it has no event to take, with no work running or due,
+is done with the handle and idle again; a client that does nothing for a while is simply
+not scheduled, which is how a paused worker wakes up stale. A declaration's ``resends``
+events are bounded per epoch by ``[world] retries`` (``Row.resent``), as the claim
+world's retries.
 
 Guards are true as their declared kinds say, by the predicates the machines run
 (``spec._predicates``, read on a view of the world's row and caller; ``compare`` reads the
-row's columns and the world's evidence: ``running``, whether work at the row's epoch is
-running somewhere, and ``fenced_through``); the declaration's transitions say where an
+row's columns and the world's evidence: ``running``, whether a run of the row's epoch is
+running at the executor, and ``fenced_through``); the declaration's transitions say where an
 event leads. The properties are the declaration's ``[invariants]`` (``exclusive_work``,
 ``row``, ``left_only_by``, ``eventually``, ``taken``, and ``reachable`` examples: a row in some
 states, or a step that took some event, which the world marks as it marks a broken
@@ -118,8 +122,9 @@ class Handle(NamedTuple):
     epoch: int
     token: int
     seen: str  # the state the client last moved the row into
-    working: bool = False  # its external work is running
-    #: its request to the remote (a declaration with one): "" none, "S" it may send,
+    working: bool = False  # its external work is running (at the executor, without a remote)
+    #: without a remote: "D" its work is due, not yet at the executor (``run`` takes it
+    #: there), else "". With one, its request to the remote: "" none, "S" it may send,
     #: "W" sent and waiting, "A" answered
     phase: str = ""
     #: the handle it saved before it crashed, (key, epoch, token), with ``[world] wakes``:
@@ -364,6 +369,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return acts
         if rules is None:
             acts = [("own", c, e) for e in owner_events.get(h.seen, ())]
+            if h.phase == "D":  # its work is due: it begins at the executor
+                acts.append(("run", c))
         else:
             acts = [
                 ("own", c, e)
@@ -504,6 +511,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             work = spec.work(event)
             working = True if work == "starts" else False if work == "ends" else h.working
             phase, request_key = h.phase, h.request_key
+            if rules is None and work is not None:
+                # work that starts is due: it runs once it reaches the executor (``run``);
+                # work that ends stops, or never runs where it was still due
+                phase, working = ("D", False) if work == "starts" else ("", False)
             if rules is not None:
                 if work == "starts":
                     phase = "S"  # it may send its request now
@@ -515,7 +526,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if working != h.working:
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row
-            done = dest not in owner_events and not working  # nothing more to do with it
+            # nothing more to do with it: no event to take, no work running or due
+            done = dest not in owner_events and not working and phase != "D"
             clients[c] = (
                 resting(h.saved)
                 if done
@@ -556,6 +568,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             clients[action[1]] = resting((h.key, h.epoch, h.token) if cfg["wakes"] else ())
             if h.working:
                 rows[h.key] = _stops(rows[h.key], h.epoch)
+        elif kind == "run":
+            # its due work reaches the executor: it runs there, unless the executor is
+            # fenced through its epoch and refuses it (the work is over, never run)
+            c = action[1]
+            h = clients[c]
+            assert h is not None
+            refused = fenceable and rows[h.key].fence >= h.epoch
+            if refused and h.seen not in owner_events:
+                clients[c] = resting(h.saved)
+            else:
+                clients[c] = h._replace(phase="", working=not refused)
+            if not refused:
+                rows[h.key] = _starts(rows[h.key], h.epoch)
         elif kind == "send":
             assert rules is not None
             c = action[1]
@@ -709,9 +734,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if h.key < 0:
             return f"worker {c} idle{kept}"
         doing = " working" if h.working else ""
-        doing += {"S": ", about to send", "W": ", waiting for an answer", "A": ", answered"}.get(
-            h.phase, ""
-        )
+        doing += {
+            "D": ", its run due at the executor",
+            "S": ", about to send",
+            "W": ", waiting for an answer",
+            "A": ", answered",
+        }.get(h.phase, "")
         return f"worker {c} holds {key_word} {h.key} e{h.epoch} (saw {h.seen}){doing}{kept}"
 
     def show_state(world: EntityWorld) -> str:
@@ -736,6 +764,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 f"worker {action[1]}: {action[3]} {key_word} {action[2]} (takes the epoch over"
                 " to send again)"
             )
+        if kind == "run":
+            return f"worker {action[1]}: its run reaches the executor"
         if kind == "send":
             return f"worker {action[1]}: sends its request to the remote"
         if kind == "land":
@@ -774,6 +804,13 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     )
                 )
                 before = base
+        if action[0] == "run":
+            h = after.clients[action[1]]
+            if h is not None and h.working:
+                text += " and runs there"
+            else:
+                fence = before.rows[acting(before, ("own", action[1]))[0]].fence
+                text += f", fenced through e{fence}, which refuses it: it never runs"
         if action[0] in ("own", "wake"):
             key, caller = acting(before, action)
             result = fire(before, key, action[2], caller, True)
@@ -830,8 +867,9 @@ def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
 
 
 def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict[str, Any]:
-    """The world's truthful evidence about entity ``key`` (LIFECYCLE_FACTS): whether some
-    client's work at the row's epoch is running, and how far the executor (or the remote)
+    """The world's evidence about entity ``key`` (LIFECYCLE_FACTS), as an executor gives
+    it: whether a run at the row's epoch is running at the executor (not one still due),
+    and how far the executor (or the remote)
     is fenced; against a remote of mode ``remote`` also readback's ``outcome`` (did a
     request with the entity's request key take effect?) and whether it deduplicates."""
     row = world.rows[key]
@@ -1087,7 +1125,8 @@ def fairness_class(
     listed itself."""
     kind = action[0]
     if "steps" in fair and (
-        (kind == "own" and action[2] in steps and action[2] not in fair) or kind in ("send", "ack")
+        (kind == "own" and action[2] in steps and action[2] not in fair)
+        or kind in ("send", "ack", "run")
     ):
         return ("steps",)
     if kind == "env" and action[2] in fair:
@@ -1116,7 +1155,7 @@ def entity_path_steps(
         action = after.action
         assert action is not None
         kind = action[0]
-        if kind in ("own", "send", "ack"):
+        if kind in ("own", "send", "ack", "run"):
             h = before.state.clients[action[1]]
             assert h is not None
             key = h.key
@@ -1145,6 +1184,7 @@ def entity_path_steps(
             "wake": f"worker {action[1]}",
             "crash": f"worker {action[1]}",
             "send": f"worker {action[1]}",
+            "run": f"worker {action[1]}",
             "clock": "clock",
             "fence": "operator",
             "land": "remote",
@@ -1155,6 +1195,7 @@ def entity_path_steps(
             "clock": "clock",
             "fence": "remote",
             "send": "remote",
+            "run": "remote",
             "land": "remote",
             "ack": f"worker {action[1]}",
         }.get(kind, "store")
@@ -1163,6 +1204,7 @@ def entity_path_steps(
             "fence": "fence",
             "crash": "crash",
             "send": "request",
+            "run": "run",
             "land": "lands",
             "ack": "answer",
         }.get(kind, event or "refused")

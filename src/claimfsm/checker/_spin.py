@@ -129,6 +129,10 @@ def promela(
     resends = [e for e in spec.events if spec.remote_role(e) == "resends"]
     environment = [e for e in spec.events if roles[e] in ("operator", "sweep") and e not in resends]
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
+    # without a remote, work that starts is due until it reaches the executor (``run``)
+    dues = rules is None and any(spec.work(e) == "starts" for e in spec.events)
+    if dues:
+        client_fields += ("due",)
     if rules is not None:
         client_fields += ("phase",)
     if fresh_keys:
@@ -382,7 +386,9 @@ def promela(
                 f"c[{c}].tok = (r[{k}].ep == c[{c}].ep -> r[{k}].tok : c[{c}].tok)",
                 f"c[{c}].seen = {sid[t.dest]}",
             ]
-            if work in ("starts", "ends"):
+            if dues and work in ("starts", "ends"):  # due until it reaches the executor
+                body += [f"c[{c}].working = 0", f"c[{c}].due = {1 if work == 'starts' else 0}"]
+            elif work in ("starts", "ends"):
                 body.append(f"c[{c}].working = {1 if work == 'starts' else 0}")
             if rules is not None and work == "starts":
                 body.append(f"c[{c}].phase = 1")  # its request is due
@@ -393,7 +399,8 @@ def promela(
             if fresh_keys:  # still due: it carries the key as this step left the row
                 body.append(f"c[{c}].rk = (c[{c}].phase == 1 -> r[{k}].kg : c[{c}].rk)")
             if t.dest not in owner_events:  # done with the handle unless work runs
-                body += [f"if :: !c[{c}].working -> {'; '.join(drop(c))} :: else -> skip fi"]
+                idle = f"!c[{c}].working && !c[{c}].due" if dues else f"!c[{c}].working"
+                body += [f"if :: {idle} -> {'; '.join(drop(c))} :: else -> skip fi"]
             branches.append((holds(t, k, mine(c), True), body))
             bodies.append((t, body))
         branches += first_ways(e, k, mine(c), True, bodies)
@@ -479,6 +486,15 @@ def promela(
             options.append(
                 owner_option(("wake", c, e), c, f"!c[{c}].has && c[{c}].sv", load, saved)
             )
+        if dues:
+            # its due work reaches the executor: it runs, unless the executor is fenced
+            # through its epoch; refused, a client with no event left is done
+            r = f"r[c[{c}].key]"
+            ends = [s for s in sid if s not in owner_events]
+            done = chain([(any_of([f"c[{c}].seen == {sid[s]}" for s in ends]), drop(c))], [])
+            body = [f"c[{c}].due = 0"]
+            body += chain([(f"c[{c}].ep <= {r}.fence", done)], [f"c[{c}].working = 1"])
+            options.append((("run", c), f"c[{c}].has && c[{c}].due", "false", body))
         if rules is not None:
             r = f"r[c[{c}].key]"
             arrives = f"(c[{c}].ep > {r}.fence)" if rules.fences else "true"
@@ -575,6 +591,7 @@ def promela(
         + ("; byte oc" if outcomes else "")
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
+        + ("; bit due" if dues else "")
         + ("; byte phase" if rules is not None else "")
         + ("; byte rk" if fresh_keys else "")
         + ("; bit sv; byte skey; byte sep; byte stok" if wakes else "")

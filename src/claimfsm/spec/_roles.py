@@ -96,10 +96,10 @@ CLAIM_WORLD = frozenset(
 COLUMN_KEYS = {"meaning", "type", "default"}
 
 
-#: The evidence a lifecycle of your own compares: readback's ``running`` (is work at the
-#: row's epoch still running?) and ``fenced_through`` (how far the executor, or the
-#: remote, is fenced). The checker's world answers them truthfully; a store's caller
-#: brings them.
+#: The evidence a lifecycle of your own compares: readback's ``running`` (is a run of the
+#: row's epoch running at the executor? a run still on its way is not there yet) and
+#: ``fenced_through`` (how far the executor, or the remote, is fenced). The checker's
+#: world answers them as an executor can; a store's caller brings them.
 LIFECYCLE_FACTS = frozenset({"running", "fenced_through"})
 #: The evidence a lifecycle with a remote (an event declares ``remote``) compares besides:
 #: readback's ``outcome`` (``present`` or ``absent``: did a request with the entity's

@@ -53,9 +53,15 @@ ACTING = ("take", "resend", "own", "wake", "env")
 UNKNOWN = "?"
 #: An idle worker's steps: a taker's event, and a resend (taking the current epoch over).
 TAKES = ("take", "resend")
-#: The remote's steps, and what each did, in a program's words.
-REMOTE_STEPS = ("send", "land", "ack")
-REMOTE_WORDS = {"send": "sent", "land": "landed", "ack": "answered"}
+#: The executor's and the remote's steps, and what each did, in a program's words: a run
+#: reaching the executor (without a remote), a request sent, landed or answered.
+REMOTE_STEPS = ("run", "send", "land", "ack")
+REMOTE_WORDS = {
+    "run": "reached the executor",
+    "send": "sent",
+    "land": "landed",
+    "ack": "answered",
+}
 LEASE_SECONDS = 30.0
 
 
@@ -268,8 +274,8 @@ def lifecycle_state_machine(
                 data.draw(st.sampled_from(self._of(("clock", "fence"))), label="clock or fence")
             )
 
-        # The remote's steps (a declaration with a remote): they change the model's world
-        # alone, and what the operator's readback then brings the store.
+        # The executor's and the remote's steps: they change the model's world alone, and
+        # what the operator's readback then brings the store.
         @precondition(lambda self: bool(self._of(REMOTE_STEPS)))
         @rule(data=st.data())
         def remote(self, data: st.DataObject) -> None:
@@ -378,8 +384,8 @@ def lifecycle_state_machine(
                     self.saved[action[1]] = self.handles[action[1]]
                 self.handles[action[1]] = None
                 return "world", "its handle is saved" if resolved["wakes"] else "its handle is gone"
-            # the model's world only: the executor or remote fenced, a request sent, landed
-            # or answered
+            # the model's world only: the executor or remote fenced, a run reaching the
+            # executor, a request sent, landed or answered
             return "world", REMOTE_WORDS.get(kind, "fenced")
 
         def _compare(
