@@ -69,8 +69,9 @@ campaign-job: $(BIN)/.installed  ## the job lifecycle's campaigns RELIABILITY.md
 	$(BIN)/claimfsm campaign job --backend sqlite --dispatches 200 --dir campaign/job-sqlite
 	$(BIN)/claimfsm campaign job --backend postgresql --dispatches 200 --dir campaign/job-postgresql
 
-campaign-job-readback: $(BIN)/.installed  ## the finding: the job's readback rule against an executor that cannot fence (exit 1 expected)
-	-$(BIN)/claimfsm campaign job --remote dedup --stall-probability 0.1 --dispatches 100 --dir campaign/job-dedup
+campaign-job-readback: $(BIN)/.installed  ## the finding: requeue on readback alone against an executor that cannot fence (exit 1 expected), and the job against it
+	-$(BIN)/claimfsm campaign job-requeue_on_readback --remote dedup --stall-probability 0.1 --dispatches 100 --dir campaign/job-readback-dedup
+	$(BIN)/claimfsm campaign job --remote dedup --stall-probability 0.1 --dispatches 100 --dir campaign/job-dedup
 
 campaign-dedup-stalls: $(BIN)/.installed  ## the finding: with stalled workers a deduping remote sees overlaps (exit 1 expected)
 	-$(BIN)/claimfsm campaign --backend sqlite --remote dedup --seconds 60 --dir campaign/sqlite-dedup-stalls

@@ -240,6 +240,34 @@ def test_the_operator_resends_an_unknown_charge_to_a_deduplicating_processor(
     assert f.audit_violations == 0
 
 
+def test_the_operator_fences_only_a_design_that_asks_for_the_fence(tmp_path: Path) -> None:
+    """The operator gives a design the evidence its guards read, and no fence it never
+    asked for: a fence it did not ask for would turn away the late run that makes a design
+    without one wrong, and the campaign would miss it."""
+    from types import SimpleNamespace
+
+    from claimfsm.campaign._lifecycle import LifecycleCampaign
+
+    class Executor:
+        def __init__(self) -> None:
+            self.fenced: list[tuple[str, int]] = []
+
+        def fence(self, key: str, epoch: int) -> None:
+            self.fenced.append((key, epoch))
+
+        def running(self, key: str, epoch: int) -> bool:
+            return False
+
+    row = SimpleNamespace(key="job-1", epoch=2, request_key=None)
+    for design, fenced in (("job", True), ("job-requeue_on_readback", False)):
+        campaign = LifecycleCampaign(short(tmp_path, design=design))
+        executor = Executor()
+        facts = campaign.evidence(executor, row)  # type: ignore[arg-type]
+        assert executor.fenced == ([("job-1", 2)] if fenced else []), design
+        assert facts.get("fenced_through") == (2 if fenced else None)
+        assert facts["running"] is False
+
+
 def test_a_harness_thread_that_fails_ends_the_run_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

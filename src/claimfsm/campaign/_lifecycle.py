@@ -10,11 +10,11 @@ terminated and the server restarts, as in the claim's campaign.
 
 The harness's sweeper is the store's sweep (every ``by = "sweep"`` event) and the
 operator: each operator event that leaves an entity's state is tried as is, and where the
-store refuses it, again with the evidence its guards read, gathered truthfully from the
-executor (``fenced_through`` by fencing it through the entity's epoch, where it fences;
-``running`` by asking it, after the fence where there is one). Afterwards it judges the
-executor's log against the declared invariants and audits the store
-(``_lifecycle_verdict``).
+store refuses it, again with the evidence its guards read, gathered from the executor
+(``fenced_through`` by fencing it through the entity's epoch, where it fences and a guard
+reads the fence; ``running`` by asking it, after the fence where there is one).
+Afterwards it judges the executor's log against the declared invariants and audits the
+store (``_lifecycle_verdict``).
 """
 
 from __future__ import annotations
@@ -77,6 +77,13 @@ class LifecycleCampaign(_Campaign):
         self.design_name = self.spec.name
         self.targets = [entity_key(self.spec, n + 1) for n in range(config.targets)]
         self.facts = lifecycle_facts(self.spec)
+        #: whether a transition's guard reads the fence: the operator fences only then (a
+        #: design is given the evidence it asks for, and no fence it never asked for)
+        self.asks_fence = any(
+            self.spec.guards[g].fact == "fenced_through"
+            for t in self.spec.transitions
+            for g in t.guards
+        )
         self.operator_fences = 0
         #: the operator's resends, per (entity, epoch)
         self.resent: Counter[tuple[str, int]] = Counter()
@@ -248,12 +255,13 @@ class LifecycleCampaign(_Campaign):
 
     def evidence(self, executor: RemoteClient, row: EntityRow) -> dict[str, Any]:
         """Every fact the declaration may compare on ``row``, as the executor gives it:
-        fenced through the row's epoch where the executor fences (first, so that nothing
-        at or below can still run), whether a run of that epoch is running there now,
-        whether it deduplicates, and readback's ``outcome``: whether a request with the
-        row's request key took effect there."""
+        fenced through the row's epoch where the executor fences and a guard reads the
+        fence (first, so that nothing at or below can still run; a design that does not
+        ask for the fence is not given one it never asked for), whether a run of that
+        epoch is running there now, whether it deduplicates, and readback's ``outcome``:
+        whether a request with the row's request key took effect there."""
         facts: dict[str, Any] = {}
-        if self.c.remote == "fencing":
+        if self.c.remote == "fencing" and self.asks_fence:
             executor.fence(row.key, row.epoch)  # returns once no run at or below can land
             self.operator_fences += 1
             facts["fenced_through"] = row.epoch
