@@ -12,7 +12,7 @@ import pytest
 from claimfsm.checker import Checker, ClaimModelConfig, claim_model
 from claimfsm.errors import InsufficientEvidence, SpecError
 from claimfsm.machine import ClaimMachine, ClaimRow, Facts
-from claimfsm.spec import claim_spec, declarations_dir, load_spec
+from claimfsm.spec import claim_spec, declarations_dir, load_spec, shipped
 from claimfsm.store import Evidence, SQLiteStore
 from claimfsm.store._sql import compile_writes
 
@@ -151,9 +151,14 @@ def test_every_store_embeds_the_one_sql_compiler_of_guard_kinds() -> None:
         assert predicate in statements, name
 
     job = load_spec(declarations_dir() / "job.toml")
-    compiled = " ".join(compile_event(job, e, "t").sql for e in job.events)
-    for name in job.guards:
-        assert guard_predicate(job, name, lambda n: "?", str) in compiled, name
+    # each guard a transition reads, of the job and of its readback design (whose guard
+    # compares readback's `running`, which the job itself no longer reads)
+    readback = shipped()["job-requeue_on_readback"]
+    assert "attempt_stopped" in {g for t in readback.transitions for g in t.guards}
+    for each in (job, readback):
+        compiled = " ".join(compile_event(each, e, "t").sql for e in each.events)
+        for name in {g for t in each.transitions for g in t.guards}:
+            assert guard_predicate(each, name, lambda n: "?", str) in compiled, name
 
     lifecycle = LifecycleMachine(job)
     for name, g in job.guards.items():
