@@ -128,6 +128,29 @@ def test_without_a_remote_nothing_changes() -> None:
     )
 
 
+def test_readback_of_running_is_refused_with_a_remote(charge_dir: Path) -> None:
+    """With a remote the work is a request, which may still be on its way where no
+    readback sees it: a guard on ``running`` would be read as a guess. Every command
+    refuses it by name, pointing at the evidence a remote gives."""
+    text = (charge_dir / "charge.toml").read_text()
+    found = '[guards.found]\nkind = "compare"\nfact = "outcome"\nop = "="\nvalue = "present"'
+    assert found in text
+    (charge_dir / "running.toml").write_text(
+        text.replace(
+            found, '[guards.found]\nkind = "compare"\nfact = "running"\nop = "="\nvalue = false'
+        )
+    )
+    db = charge_dir / "running.sqlite"
+    for command in (["check"], ["verify", "--db", f"sqlite:///{db}"], ["campaign"]):
+        result = CliRunner().invoke(
+            main, [command[0], str(charge_dir / "running.toml"), *command[1:]]
+        )
+        assert result.exit_code != 0, (command, result.output)
+        assert "guard 'found' reads the fact 'running'" in result.output, result.output
+        assert "compare 'outcome'" in result.output and "Traceback" not in result.output
+    assert not db.exists()  # refused before anything was made
+
+
 @pytest.mark.parametrize(
     "config",
     [

@@ -235,7 +235,8 @@ def check_column_compare(
 def lifecycle_problem(spec: Any) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
     model of a lifecycle of your own nor its store can read (None: nothing): a guard over
-    the claim's drafts, over a fact its world has not (the remote's, without a remote),
+    the claim's drafts, over a fact its world has not (the remote's, without a remote;
+    readback's ``running``, with one),
     over the claim row's own columns, an event that records readback's outcome or draws a
     fresh idempotency key without a remote, or a remote it cannot run
     (:func:`remote_problem`)."""
@@ -251,6 +252,13 @@ def lifecycle_problem(spec: Any) -> str | None:
                 f"guard {name!r} reads the fact {g.fact!r}, the remote's evidence, and no"
                 " event declares a remote: give the events on the remote their roles"
                 ' (remote = "answered" or "unanswered" under [events.NAME])'
+            )
+        if g.kind == "compare" and g.fact == "running" and has_remote(spec):
+            return (  # no readback sees a request still on its way: the answer is a guess
+                f"guard {name!r} reads the fact 'running', readback of a run at an executor;"
+                " with a remote the work is a request, which may still be on its way where"
+                " no readback sees it: compare 'outcome' (a request with the entity's key"
+                " took effect) and 'fenced_through' (nothing at or below the epoch can)"
             )
         if g.kind == "compare" and g.column not in (None, "epoch", *spec.columns):
             return (
