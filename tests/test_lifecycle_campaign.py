@@ -240,32 +240,48 @@ def test_the_operator_resends_an_unknown_charge_to_a_deduplicating_processor(
     assert f.audit_violations == 0
 
 
-def test_the_operator_fences_only_a_design_that_asks_for_the_fence(tmp_path: Path) -> None:
-    """The operator gives a design the evidence its guards read, and no fence it never
+def test_the_operator_fences_only_where_the_event_s_guards_read_the_fence(
+    tmp_path: Path,
+) -> None:
+    """The operator gives an event the evidence its guards read, and no fence it never
     asked for: a fence it did not ask for would turn away the late run that makes a design
-    without one wrong, and the campaign would miss it."""
+    without one wrong, and the campaign would miss it. Refused as is, the job's requeue is
+    tried again with the executor fenced; the readback design's, with readback alone."""
     from types import SimpleNamespace
 
     from claimfsm.campaign._lifecycle import LifecycleCampaign
+    from claimfsm.errors import InsufficientEvidence
 
     class Executor:
         def __init__(self) -> None:
-            self.fenced: list[tuple[str, int]] = []
+            self.asked: list[str] = []
 
         def fence(self, key: str, epoch: int) -> None:
-            self.fenced.append((key, epoch))
+            self.asked.append(f"fence {key} e{epoch}")
 
         def running(self, key: str, epoch: int) -> bool:
+            self.asked.append(f"running {key} e{epoch}")
             return False
 
-    row = SimpleNamespace(key="job-1", epoch=2, request_key=None)
-    for design, fenced in (("job", True), ("job-requeue_on_readback", False)):
+    def store_call(facts: dict[str, object] | None, how: str) -> dict[str, object]:
+        if facts is None:
+            raise InsufficientEvidence("refused as is")
+        return facts
+
+    row = SimpleNamespace(key="job-1", epoch=2, request_key=None, state="orphaned")
+    for design, asked, facts in (
+        ("job", ["fence job-1 e2"], {"fenced_through": 2}),
+        ("job-requeue_on_readback", ["running job-1 e2"], {"running": False}),
+        (
+            "job-orphan_waits_for_readback",  # the fence first, then readback after it
+            ["fence job-1 e2", "running job-1 e2"],
+            {"fenced_through": 2, "running": False},
+        ),
+    ):
         campaign = LifecycleCampaign(short(tmp_path, design=design))
         executor = Executor()
-        facts = campaign.evidence(executor, row)  # type: ignore[arg-type]
-        assert executor.fenced == ([("job-1", 2)] if fenced else []), design
-        assert facts.get("fenced_through") == (2 if fenced else None)
-        assert facts["running"] is False
+        got = campaign.tried(executor, row, "requeue", {}, store_call)  # type: ignore[arg-type]
+        assert (executor.asked, got) == (asked, facts), design
 
 
 def test_a_harness_thread_that_fails_ends_the_run_at_once(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +43,8 @@ from claimfsm.spec import Spec, lifecycle_facts, load_spec, runs_on_the_claim_mo
 from claimfsm.store import EntityRow, EntityStore, open_entity_store
 
 T = TypeVar("T")
+#: the fact a guard reads the executor's fence by: asking for it fences the executor
+FENCE = "fenced_through"
 
 
 def lifecycle_declaration(design: str) -> Spec:
@@ -77,13 +79,6 @@ class LifecycleCampaign(_Campaign):
         self.design_name = self.spec.name
         self.targets = [entity_key(self.spec, n + 1) for n in range(config.targets)]
         self.facts = lifecycle_facts(self.spec)
-        #: whether a transition's guard reads the fence: the operator fences only then (a
-        #: design is given the evidence it asks for, and no fence it never asked for)
-        self.asks_fence = any(
-            self.spec.guards[g].fact == "fenced_through"
-            for t in self.spec.transitions
-            for g in t.guards
-        )
         self.operator_fences = 0
         #: the operator's resends, per (entity, epoch)
         self.resent: Counter[tuple[str, int]] = Counter()
@@ -191,8 +186,10 @@ class LifecycleCampaign(_Campaign):
         call: Callable[[dict[str, Any] | None, str], T],
     ) -> T | None:
         """``call(facts, detail)`` for ``event`` on ``row``: as is, then, refused, with the
-        facts its guards read (``evidence``, asked of the executor once per row: ``asked``);
-        what it returned, or None: refused both ways, or its guards read no facts."""
+        facts its guards read (``evidence``, each asked of the executor once per row:
+        ``asked``; where the event is the first to read the fence, the executor is fenced
+        and every fact it reads asked again after the fence); what it returned, or None:
+        refused both ways, or its guards read no facts."""
         try:
             return call(None, "operator, as is")
         except Refused:
@@ -206,8 +203,9 @@ class LifecycleCampaign(_Campaign):
         }
         if not read:
             return None
-        if not asked:
-            asked.update(self.evidence(executor, row))
+        missing = read - asked.keys()
+        if missing:
+            asked.update(self.evidence(executor, row, read if FENCE in missing else missing))
         try:
             return call({k: v for k, v in asked.items() if k in read}, "operator, with evidence")
         except Refused:
@@ -253,21 +251,25 @@ class LifecycleCampaign(_Campaign):
                 store.act(handle, then, lease_seconds=self.c.lease_seconds, detail=result)
         return True
 
-    def evidence(self, executor: RemoteClient, row: EntityRow) -> dict[str, Any]:
-        """Every fact the declaration may compare on ``row``, as the executor gives it:
-        fenced through the row's epoch where the executor fences and a guard reads the
-        fence (first, so that nothing at or below can still run; a design that does not
-        ask for the fence is not given one it never asked for), whether a run of that
-        epoch is running there now, whether it deduplicates, and readback's ``outcome``:
-        whether a request with the row's request key took effect there."""
+    def evidence(
+        self, executor: RemoteClient, row: EntityRow, wanted: Collection[str]
+    ) -> dict[str, Any]:
+        """The ``wanted`` facts on ``row``, as the executor gives them: fenced through the
+        row's epoch where the executor fences (first, so that nothing at or below can
+        still run; only where a guard asks for the fence: a design is given no fence it
+        never asked for, which would turn away the late run that makes it wrong), whether
+        a run of that epoch is running there now, whether it deduplicates, and readback's
+        ``outcome``: whether a request with the row's request key took effect there."""
         facts: dict[str, Any] = {}
-        if self.c.remote == "fencing" and self.asks_fence:
+        if FENCE in wanted and self.c.remote == "fencing":
             executor.fence(row.key, row.epoch)  # returns once no run at or below can land
             self.operator_fences += 1
-            facts["fenced_through"] = row.epoch
-        facts["running"] = executor.running(row.key, row.epoch)
-        facts["remote_dedups"] = self.c.remote == "dedup"
-        if "outcome" in self.facts:
+            facts[FENCE] = row.epoch
+        if "running" in wanted:
+            facts["running"] = executor.running(row.key, row.epoch)
+        if "remote_dedups" in wanted:
+            facts["remote_dedups"] = self.c.remote == "dedup"
+        if "outcome" in wanted and "outcome" in self.facts:
             landed = executor.readback(row.key, row.request_key or row.key, row.epoch)
             facts["outcome"] = "present" if landed else "absent"
         return {k: v for k, v in facts.items() if k in self.facts}
