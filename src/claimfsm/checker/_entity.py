@@ -809,7 +809,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if h is not None and h.working:
                 text += " and runs there"
             else:
-                fence = before.rows[acting(before, ("own", action[1]))[0]].fence
+                runner = before.clients[action[1]]
+                assert runner is not None
+                fence = before.rows[runner.key].fence
                 text += f", fenced through e{fence}, which refuses it: it never runs"
         if action[0] in ("own", "wake"):
             key, caller = acting(before, action)
@@ -869,9 +871,9 @@ def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
 def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict[str, Any]:
     """The world's evidence about entity ``key`` (LIFECYCLE_FACTS), as an executor gives
     it: whether a run at the row's epoch is running at the executor (not one still due),
-    and how far the executor (or the remote)
-    is fenced; against a remote of mode ``remote`` also readback's ``outcome`` (did a
-    request with the entity's request key take effect?) and whether it deduplicates."""
+    and how far the executor (or the remote) is fenced; against a remote of mode
+    ``remote`` also readback's ``outcome`` (did a request with the entity's request key
+    take effect?) and whether it deduplicates."""
     row = world.rows[key]
     facts: dict[str, Any] = {"running": _running(world, key), "fenced_through": row.fence}
     if remote is not None:
