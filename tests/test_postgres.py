@@ -792,6 +792,12 @@ def test_a_settle_whose_role_may_not_end_the_backend_waits_and_the_owner_role_en
                 row = c.execute(q, (pid,)).fetchone()
                 return row is not None and row[0] == "ClientRead"
 
+        # the backend sent its answer before it began waiting for the client's next
+        # message: wait (by count) until it is waiting there
+        for _ in range(200):
+            if alive():
+                break
+            time.sleep(0.01)
         assert alive()
         viewer = functools.partial(psycopg.connect, viewer_url, autocommit=True)
         with viewer() as c:  # it sees the backend: the refusal is the server's, not a blind spot
