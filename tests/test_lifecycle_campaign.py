@@ -246,7 +246,8 @@ def test_the_operator_fences_only_where_the_event_s_guards_read_the_fence(
     """The operator gives an event the evidence its guards read, and no fence it never
     asked for: a fence it did not ask for would turn away the late run that makes a design
     without one wrong, and the campaign would miss it. Refused as is, the job's requeue is
-    tried again with the executor fenced; the readback design's, with readback alone."""
+    tried again with the executor fenced and read back after the fence; the readback
+    designs', with readback alone."""
     from types import SimpleNamespace
 
     from claimfsm.campaign._lifecycle import LifecycleCampaign
@@ -259,6 +260,10 @@ def test_the_operator_fences_only_where_the_event_s_guards_read_the_fence(
         def fence(self, key: str, epoch: int) -> None:
             self.asked.append(f"fence {key} e{epoch}")
 
+        def ran(self, key: str, epoch: int) -> bool:
+            self.asked.append(f"ran {key} e{epoch}")
+            return True
+
         def running(self, key: str, epoch: int) -> bool:
             self.asked.append(f"running {key} e{epoch}")
             return False
@@ -269,14 +274,16 @@ def test_the_operator_fences_only_where_the_event_s_guards_read_the_fence(
         return facts
 
     row = SimpleNamespace(key="job-1", epoch=2, request_key=None, state="orphaned")
+    readback = ["ran job-1 e2", "running job-1 e2"]  # "it ran" first, then "not running"
     for design, asked, facts in (
-        ("job", ["fence job-1 e2"], {"fenced_through": 2}),
-        ("job-requeue_on_readback", ["running job-1 e2"], {"running": False}),
         (
-            "job-orphan_waits_for_readback",  # the fence first, then readback after it
-            ["fence job-1 e2", "running job-1 e2"],
-            {"fenced_through": 2, "running": False},
+            "job",  # the fence first, then readback after it
+            ["fence job-1 e2", *readback],
+            {"fenced_through": 2, "ran": True, "running": False},
         ),
+        ("job-requeue_on_readback", ["running job-1 e2"], {"running": False}),
+        ("job-orphan_waits_for_readback", readback, {"ran": True, "running": False}),
+        ("job-requeue_without_evidence", [], None),  # it reads no evidence: refused as is
     ):
         campaign = LifecycleCampaign(short(tmp_path, design=design))
         executor = Executor()

@@ -159,26 +159,30 @@ def test_spec_shows_an_eventually_invariant_as_declared() -> None:
     assert "eventually: from orphaned to queued; fair: requeue, fence" in table
 
 
-def test_the_starving_job_design_is_caught_by_liveness_alone() -> None:
-    """Leaving orphaned only with readback after the fence is safe, but a worker paused for
-    ever mid-run keeps its run running at the executor: requeue never becomes possible,
-    however fair the operator is."""
+def test_the_starving_job_design_is_caught_by_liveness_and_a_deadlock() -> None:
+    """Leaving orphaned only on readback that the run came and went is safe, but a worker
+    paused for ever before its run reaches the executor starves the job, however fair the
+    operator is; one that crashed there leaves nothing that can ever happen: a deadlock."""
     result = CliRunner().invoke(main, ["check", "job-orphan_waits_for_readback"])
     assert result.exit_code == 1, result.output
     outcomes = dict(re.findall(r"^  \w+ +(\w+): (\w+)$", result.output, flags=re.MULTILINE))
     assert [n for n, o in outcomes.items() if o == "violated"] == ["orphan_is_requeued"]
-    texts = re.findall(r"^  \d+\. (.*)$", result.output, flags=re.MULTILINE)
+    liveness, deadlock = result.output.split("deadlock: no action is enabled after")
+    texts = re.findall(r"^  \d+\. (.*)$", liveness, flags=re.MULTILINE)
     assert texts[1:] == [
         "worker 0: lease job 0",
         "worker 0: start",
-        "worker 0: its run reaches the executor and runs there",
         "clock: the lease of job 0 lapses",
         "sweep: lapse job 0",
         "operator: fence the executor of job 0 through its epoch",
     ]
-    assert "worker 0 holds job 0 e1 (saw running) working" in result.output.splitlines()[-4]
-    assert "no step assumed fair is possible, so the run may stop there" in result.output
-    assert "under fairness: requeue (operator), the operator eventually fences" in result.output
+    last = liveness.split("operator: fence the executor")[1]
+    assert "worker 0 holds job 0 e1 (saw running), its run due at the executor" in last
+    assert "no step assumed fair is possible, so the run may stop there" in liveness
+    assert "under fairness: requeue (operator), the operator eventually fences" in liveness
+    stuck = re.findall(r"^  \d+\. (.*)$", deadlock, flags=re.MULTILINE)
+    assert "worker 0 crashes (its work stops, its handle is gone)" in stuck
+    assert stuck[-1] == "operator: fence the executor of job 0 through its epoch"
     token = re.search(r"replay token: (\S+)", result.output)
     assert token is not None
     replayed = CliRunner().invoke(
@@ -209,13 +213,18 @@ def test_fairness_is_what_the_declaration_states(tmp_path: Path) -> None:
     assert run(job(tmp_path, no_clock))["orphan_is_requeued"] == "violated"
 
 
-def test_the_fence_is_what_keeps_the_job_to_one_attempt(tmp_path: Path) -> None:
-    """The one way out of orphaned carries the protection: without the fence's guard, or
-    with readback in its place, two attempts run at once; with it, they never do."""
+def test_each_way_out_of_orphaned_carries_the_protection(tmp_path: Path) -> None:
+    """Without the fence's guard, or without readback's "it ran" beside "it is not
+    running", two attempts run at once; with both ways whole, they never do."""
     fenced = 'guards = ["epoch_current", "executor_fenced"]'
-    assert fenced in JOB
-    for instead in ('guards = ["epoch_current"]', 'guards = ["epoch_current", "attempt_stopped"]'):
-        text = JOB.replace(fenced, instead)
+    readback = 'guards = ["epoch_current", "attempt_ran", "attempt_stopped"]'
+    assert fenced in JOB and readback in JOB
+    for way, instead in (
+        (fenced, 'guards = ["epoch_current"]'),
+        (readback, 'guards = ["epoch_current", "attempt_stopped"]'),
+        (readback, 'guards = ["epoch_current", "attempt_ran"]'),
+    ):
+        text = JOB.replace(way, instead)
         assert run(job(tmp_path, text))["one_attempt_at_a_time"] == "violated", instead
     assert run(job(tmp_path))["one_attempt_at_a_time"] == "holds"
 

@@ -258,13 +258,17 @@ class LifecycleCampaign(_Campaign):
         row's epoch where the executor fences (first, so that nothing at or below can
         still run; only where a guard asks for the fence: a design is given no fence it
         never asked for, which would turn away the late run that makes it wrong), whether
-        a run of that epoch is running there now, whether it deduplicates, and readback's
+        a run of that epoch reached it, whether one is running there now (asked after:
+        a run arriving in between is then seen running), whether it deduplicates, and
+        readback's
         ``outcome``: whether a request with the row's request key took effect there."""
         facts: dict[str, Any] = {}
         if FENCE in wanted and self.c.remote == "fencing":
             executor.fence(row.key, row.epoch)  # returns once no run at or below can land
             self.operator_fences += 1
             facts[FENCE] = row.epoch
+        if "ran" in wanted:  # before running: a run that arrives between is seen running
+            facts["ran"] = executor.ran(row.key, row.epoch)
         if "running" in wanted:
             facts["running"] = executor.running(row.key, row.epoch)
         if "remote_dedups" in wanted:

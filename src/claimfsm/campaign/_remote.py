@@ -116,6 +116,15 @@ class _State:
         with self.lock:
             return epoch in self.in_flight.get(target, [])
 
+    def ran(self, target: str, epoch: int) -> bool:
+        """Readback of an executor: whether a request of ``epoch`` reached it (running
+        now, or over: taken, deduplicated, or turned away by the fence). A request lost
+        on its way never did."""
+        with self.lock:
+            return epoch in self.in_flight.get(target, []) or any(
+                r.target_id == target and r.epoch == epoch and r.admitted for r in self.log
+            )
+
     def fence_through(self, target: str, epoch: int) -> None:
         with self.lock:
             self.fence[target] = self.rules.fence_through(self.fence.get(target, 0), epoch)
@@ -168,6 +177,8 @@ def _session(conn: Connection, state: _State) -> None:
                 conn.send(state.readback(*message[1:]))
             elif kind == "running":
                 conn.send(state.running(*message[1:]))
+            elif kind == "ran":
+                conn.send(state.ran(*message[1:]))
             elif kind == "fence":
                 state.fence_through(*message[1:])
                 conn.send(None)
@@ -262,6 +273,11 @@ class RemoteClient:
         """Whether a request of ``epoch`` is running at the remote now (an executor's
         readback: ``running``)."""
         return bool(self._call(("running", target_id, epoch), 10.0))
+
+    def ran(self, target_id: str, epoch: int) -> bool:
+        """Whether a request of ``epoch`` reached the remote, running or over (an
+        executor's readback: ``ran``)."""
+        return bool(self._call(("ran", target_id, epoch), 10.0))
 
     def run(self, target_id: str, epoch: int, key: str) -> str:
         """Run one attempt at the remote as an executor (a lifecycle's work): its result,

@@ -115,6 +115,9 @@ class Row(NamedTuple):
     #: readback's outcome the row records (an event declared ``outcome``): "" none yet in
     #: this epoch (a take clears it), else ``present`` or ``absent``
     outcome: str = ""
+    #: a run of the row's epoch reached the executor (without a remote, where a guard
+    #: reads readback's ``ran``; a take clears it): the executor's memory, not the store's
+    ran: bool = False
 
 
 class Handle(NamedTuple):
@@ -241,6 +244,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
         rules is None or rules.fences
     )
+    # whether the executor remembers that a run of the row's epoch reached it: only where
+    # a guard asks (readback's ``ran``), so other worlds keep their states
+    remembers_runs = rules is None and any(g.fact == "ran" for g in spec.guards.values())
     guards = build_guards(spec)  # the machines' predicates, read on the world's rows
     bumps = {e: tuple(col_index[c] for c in d.bumps) for e, d in spec.effects.items()}
     sets = {e: frozenset(d.sets) for e, d in spec.effects.items()}
@@ -289,7 +295,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return None
         running = event in reads_running and _running_on(row)
         seen = WorldRow(row, col_index)
-        facts: dict[str, Any] = {"running": running, "fenced_through": row.fence}
+        facts: dict[str, Any] = {"running": running, "ran": row.ran, "fenced_through": row.fence}
         if rules is not None:
             facts["outcome"] = _outcome(row)
             facts["remote_dedups"] = rules.dedups
@@ -337,6 +343,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             resent,
             request_key,
             recorded,
+            False if taking else row.ran,  # a new epoch's run has reached nothing yet
         )
 
     def cut(after: Row) -> bool:
@@ -581,6 +588,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 clients[c] = h._replace(phase="", working=not refused)
             if not refused:
                 rows[h.key] = _starts(rows[h.key], h.epoch)
+            if remembers_runs and h.epoch == rows[h.key].epoch:  # it arrived, refused or not
+                rows[h.key] = rows[h.key]._replace(ran=True)
         elif kind == "send":
             assert rules is not None
             c = action[1]
@@ -719,6 +728,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             parts.append(f"request key k{row.request_key}")
         if row.outcome:
             parts.append(f"readback recorded {row.outcome}")
+        if row.ran:
+            parts.append(f"a run of e{row.epoch} reached the executor")
         if row.in_flight:
             parts.append("in flight " + ",".join(map(_request, row.in_flight)))
         if row.landed:
@@ -875,7 +886,11 @@ def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict
     ``remote`` also readback's ``outcome`` (did a request with the entity's request key
     take effect?) and whether it deduplicates."""
     row = world.rows[key]
-    facts: dict[str, Any] = {"running": _running(world, key), "fenced_through": row.fence}
+    facts: dict[str, Any] = {
+        "running": _running(world, key),
+        "ran": row.ran,
+        "fenced_through": row.fence,
+    }
     if remote is not None:
         facts["outcome"] = _outcome(row)
         facts["remote_dedups"] = remote == "dedup"
@@ -901,8 +916,8 @@ def stored(row: Row) -> Row:
     """``row`` as a store keeps it: without the work its clients run (``Row.working``),
     which a refused client's dropped handle changes while the entity does not, and
     without the remote's requests."""
-    if row.working or row.in_flight or row.landed or row.resent:  # (the key is kept)
-        return row._replace(working=(), in_flight=(), landed=(), resent=0)
+    if row.working or row.in_flight or row.landed or row.resent or row.ran:  # (key kept)
+        return row._replace(working=(), in_flight=(), landed=(), resent=0, ran=False)
     return row
 
 

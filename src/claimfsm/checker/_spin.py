@@ -131,6 +131,8 @@ def promela(
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
     # without a remote, work that starts is due until it reaches the executor (``run``)
     dues = rules is None and any(spec.work(e) == "starts" for e in spec.events)
+    # the executor remembers a run of the row's epoch reached it, where a guard asks (ran)
+    remembers_runs = rules is None and any(g.fact == "ran" for g in spec.guards.values())
     if dues:
         client_fields += ("due",)
     if rules is not None:
@@ -212,6 +214,8 @@ def promela(
         def fact(name: str) -> Operand | None:
             if name == "running":
                 return (running(k, r), "1", "int")
+            if name == "ran" and remembers_runs:
+                return (f"{r}.ran", "1", "int")
             if rules is not None and name == "outcome":  # present 1, absent 2 (``TEXT``)
                 # readback asks about the entity's request key as it is now
                 return (f"({took_key(r, kg if fresh_keys else 0)} -> 1 : 2)", "1", "str")
@@ -332,6 +336,8 @@ def promela(
         out += [f"took_{n} = 1" for n, inv in enumerate(event_examples) if inv.event == event]
         if taking:
             out += [f"{r}.ep = {r}.ep + 1", f"{r}.tok = 1", f"{r}.live = 0"]
+            if remembers_runs:
+                out.append(f"{r}.ran = 0")  # a new epoch's run has reached nothing yet
             if resends:
                 out.append(f"{r}.rs = 0")  # a new epoch has had no resend
         if event in resends:
@@ -493,6 +499,8 @@ def promela(
             ends = [s for s in sid if s not in owner_events]
             done = chain([(any_of([f"c[{c}].seen == {sid[s]}" for s in ends]), drop(c))], [])
             body = [f"c[{c}].due = 0"]
+            if remembers_runs:  # it arrived, refused or not
+                body += chain([(f"c[{c}].ep == {r}.ep", [f"{r}.ran = 1"])], [])
             body += chain([(f"c[{c}].ep <= {r}.fence", done)], [f"c[{c}].working = 1"])
             options.append((("run", c), f"c[{c}].has && c[{c}].due", "false", body))
         if rules is not None:
@@ -589,6 +597,7 @@ def promela(
         + ("; byte rs" if resends else "")
         + ("; byte kg" if fresh_keys else "")
         + ("; byte oc" if outcomes else "")
+        + ("; bit ran" if remembers_runs else "")
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; bit due" if dues else "")

@@ -39,13 +39,15 @@ GUARD_KINDS: dict[str, str] = {
 
 #: Facts a caller brings that a ``compare`` guard may read: name -> the Python types of
 #: its constants. (Evidence from the remote or the executor: ``outcome`` is readback's
-#: ``present`` or ``absent``, ``running`` is readback's answer to "is work at the row's
-#: epoch still running?"; the rest of an event's facts are what the built-in kinds read.)
+#: ``present`` or ``absent``, ``running`` is readback's answer to "is a run of the row's
+#: epoch running at the executor?", ``ran`` to "did a run of the row's epoch reach it?";
+#: the rest of an event's facts are what the built-in kinds read.)
 FACTS: dict[str, tuple[type, ...]] = {
     "outcome": (str,),
     "fenced_through": (int,),
     "remote_dedups": (bool,),
     "running": (bool,),
+    "ran": (bool,),
 }
 
 #: What readback says of an epoch's effect (the fact ``outcome``, and the outcome the claim

@@ -98,9 +98,13 @@ COLUMN_KEYS = {"meaning", "type", "default"}
 
 #: The evidence a lifecycle of your own compares: readback's ``running`` (is a run of the
 #: row's epoch running at the executor? a run still on its way is not there yet) and
-#: ``fenced_through`` (how far the executor, or the remote, is fenced). The checker's
-#: world answers them as an executor can; a store's caller brings them.
-LIFECYCLE_FACTS = frozenset({"running", "fenced_through"})
+#: ``ran`` (did a run of the row's epoch reach the executor?), and ``fenced_through`` (how
+#: far the executor, or the remote, is fenced). The checker's world answers them as an
+#: executor can; a store's caller brings them.
+LIFECYCLE_FACTS = frozenset({"running", "ran", "fenced_through"})
+#: Readback of a run at an executor: no honest answer where the work is a request to a
+#: remote, which may still be on its way where no readback sees it.
+EXECUTOR_FACTS = frozenset({"running", "ran"})
 #: The evidence a lifecycle with a remote (an event declares ``remote``) compares besides:
 #: readback's ``outcome`` (``present`` or ``absent``: did a request with the entity's
 #: idempotency key take effect?) and ``remote_dedups`` (does the remote deduplicate by
@@ -109,6 +113,7 @@ REMOTE_FACTS = frozenset({"outcome", "remote_dedups"})
 #: What each of them is: true or false; an epoch (a whole number); a readback word.
 FACT_KINDS: dict[str, tuple[type, str]] = {
     "running": (bool, "true or false"),
+    "ran": (bool, "true or false"),
     "fenced_through": (int, "a whole number (an epoch)"),
     "outcome": (str, '"present" or "absent"'),
     "remote_dedups": (bool, "true or false"),
@@ -236,7 +241,7 @@ def lifecycle_problem(spec: Any) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
     model of a lifecycle of your own nor its store can read (None: nothing): a guard over
     the claim's drafts, over a fact its world has not (the remote's, without a remote;
-    readback's ``running``, with one),
+    readback of a run at an executor, ``running`` or ``ran``, with one),
     over the claim row's own columns, an event that records readback's outcome or draws a
     fresh idempotency key without a remote, or a remote it cannot run
     (:func:`remote_problem`)."""
@@ -252,13 +257,6 @@ def lifecycle_problem(spec: Any) -> str | None:
                 f"guard {name!r} reads the fact {g.fact!r}, the remote's evidence, and no"
                 " event declares a remote: give the events on the remote their roles"
                 ' (remote = "answered" or "unanswered" under [events.NAME])'
-            )
-        if g.kind == "compare" and g.fact == "running" and has_remote(spec):
-            return (  # no readback sees a request still on its way: the answer is a guess
-                f"guard {name!r} reads the fact 'running', readback of a run at an executor;"
-                " with a remote the work is a request, which may still be on its way where"
-                " no readback sees it: compare 'outcome' (a request with the entity's key"
-                " took effect) and 'fenced_through' (nothing at or below the epoch can)"
             )
         if g.kind == "compare" and g.column not in (None, "epoch", *spec.columns):
             return (
@@ -287,7 +285,25 @@ def lifecycle_problem(spec: Any) -> str | None:
             )
     if spec.drafts is not None:
         return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
-    return inert_frees_target(spec) or remote_problem(spec)
+    return inert_frees_target(spec) or remote_problem(spec) or executor_readback(spec)
+
+
+def executor_readback(spec: Any) -> str | None:
+    """A guard reading readback of a run at an executor (``running``, ``ran``) where the
+    work is a request to a remote (None: none): the request may still be on its way where
+    no readback sees it, so no answer would be honest. Judged once the remote's roles
+    are, so that a remote that cannot run is named first."""
+    if not has_remote(spec):
+        return None
+    for name, g in spec.guards.items():
+        if g.kind == "compare" and g.fact in EXECUTOR_FACTS:
+            return (
+                f"guard {name!r} reads the fact {g.fact!r}, readback of a run at an executor;"
+                " with a remote the work is a request, which may still be on its way where"
+                " no readback sees it: compare 'outcome' (a request with the entity's key"
+                " took effect) and 'fenced_through' (nothing at or below the epoch can)"
+            )
+    return None
 
 
 def inert_frees_target(spec: Any) -> str | None:
