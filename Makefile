@@ -69,7 +69,7 @@ campaign-job: $(BIN)/.installed  ## the job lifecycle's campaigns RELIABILITY.md
 	$(BIN)/claimfsm campaign job --backend sqlite --dispatches 200 --dir campaign/job-sqlite
 	$(BIN)/claimfsm campaign job --backend postgresql --dispatches 200 --dir campaign/job-postgresql
 
-campaign-job-readback: $(BIN)/.installed  ## the finding: requeue on readback alone against an executor that cannot fence (exit 1 expected), and the job against it
+campaign-job-readback: $(BIN)/.installed  ## the finding: requeue on "not running" against an executor that cannot fence (a sample: exit 1 when it meets a stalled run), and the job against it
 	-$(BIN)/claimfsm campaign job-requeue_on_readback --remote dedup --stall-probability 0.1 --dispatches 100 --dir campaign/job-readback-dedup
 	$(BIN)/claimfsm campaign job --remote dedup --stall-probability 0.1 --dispatches 100 --dir campaign/job-dedup
 
