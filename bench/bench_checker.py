@@ -105,8 +105,8 @@ def main() -> None:
     if why is not None:
         print(f"  SPIN: not run ({why})")
     # two jobs with two workers: since a run reaches the executor as a step of its own the
-    # job's world is about four times larger, and three workers with two jobs take minutes
-    # per search (3,989,938 unique states without symmetry, 2026-12-05)
+    # job's world is four to five times larger, and three workers with two jobs take
+    # minutes per search
     for workers, keys in ((3, 1), (4, 1), (2, 2)):
         world = EntityModelConfig(workers=workers, keys=keys)
         timed = {}
