@@ -162,6 +162,27 @@ class EntityWorld(NamedTuple):
     overlap: bool = False
 
 
+class ExecutorParts(NamedTuple):
+    """What the world keeps of the executor (or the remote), read off the declaration by
+    both engines: only what a guard asks for, so that other worlds keep their states."""
+
+    #: it can be fenced: a guard reads ``fenced_through`` (a remote only where it fences)
+    fenceable: bool
+    #: without a remote, it remembers that a run of the row's epoch reached it: a guard
+    #: reads readback's ``ran``
+    remembers_runs: bool
+
+
+def executor_parts(spec: Spec, rules: RemoteRules | None) -> ExecutorParts:
+    """The executor's parts of the world of ``spec`` against a remote of ``rules`` (None:
+    none)."""
+    facts = {g.fact for g in spec.guards.values()}
+    return ExecutorParts(
+        "fenced_through" in facts and (rules is None or rules.fences),
+        rules is None and "ran" in facts,
+    )
+
+
 @dataclass(frozen=True)
 class EntityModelConfig:
     """The world's bounds; ``None`` takes the declaration's ``[world]`` value."""
@@ -240,13 +261,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # the operator's events an idle client takes to take the current epoch over and send
     # again (the claim's retry): the client holds the epoch with the fresh token
     resends = resends_in(spec)
-    # The fence: the executor's (no remote) or the remote's, which only a fencing one has.
-    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
-        rules is None or rules.fences
-    )
-    # whether the executor remembers that a run of the row's epoch reached it: only where
-    # a guard asks (readback's ``ran``), so other worlds keep their states
-    remembers_runs = rules is None and any(g.fact == "ran" for g in spec.guards.values())
+    fenceable, remembers_runs = executor_parts(spec, rules)
     guards = build_guards(spec)  # the machines' predicates, read on the world's rows
     bumps = {e: tuple(col_index[c] for c in d.bumps) for e, d in spec.effects.items()}
     sets = {e: frozenset(d.sets) for e, d in spec.effects.items()}
@@ -882,9 +897,9 @@ def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
 def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict[str, Any]:
     """The world's evidence about entity ``key`` (LIFECYCLE_FACTS), as an executor gives
     it: whether a run at the row's epoch is running at the executor (not one still due),
-    and how far the executor (or the remote) is fenced; against a remote of mode
-    ``remote`` also readback's ``outcome`` (did a request with the entity's request key
-    take effect?) and whether it deduplicates."""
+    whether one reached it (``ran``), and how far the executor (or the remote) is
+    fenced; against a remote of mode ``remote`` also readback's ``outcome`` (did a
+    request with the entity's request key take effect?) and whether it deduplicates."""
     row = world.rows[key]
     facts: dict[str, Any] = {
         "running": _running(world, key),

@@ -43,6 +43,7 @@ from claimfsm.checker._entity import (
     Action,
     EntityModelConfig,
     entity_model,
+    executor_parts,
     fairness_class,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
@@ -103,9 +104,7 @@ def promela(
     lease_states = sorted(spec.states_where("lease"))
     terminal = sorted(spec.states_where("terminal"))
     frees = sorted(set(spec.states_where("frees_target")) | {spec.initial})
-    fenceable = any(g.fact == "fenced_through" for g in spec.guards.values()) and (
-        rules is None or rules.fences
-    )
+    fenceable, remembers_runs = executor_parts(spec, rules)
     sets = {e: set(d.sets) for e, d in spec.effects.items()}
     fresh_keys = rules is not None and any("fresh_key" in x for x in sets.values())
     # readback's outcome the row records (oc: 0 none, else its TEXT code)
@@ -131,8 +130,6 @@ def promela(
     client_fields: tuple[str, ...] = ("has", "key", "ep", "tok", "seen", "working")
     # without a remote, work that starts is due until it reaches the executor (``run``)
     dues = rules is None and any(spec.work(e) == "starts" for e in spec.events)
-    # the executor remembers a run of the row's epoch reached it, where a guard asks (ran)
-    remembers_runs = rules is None and any(g.fact == "ran" for g in spec.guards.values())
     if dues:
         client_fields += ("due",)
     if rules is not None:
