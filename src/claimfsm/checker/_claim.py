@@ -335,6 +335,7 @@ def claim_model(
     # How many drafts may be live per target is declared ([drafts]): any number (the
     # correct design), or one, as a partial unique index allows (partial_unique_index).
     one_live = spec.drafts is not None and spec.drafts.one_live_per_target
+    pinning = spec.pinning_states()  # where the pinned draft may not be edited
     # Where the send may start is declared (``work = "starts"``): after begin_send, the
     # intent recorded first (the correct design; also when no event says), or right after
     # acquire, before any intent is recorded (the wrong design intent_after_send).
@@ -793,7 +794,7 @@ def claim_model(
         if kind == "edit":
             _, t, d = a
             tg = w.targets[t]
-            if tg.draft == d and tg.state in (st[State.SENDING], s_uncertain):
+            if tg.draft == d and tg.state in pinning:
                 return None  # the store refuses edits of a draft being dispatched
             return set_draft(w, t, d, "p", w.drafts[t][d][1] + 1)
         if kind == "approve":

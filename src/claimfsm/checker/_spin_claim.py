@@ -743,9 +743,7 @@ class _Generator:
         for d in range(cfg.drafts):
             status, version = self.status(ts, d), self.version(ts, d)
             if cfg.edits:
-                sending = self.in_states(
-                    ts, [self.state_of[State.SENDING], self.state_of[State.UNCERTAIN]]
-                )
+                sending = self.in_states(ts, self.spec.pinning_states())
                 out.append(
                     (
                         ("edit", t, d),

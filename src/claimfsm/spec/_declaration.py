@@ -285,6 +285,13 @@ class Spec:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""
         return tuple(name for name, g in self.guards.items() if g.kind == kind)
 
+    def pinning_states(self) -> frozenset[str]:
+        """The states in which the entity's pinned draft may not be edited: those a
+        transition declared ``dispatches`` leaves, where the pinned content may yet be
+        found dispatched (the claim's ``sending`` and ``uncertain``). Every store and both
+        checker worlds refuse an edit of the pinned draft there."""
+        return frozenset(t.source for t in self.transitions if t.dispatches)
+
     def states_where(self, flag: str) -> tuple[str, ...]:
         """Names of the states whose boolean ``flag`` (terminal, frees_target, ...) is set."""
         return tuple(name for name, s in self.states.items() if getattr(s, flag))

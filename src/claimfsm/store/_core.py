@@ -192,7 +192,7 @@ class Store(ABC):
         self._discard = self.steps.event(Event.DISCARD)
         self._unclaimed = self.steps.state(State.UNCLAIMED)
         # The states in which the pinned draft may be on its way to the remote.
-        self._pinning = (self.steps.state(State.SENDING), self.steps.state(State.UNCERTAIN))
+        self._pinning = self.spec.pinning_states()
         self._observers: list[Observer] = [log_observed]
         # What resuming checks: whether the declaration's stale owner rule refuses the
         # caller any event a worker woken with its saved handle takes (``wake_events``).
