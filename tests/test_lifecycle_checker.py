@@ -396,7 +396,7 @@ def test_what_only_the_claim_world_answers_is_refused_by_name(tmp_path: Path) ->
     ):
         entity_model(load_spec(job(tmp_path, text)))
     drafts = JOB.replace('kind = "free"', 'kind = "draft_ready"')
-    with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
+    with pytest.raises(SpecError, match=r"linked draft, and no \[drafts\] is declared"):
         entity_model(load_spec(job(tmp_path, drafts)))
 
 
@@ -697,7 +697,9 @@ def test_an_example_may_name_an_event_a_step_takes(tmp_path: Path) -> None:
     assert ours.unique > Checker(unmarked).symmetry(False).run().unique
     counted = EVENTS.replace('"reachable"\nevent = "fail"', '"reachable"\nlive_drafts = 2')
     assert counted != EVENTS
-    with pytest.raises(SpecError, match="live_drafts counts the claim world's drafts"):
+    with pytest.raises(
+        SpecError, match=r"live_drafts counts an entity's linked drafts: declare \[drafts\]"
+    ):
         entity_model(load_spec(job(tmp_path, counted)))
 
 

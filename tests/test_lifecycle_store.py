@@ -311,7 +311,7 @@ def test_one_event_may_reach_one_state_from_two_sources(url: str, tmp_path: Path
 def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
     from claimfsm.spec import claim_spec
 
-    with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
+    with pytest.raises(SpecError, match="reads an entity's linked draft: `claimfsm check`"):
         open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
     # refused before the store opens anything: no database file is left behind
     assert not (tmp_path / "x").exists()
@@ -322,7 +322,7 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
     from claimfsm.store._entity_drivers import SQLite
 
     driver = SQLite(":memory:")
-    with pytest.raises(SpecError, match="reads the claim protocol's drafts"):
+    with pytest.raises(SpecError, match="reads an entity's linked draft: `claimfsm check`"):
         EntityStore(claim_spec(), driver)
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
         driver._db.conn.execute("SELECT 1")

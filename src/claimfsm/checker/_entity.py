@@ -118,6 +118,12 @@ class Row(NamedTuple):
     #: a run of the row's epoch reached the executor (without a remote, where a guard
     #: reads readback's ``ran``; a take clears it): the executor's memory, not the store's
     ran: bool = False
+    #: the entity's linked drafts (a declaration with ``[drafts]``), each as (status,
+    #: version): "a" approved, "p" pending, "d" dispatched, "-" not created yet
+    drafts: tuple[tuple[str, int], ...] = ()
+    #: the draft the row's epoch pinned when it was taken, and its version then (-1: none)
+    draft: int = -1
+    version: int = 0
 
 
 class Handle(NamedTuple):
@@ -137,6 +143,10 @@ class Handle(NamedTuple):
     #: the request key its request carries: the row's as the client's last step left it
     #: while the request is due, then the one it was sent with
     request_key: int = 0
+
+
+#: A draft's status in the world, as the stores word it (a draft not created yet: none).
+DRAFT_WORDS = {"a": "approved", "p": "pending", "d": "dispatched"}
 
 
 def resting(saved: tuple[int, ...]) -> Handle | None:
@@ -198,17 +208,23 @@ class EntityModelConfig:
     wakes: bool | None = None
     #: the remote's mode (plain, fencing, dedup), for a declaration that declares a remote
     remote: str | None = None
+    #: drafts per entity, and whether each may be edited once (a declaration with [drafts])
+    drafts: int | None = None
+    edits: bool | None = None
 
     def resolved(self, spec: Spec) -> dict[str, Any]:
-        from claimfsm.spec._roles import LIFECYCLE_WORLD, WORLD_OPTIONS, has_remote
+        from claimfsm.spec._roles import LIFECYCLE_WORLD, LINKED_WORLD, WORLD_OPTIONS, has_remote
 
         out: dict[str, Any] = {}
+        read = LIFECYCLE_WORLD | LINKED_WORLD if spec.drafts is not None else LIFECYCLE_WORLD
         for name, (_default, low, high, _meaning) in WORLD_OPTIONS.items():
-            if name not in LIFECYCLE_WORLD and not (name == "retries" and resends_in(spec)):
+            if name not in read and not (name == "retries" and resends_in(spec)):
+                if name in LINKED_WORLD and getattr(self, name) is not None:
+                    raise InvalidArgument(f"{spec.name} declares no [drafts]: leave out {name}")
                 continue
             value = getattr(self, name)
             value = spec.world[name] if value is None else value
-            if name in ("crashes", "wakes"):
+            if name in ("crashes", "wakes", "edits"):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{name} must be true or false, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -279,6 +295,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     key_word = entity_word(spec)
     # the events a client woken from a crash with its saved handle may take ([world] wakes)
     woken = wake_events(spec) if cfg["wakes"] else ()
+    # Linked drafts ([drafts]): a taker names one of the entity's drafts and its epoch pins
+    # it (the version); an author edits (once each), approves and creates drafts at any
+    # time, except that the pinned draft is not edited where it may yet be dispatched
+    # (``pinning_states``), nor a second live one created where one live is allowed.
+    n_drafts = cfg.get("drafts", 0)
+    edits = cfg.get("edits", False)
+    one_live = spec.drafts is not None and spec.drafts.one_live_per_target
+    pinning = spec.pinning_states()
+    first_drafts = tuple(("-" if one_live and d > 0 else "a", 1) for d in range(n_drafts))
 
     # What an event does to a row depends on the row, the caller and the world's evidence
     # alone, and few such situations recur across many worlds: each is computed once.
@@ -289,21 +314,27 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     )
 
     def fire(
-        world: EntityWorld, key: int, event: str, caller: tuple[int, int] | None, named: bool
+        world: EntityWorld,
+        key: int,
+        event: str,
+        caller: tuple[int, int] | None,
+        named: bool,
+        draft: int = -1,
     ) -> tuple[str, Row] | tuple[None, str] | None:
         """(dest, new row) when ``event`` fires on entity ``key``; (None, failing guards)
         when it is refused; None when the event has no transition from the row's state.
-        ``caller``: the handle's (epoch, token); ``named``: the current epoch is named."""
+        ``caller``: the handle's (epoch, token); ``named``: the current epoch is named;
+        ``draft``: the draft a taker names (linked drafts)."""
         row = world.rows[key]
-        situation = (row, event, caller, named)  # the row holds the evidence it needs
+        situation = (row, event, caller, named, draft)  # the row holds the evidence it needs
         found = fired.get(situation, fired)
         if found is not fired:
             return found  # type: ignore[return-value]
-        found = fired[situation] = _fire(row, event, caller, named)
+        found = fired[situation] = _fire(row, event, caller, named, draft)
         return found
 
     def _fire(
-        row: Row, event: str, caller: tuple[int, int] | None, named: bool
+        row: Row, event: str, caller: tuple[int, int] | None, named: bool, draft: int
     ) -> tuple[str, Row] | tuple[None, str] | None:
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
@@ -315,14 +346,32 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             facts["outcome"] = _outcome(row)
             facts["remote_dedups"] = rules.dedups
         who = WorldCaller(row, caller, named, facts)
+        if row.drafts:  # a taker's draft is the one it names, anyone else's the pinned one
+            named_draft = draft if draft >= 0 else row.draft
+            who.draft = _draft_seen(row, named_draft)
         failing: list[str] = []
         for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
             if not bad:
                 taking = caller is None and not named
-                return t.dest, _after(row, event, t.dest, taking, facts.get("outcome", ""))
+                after = _after(row, event, t.dest, taking, facts.get("outcome", ""))
+                if row.drafts:
+                    after = _linked(after, draft if taking else -1, t.dispatches)
+                return t.dest, after
             failing += [g for g in bad if g not in failing]
         return None, ", ".join(failing)
+
+    def _linked(row: Row, taken: int, dispatches: bool) -> Row:
+        """``row`` with its drafts once a transition fired: a take pins the draft named
+        (``taken``) at its version now; a transition declared ``dispatches`` marks the
+        pinned draft dispatched, where it is still the version pinned."""
+        if taken >= 0:
+            row = row._replace(draft=taken, version=row.drafts[taken][1])
+        if dispatches and row.draft >= 0 and row.drafts[row.draft][1] == row.version:
+            drafts = list(row.drafts)
+            drafts[row.draft] = ("d", row.version)
+            row = row._replace(drafts=tuple(drafts))
+        return row
 
     def _after(row: Row, event: str, dest: str, taking: bool, outcome: str) -> Row:
         """``row`` once ``event`` led it to ``dest``; ``outcome``: readback's, as the world's
@@ -359,6 +408,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             request_key,
             recorded,
             False if taking else row.ran,  # a new epoch's run has reached nothing yet
+            row.drafts,
+            row.draft,
+            row.version,
         )
 
     def cut(after: Row) -> bool:
@@ -374,7 +426,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 
     def init_states() -> Iterator[EntityWorld]:
         yield EntityWorld(
-            rows=tuple(Row(spec.initial, columns=defaults) for _ in range(keys)),
+            rows=tuple(
+                Row(spec.initial, columns=defaults, drafts=first_drafts) for _ in range(keys)
+            ),
             clients=(None,) * workers,
         )
 
@@ -383,7 +437,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         handle's owner events, its request's steps, and crash."""
         acts: list[Action]
         if h is None or h.key < 0:  # idle (with a saved handle, it may also wake up)
-            acts = [("take", c, key, e) for key in range(keys) for e in takers]
+            if n_drafts:  # a take names one of the entity's drafts
+                acts = [
+                    ("take", c, key, d, e)
+                    for key in range(keys)
+                    for d in named_drafts(shared[0][key])
+                    for e in takers
+                ]
+            else:
+                acts = [("take", c, key, e) for key in range(keys) for e in takers]
             if resends:
                 acts += [("resend", c, key, e) for key in range(keys) for e in resends]
             if h is not None:
@@ -411,10 +473,22 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             acts.append(("crash", c))
         return acts
 
+    def named_drafts(row: Row) -> list[int]:
+        """The drafts of ``row``'s entity a taker may name: each created one."""
+        return [d for d, (status, _) in enumerate(row.drafts) if status != "-"]
+
     def world_actions(shared: Shared) -> list[Action]:
-        """The environment's actions: operator and sweep events, the clock, the fence."""
+        """The environment's actions: operator and sweep events, the clock, the fence, and
+        an author's edits, approvals and new drafts."""
         acts: list[Action] = []
         for key, row in enumerate(shared[0]):
+            for d, (status, version) in enumerate(row.drafts):
+                if edits and status in ("a", "p") and version < 2:
+                    acts.append(("draft", key, d, "edit"))
+                if status == "p":
+                    acts.append(("draft", key, d, "approve"))
+                if status == "-":
+                    acts.append(("draft", key, d, "create"))
             acts += [("env", key, e) for e in environment]
             if row.live and row.state in lease_states:
                 acts.append(("clock", key))
@@ -449,12 +523,17 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     firsts = {e: spec.first(e) for e in spec.events if spec.first(e) is not None}
 
     def fire_first(
-        world: EntityWorld, key: int, event: str, caller: tuple[int, int] | None, named: bool
+        world: EntityWorld,
+        key: int,
+        event: str,
+        caller: tuple[int, int] | None,
+        named: bool,
+        draft: int = -1,
     ) -> tuple[EntityWorld, tuple[str, Row] | tuple[None, str] | None]:
         """``fire``, with the event declared ``first`` applied to the row beforehand where
         it fires and the event is refused without it (as the stores do, in one
         transaction): the world the event then acts on, and what it does there."""
-        result = fire(world, key, event, caller, named)
+        result = fire(world, key, event, caller, named, draft)
         first = firsts.get(event)
         if first is None or (result is not None and result[0] is not None):
             return world, result
@@ -469,7 +548,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             mark(world, world.rows[key].state, first, dest),
             world.overlap,
         )
-        again = fire(moved, key, event, caller, named)
+        again = fire(moved, key, event, caller, named, draft)
         if again is None or again[0] is None:
             return world, result  # refused anyway: the first event is undone with it
         return moved, again
@@ -483,11 +562,13 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         kind = action[0]
         rows, clients = list(world.rows), list(world.clients)
         if kind in ("take", "resend"):
-            # an idle client: a taker's event begins a new epoch; a resend takes the
-            # current one over (naming it) and sends again
-            _, c, key, event = action
+            # an idle client: a taker's event begins a new epoch (naming a draft, where the
+            # entity has linked drafts); a resend takes the current one over (naming it)
+            # and sends again
+            c, key, event = action[1], action[2], action[-1]
             resend = kind == "resend"
-            world, result = fire_first(world, key, event, None, resend)
+            named_draft = action[3] if len(action) == 5 else -1
+            world, result = fire_first(world, key, event, None, resend, named_draft)
             if result is None or result[0] is None:
                 return None
             rows = list(world.rows)
@@ -638,6 +719,23 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             h = clients[c]
             assert h is not None
             clients[c] = h._replace(phase="A")
+        elif kind == "draft":
+            _, key, d, what = action
+            r = rows[key]
+            status, version = r.drafts[d]
+            if what == "edit":
+                if r.draft == d and r.state in pinning:
+                    return None  # the store refuses an edit of a draft it may yet dispatch
+                status, version = "p", version + 1
+            elif what == "approve":
+                status = "a"
+            else:
+                if one_live and any(s in ("p", "a") for s, _ in r.drafts):
+                    return None  # one live draft allowed: the store refuses a second
+                status, version = "p", 1
+            drafts = list(r.drafts)
+            drafts[d] = (status, version)
+            rows[key] = r._replace(drafts=tuple(drafts))
         return EntityWorld(
             tuple(rows), tuple(clients), world.stale_changed, world.marks, overlap
         ), False
@@ -645,8 +743,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # Whether a bound stops some next step (``_next`` says cut): only an event's step can
     # pass one. Decided in parts (``ByParts``): the world's events, by the rows; a client's
     # (an idle one's takes, a handle's owner events), by the rows and that client.
-    def _cuts(world: EntityWorld, key: int, event: str, caller: Any, named: bool) -> bool:
-        result = fire_first(world, key, event, caller, named)[1]
+    def _cuts(
+        world: EntityWorld, key: int, event: str, caller: Any, named: bool, draft: int = -1
+    ) -> bool:
+        result = fire_first(world, key, event, caller, named, draft)[1]
         return result is not None and result[0] is not None and cut(result[1])
 
     def shared_cut(shared: Shared) -> bool:
@@ -657,7 +757,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         world = EntityWorld(shared[0], (), *shared[1:])
         if h is None or h.key < 0:
             return (
-                any(_cuts(world, key, e, None, False) for key in range(keys) for e in takers)
+                any(
+                    _cuts(world, key, e, None, False, d)
+                    for key in range(keys)
+                    for d in (named_drafts(world.rows[key]) if n_drafts else (-1,))
+                    for e in takers
+                )
                 or any(_cuts(world, key, e, None, True) for key in range(keys) for e in resends)
                 or (
                     h is not None
@@ -709,10 +814,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         row as it is (its ``first`` event applied where the stores would), within the
         bounds (the claim world's: a free target, an approved draft, epochs left)."""
         world = EntityWorld(shared[0], (), *shared[1:])
-        for e in takers:
-            result = fire_first(world, 0, e, None, False)[1]
-            if result is not None and result[0] is not None and not cut(result[1]):
-                return True
+        for d in named_drafts(shared[0][0]) if n_drafts else (-1,):
+            for e in takers:
+                result = fire_first(world, 0, e, None, False, d)[1]
+                if result is not None and result[0] is not None and not cut(result[1]):
+                    return True
         return False
 
     for inv in spec.invariants.values():
@@ -721,11 +827,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         elif inv.kind == "taken":
             properties.append(_taken(inv, takeable, or_bounded, roles, steps))
         elif inv.kind == "reachable":
-            met = (
-                _marked(inv.name)
-                if inv.event is not None
-                else _some_row_in(frozenset(inv.states), inv.outcome)
-            )
+            if inv.live_drafts is not None:
+                met = _live_drafts(inv.live_drafts)
+            elif inv.event is not None:
+                met = _marked(inv.name)
+            else:
+                met = _some_row_in(frozenset(inv.states), inv.outcome)
             properties.append(Property(inv.name, "sometimes", met, inv.meaning))
         else:
             properties.append(
@@ -751,6 +858,17 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             parts.append("took effect " + ",".join(map(_request, row.landed)))
         if row.resent:
             parts.append(f"resent {row.resent}x")
+        if row.draft >= 0:
+            parts.append(f"pins draft {row.draft} v{row.version}")
+        if row.drafts:
+            parts.append(
+                "drafts "
+                + " ".join(
+                    f"{d}:{DRAFT_WORDS[status]} v{version}"
+                    for d, (status, version) in enumerate(row.drafts)
+                    if status != "-"
+                )
+            )
         return f"{key_word} {key}: " + ", ".join(parts)
 
     def show_client(c: int, h: Handle | None) -> str:
@@ -775,7 +893,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def show_action(action: Action) -> str:
         kind = action[0]
         if kind == "take":
-            return f"worker {action[1]}: {action[3]} {key_word} {action[2]}"
+            named = f" with draft {action[3]}" if len(action) == 5 else ""
+            return f"worker {action[1]}: {action[-1]} {key_word} {action[2]}{named}"
+        if kind == "draft":
+            done = {"edit": "edits", "approve": "approves", "create": "creates"}[action[3]]
+            return f"author: {done} draft {action[2]} of {key_word} {action[1]}"
         if kind == "own":
             return f"worker {action[1]}: {action[2]}"
         if kind == "env":
@@ -819,7 +941,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             else:
                 key = action[2] if action[0] in ("take", "resend") else action[1]
                 caller, named = None, action[0] != "take"
-            base, _ = fire_first(before, key, action[-1], caller, named)
+            draft = action[3] if action[0] == "take" and len(action) == 5 else -1
+            base, _ = fire_first(before, key, action[-1], caller, named, draft)
             if base is not before:
                 source, dest = before.rows[key].state, base.rows[key].state
                 parts.append(
@@ -992,13 +1115,26 @@ class WorldRow:
     the world's token number stands for its hash, and a live lease for a deadline after
     the world's clock (0.0); a lapsed one, or none, has no deadline."""
 
-    __slots__ = ("_columns", "_values", "epoch", "lease_deadline", "state", "token_hash")
+    __slots__ = (
+        "_columns",
+        "_values",
+        "draft_digest",
+        "draft_id",
+        "draft_version",
+        "epoch",
+        "lease_deadline",
+        "state",
+        "token_hash",
+    )
 
     def __init__(self, row: Row, columns: dict[str, int]) -> None:
         self.state, self.epoch = row.state, row.epoch
         self.token_hash = str(row.token)
         self.lease_deadline = 1.0 if row.live else None
         self._columns, self._values = columns, row.columns
+        # the pinned draft: a version stands for its content, so for its digest too
+        self.draft_id, self.draft_version = row.draft, row.version
+        self.draft_digest = str(row.version)
 
     def column(self, name: str) -> int | None:
         if name == "epoch":
@@ -1012,8 +1148,10 @@ class WorldCaller:
     presents its token; the operator and the sweep name the current epoch (``named``) and
     hold no token. The world's evidence is its facts."""
 
-    __slots__ = ("epoch", "facts", "token_hash")
+    __slots__ = ("draft", "epoch", "facts", "token_hash")
     now = 0.0
+    #: the entity's drafts belong to it: the draft a caller names is this entity's own
+    target_id = "entity"
 
     def __init__(
         self, row: Row, caller: tuple[int, int] | None, named: bool, facts: dict[str, Any]
@@ -1024,9 +1162,35 @@ class WorldCaller:
         else:
             self.epoch, self.token_hash = (row.epoch if named else None), None
         self.facts = facts
+        self.draft: DraftSeen | None = None  # the draft it names (linked drafts)
 
     def fact(self, name: str) -> Any:
         return self.facts.get(name)
+
+
+class DraftSeen(NamedTuple):
+    """A draft as the guards over drafts read it (``draft_ready``, ``draft_pinned``)."""
+
+    draft_id: int
+    status: str
+    version: int
+    digest: str
+    target_id: str = WorldCaller.target_id
+
+
+def _draft_seen(row: Row, draft: int) -> DraftSeen | None:
+    """Draft ``draft`` of ``row``'s entity as it is now (None: none, or not created)."""
+    if draft < 0 or row.drafts[draft][0] == "-":
+        return None
+    status, version = row.drafts[draft]
+    return DraftSeen(draft, DRAFT_WORDS[status], version, str(version))
+
+
+def _live_drafts(n: int) -> Callable[[EntityWorld], bool]:
+    """Some entity has ``n`` live (pending or approved) drafts at once."""
+    return lambda world: any(
+        sum(status in ("p", "a") for status, _ in row.drafts) >= n for row in world.rows
+    )
 
 
 def _some_row_in(
@@ -1163,8 +1327,8 @@ def fairness_class(
         return ("steps",)
     if kind == "env" and action[2] in fair:
         return (action[2], action[1])
-    if kind in ("take", "resend") and action[3] in fair:
-        return (action[3], action[2])
+    if kind in ("take", "resend") and action[-1] in fair:
+        return (action[-1], action[2])
     if kind == "own" and action[2] in fair:
         return (action[2], "held")
     if kind in ("clock", "fence") and kind in fair:
@@ -1195,7 +1359,7 @@ def entity_path_steps(
             key = acting(before.state, action)[0]
         elif kind in ("take", "resend"):
             key = action[2]
-        elif kind in ("env", "clock", "fence", "land"):
+        elif kind in ("env", "clock", "fence", "land", "draft"):
             key = action[1]
         else:
             key = -1
@@ -1219,6 +1383,7 @@ def entity_path_steps(
             "run": f"worker {action[1]}",
             "clock": "clock",
             "fence": "operator",
+            "draft": "author",
             "land": "remote",
             "ack": "remote",
         }.get(kind, roles.get(event or "", "store"))
@@ -1240,6 +1405,8 @@ def entity_path_steps(
             "land": "lands",
             "ack": "answer",
         }.get(kind, event or "refused")
+        if kind == "draft":
+            label = f"{action[3]} draft {action[2]}"
         if remote:  # the requests in flight to the remote, and the effects it applied
             row = after.state.rows[max(key, 0)]
             running = tuple(e for e, _ in row.in_flight)

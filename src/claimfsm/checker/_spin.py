@@ -47,7 +47,7 @@ from claimfsm.checker._entity import (
     fairness_class,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
-from claimfsm.errors import ClaimFSMError
+from claimfsm.errors import ClaimFSMError, SpecError
 from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model, step_events, wake_events
 
 #: The readback words a remote's ``outcome`` fact takes, by their code in the Promela.
@@ -84,6 +84,12 @@ def promela(
     infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
+    if spec.drafts is not None:
+        raise SpecError(
+            f"{spec.path or spec.name}: [drafts]: the SPIN twin of a lifecycle of your own"
+            " does not model linked drafts yet (the claim protocol's does); check it with"
+            " the built-in engine (leave out --engine spin)"
+        )
     # The remote (a declaration with one): per row, how many requests of each epoch and
     # request key are in flight (fly) and took effect (took), at index epoch * nkeys + key,
     # which is the built-in model's sorted tuples of (epoch, key); per client, its

@@ -331,6 +331,9 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
         parts.append(f"a {world['remote']} remote")
     if "retries" in world:
         parts.append(_count(world["retries"], "resend") + f" per {word}'s epoch")
+    if "drafts" in world:
+        edited = ", each edited once at most" if world["edits"] else ", never edited"
+        parts.append(_count(world["drafts"], "linked draft") + f" per {word}{edited}")
     return ", ".join(parts)
 
 

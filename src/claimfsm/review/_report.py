@@ -106,7 +106,12 @@ def _kind(spec: Spec, config: ClaimModelConfig | EntityModelConfig) -> _Kind:
             bounds=f"{_count(world['workers'], 'worker')}, {_count(world['keys'], word)}, "
             f"{_count(world['epochs'], 'epoch')} per {word}"
             + (f", {crash_words(world)}" if world["crashes"] else "")
-            + (f", a {world['remote']} remote" if "remote" in world else ""),
+            + (f", a {world['remote']} remote" if "remote" in world else "")
+            + (
+                f", {_count(world['drafts'], 'linked draft')} per {word}"
+                if "drafts" in world
+                else ""
+            ),
             after=f"{word} and workers after it",
             bars="the bars are each epoch's work running",
             replay=f"--workers {world['workers']}",

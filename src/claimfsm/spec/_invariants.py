@@ -21,6 +21,7 @@ from claimfsm.spec._guards import READBACK_OUTCOMES, compare
 from claimfsm.spec._remote import REMOTE_MODES
 from claimfsm.spec._roles import (
     LIFECYCLE_WORLD,
+    LINKED_WORLD,
     WORD,
     ColumnDecl,
     Fail,
@@ -351,10 +352,18 @@ def lifecycle_world_problem(spec: Any) -> str | None:
     nothing): anything :func:`lifecycle_problem` names, and what only the claim world reads
     (an invariant of a claim-world kind, or over a remote's modes; the fair ``steps``; a
     ``[world]`` option of the claim world's)."""
-    problem = lifecycle_problem(spec)
+    problem = lifecycle_problem(spec, linked=True)
     if problem is not None:
         return problem
     remote = has_remote(spec)
+    linked = spec.drafts is not None
+    if linked and remote:
+        return (
+            "[drafts] with a remote: the checker's world of a lifecycle of your own keys a"
+            " request by the entity, not yet by the pinned draft (the claim world does), so"
+            " it cannot tell one draft's effect from another's: leave out [drafts], or the"
+            " events' remote roles"
+        )
     for name, inv in spec.invariants.items():
         if inv.kind in CLAIM_INVARIANTS and not (inv.kind == "effect_once" and remote):
             why = (
@@ -367,11 +376,11 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 f" (its drafts and remote); a lifecycle of your own declares"
                 f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}{why}"
             )
-        if inv.kind == "reachable" and inv.live_drafts:
+        if inv.kind == "reachable" and inv.live_drafts and not linked:
             return (
                 f"invariant {name!r}: an example of a lifecycle of your own names states"
                 " (with an outcome where its row records one) or an event a step takes;"
-                " live_drafts counts the claim world's drafts"
+                " live_drafts counts an entity's linked drafts: declare [drafts]"
             )
         if inv.kind == "reachable" and inv.outcome and not records_outcome(spec):
             return (
@@ -397,6 +406,7 @@ def lifecycle_world_problem(spec: Any) -> str | None:
     resends = any(spec.remote_role(e) == "resends" for e in spec.events)
     known = LIFECYCLE_WORLD | {"remote"} if remote else LIFECYCLE_WORLD
     known = known | {"retries"} if resends else known
+    known = known | LINKED_WORLD if linked else known
     claims = sorted(set(spec.world_declared) - known)
     if claims:
         return (
@@ -404,6 +414,7 @@ def lifecycle_world_problem(spec: Any) -> str | None:
             f" remote); a lifecycle of your own declares {sorted(known)}"
             + ("" if remote else ", and remote when an event declares a remote role")
             + ("" if resends else ", and retries when an event resends")
+            + ("" if linked else ", and drafts and edits when it declares [drafts]")
         )
     return None
 

@@ -75,7 +75,7 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
         " again an event that leaves the state its take led into (needs crashes; the claim"
         " world's default is true)",
     ),
-    "drafts": (2, 1, 6, "the claim world: drafts per target"),
+    "drafts": (2, 1, 6, "drafts per entity (the claim world's, and a lifecycle's [drafts])"),
     "retries": (
         1,
         0,
@@ -84,10 +84,12 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
         " declares a resends event",
     ),
     "remote": ("fencing", 0, 0, "the claim world: the remote's mode (plain, fencing, dedup)"),
-    "edits": (True, 0, 0, "the claim world: each draft may be edited once"),
+    "edits": (True, 0, 0, "each draft may be edited once (where drafts are declared)"),
 }
 #: The options each world reads; an option only the other reads is refused where declared.
 LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes", "wakes"})
+#: The options a lifecycle's world reads besides, where it declares linked drafts.
+LINKED_WORLD = frozenset({"drafts", "edits"})
 CLAIM_WORLD = frozenset(
     {"workers", "keys", "epochs", "crashes", "wakes", "drafts", "retries", "remote", "edits"}
 )
@@ -237,20 +239,66 @@ def check_column_compare(
         raise fail(f"{what}: value must be a whole number to compare with {column}, not {value!r}")
 
 
-def lifecycle_problem(spec: Any) -> str | None:
+#: The guard kinds over a linked draft: the one a taker names, and the one its epoch pinned.
+DRAFT_KINDS = ("draft_ready", "draft_pinned")
+
+
+def drafts_problem(spec: Any) -> str | None:
+    """What is wrong with the linked drafts of a lifecycle of your own (None: nothing, or
+    none declared). ``[drafts]`` gives each entity drafts: a taker's event names one and
+    the new epoch pins it (its version); a ``draft_ready`` guard reads the draft the taker
+    names, a ``draft_pinned`` one the pinned draft as it is now, and a transition declared
+    ``dispatches`` marks the pinned draft dispatched. Each of those needs ``[drafts]``."""
+    if spec.drafts is None:
+        for name, g in spec.guards.items():
+            if g.kind in DRAFT_KINDS:
+                return (
+                    f"guard {name!r} is of kind {g.kind!r}, which reads an entity's linked"
+                    " draft, and no [drafts] is declared: declare [drafts] (each entity's"
+                    " drafts; docs/declarations.md), or compare a column of its own"
+                )
+        for t in spec.transitions:
+            if t.dispatches:
+                return (
+                    f"transition {t.event} ({t.source} -> {t.dest}) dispatches the pinned"
+                    " draft, and no [drafts] is declared: declare [drafts], or leave out"
+                    " dispatches"
+                )
+        return None
+    for t in spec.transitions:
+        for g in t.guards:
+            if spec.guards[g].kind == "draft_ready" and spec.role(t.event) != "taker":
+                return (
+                    f"transition {t.event} ({t.source} -> {t.dest}) reads {g!r}, of kind"
+                    " 'draft_ready', the draft a taker names; it is the"
+                    f" {spec.role(t.event)}'s event: read the pinned draft with a guard of"
+                    " kind 'draft_pinned', or give the event to a taker (by = \"taker\")"
+                )
+    if not spec.events_by("taker"):
+        return "[drafts] is declared, and no taker's event pins a draft: leave out [drafts]"
+    return None
+
+
+def lifecycle_problem(spec: Any, linked: bool = False) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
     model of a lifecycle of your own nor its store can read (None: nothing): a guard over
-    the claim's drafts, over a fact its world has not (the remote's, without a remote;
+    linked drafts (``linked``: the checker's world reads them, judged by
+    :func:`drafts_problem`; a lifecycle's store does not keep them yet), over a fact its
+    world has not (the remote's, without a remote;
     readback of a run at an executor, ``running`` or ``ran``, with one),
     over the claim row's own columns, an event that records readback's outcome or draws a
     fresh idempotency key without a remote, or a remote it cannot run
     (:func:`remote_problem`)."""
     facts = lifecycle_facts(spec)
+    if linked:
+        problem = drafts_problem(spec)
+        if problem is not None:
+            return problem
     for name, g in spec.guards.items():
-        if g.kind in ("draft_ready", "draft_pinned"):
+        if g.kind in DRAFT_KINDS and not linked:
             return (
-                f"guard {name!r} is of kind {g.kind!r}, which reads the claim protocol's"
-                " drafts; a lifecycle of your own has none: compare a column of its own"
+                f"guard {name!r} is of kind {g.kind!r}, which reads an entity's linked"
+                f" draft{UNSTORED_DRAFTS}"
             )
         if g.kind == "compare" and g.fact is not None and g.fact not in facts:
             return (  # the loader knows every fact: this one is the remote's
@@ -283,9 +331,17 @@ def lifecycle_problem(spec: Any) -> str | None:
                 ' the remote their roles (remote = "answered" or "unanswered" under'
                 " [events.NAME]), or leave fresh_key out"
             )
-    if spec.drafts is not None:
-        return "[drafts] describes the claim protocol's drafts; a lifecycle of your own has none"
+    if spec.drafts is not None and not linked:
+        return f"[drafts] gives each entity linked drafts{UNSTORED_DRAFTS}"
     return inert_frees_target(spec) or remote_problem(spec) or executor_readback(spec)
+
+
+#: Where a lifecycle's linked drafts are read, and where not yet.
+UNSTORED_DRAFTS = (
+    ": `claimfsm check`, `diagram`, `report` and `spec` read a lifecycle's linked"
+    " drafts; its store, `claimfsm verify` and the campaign do not keep them yet (the claim"
+    " protocol's stores do): leave out [drafts] and the draft guards to store it"
+)
 
 
 def executor_readback(spec: Any) -> str | None:

@@ -1,0 +1,173 @@
+"""Linked drafts in a lifecycle of your own (``[drafts]``): a taker names one of the
+entity's drafts and its epoch pins it, ``draft_pinned`` reads the pinned draft as it is
+now, a transition declared ``dispatches`` marks it dispatched, and an edit of the pinned
+draft is refused where it may yet be dispatched. The checker's world of a lifecycle reads
+them (examples/page.toml); its store, verify and the campaign refuse them by name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.checker import Checker, EntityModelConfig, entity_model
+from claimfsm.checker._engine import Step
+from claimfsm.checker._entity import EntityWorld, entity_path_steps
+from claimfsm.cli import main
+from claimfsm.errors import InvalidArgument, SpecError
+from claimfsm.spec import claim_spec, declarations_dir, load_spec
+from claimfsm.store import open_entity_store
+
+PAGE = Path(__file__).resolve().parents[1] / "examples" / "page.toml"
+
+
+def page(tmp_path: Path, text: str, name: str = "variant") -> Path:
+    """A variant of the page declaration, beside a copy of it."""
+    (tmp_path / "page.toml").write_text(PAGE.read_text())
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'base = "page.toml"\nname = "{name}"\ndescription = "a variant"\n' + text)
+    return path
+
+
+def outcomes(path: Path, **bounds: Any) -> dict[str, str]:
+    report = Checker(entity_model(load_spec(path), EntityModelConfig(**bounds))).run()
+    assert report.complete
+    return {p.name: report.outcome(p) for p in report.model.properties}
+
+
+def test_the_page_lifecycle_holds_and_finds_its_examples() -> None:
+    result = CliRunner().invoke(main, ["check", str(PAGE), "--json"])
+    assert result.exit_code == 0, result.output
+    found = {k: v["outcome"] for k, v in json.loads(result.output)["properties"].items()}
+    assert found == {
+        "stale_operations_change_nothing": "holds",
+        "one_publish_at_a_time": "holds",
+        "stalled_left_only_by_clear": "holds",
+        "parallel_revisions": "found",
+        "revision_published": "found",
+    }
+    text = CliRunner().invoke(main, ["check", str(PAGE)]).output
+    assert "2 linked drafts per page, each edited once at most" in text
+
+
+def test_one_live_draft_per_entity_reaches_the_checker(tmp_path: Path) -> None:
+    """The claim's partial_unique_index finding, for a lifecycle: with one live draft per
+    entity, two revisions are never live at once. Without drafts in the world, or with
+    the flag ignored, both outcomes would be the same."""
+    one_live = page(tmp_path, "[drafts]\none_live_per_target = true\n", "one_live")
+    assert outcomes(one_live)["parallel_revisions"] == "never happens"
+    assert outcomes(PAGE)["parallel_revisions"] == "found"
+    # one draft per page and no edits: never two live ones either
+    assert outcomes(PAGE, drafts=1, edits=False)["parallel_revisions"] == "never happens"
+
+
+def _world(model: Any) -> EntityWorld:
+    return next(iter(model.init_states()))
+
+
+def _take(model: Any, world: EntityWorld, draft: int) -> EntityWorld:
+    after = model.next_state(world, ("take", 0, 0, draft, "pick"))
+    assert after is not None
+    return after
+
+
+def test_a_take_pins_the_named_draft_and_an_edit_refuses_the_start() -> None:
+    model = entity_model(load_spec(PAGE))
+    world = _take(model, _world(model), 1)
+    row = world.rows[0]
+    assert (row.state, row.draft, row.version) == ("reserved", 1, 1)
+    # as pinned: the start goes
+    started = model.next_state(world, ("own", 0, "start"))
+    assert started is not None and started.rows[0].state == "publishing"
+    # the pinned draft edited (allowed while reserved): the start is refused
+    edited = model.next_state(world, ("draft", 0, 1, "edit"))
+    assert edited is not None and edited.rows[0].drafts[1] == ("p", 2)
+    refused = model.next_state(edited, ("own", 0, "start"))
+    assert refused is not None
+    assert refused.rows[0] == edited.rows[0] and refused.clients[0] is None
+    assert model.explain is not None
+    text = model.explain(edited, ("own", 0, "start"), refused)[-1][0]
+    assert "refused (revision_unchanged false)" in text
+    # approved again at version 2, it is still not the version pinned
+    approved = model.next_state(edited, ("draft", 0, 1, "approve"))
+    assert approved is not None
+    assert model.next_state(approved, ("own", 0, "start")).rows[0].state == "reserved"  # type: ignore[union-attr]
+    # another draft's edit changes nothing for it
+    other = model.next_state(world, ("draft", 0, 0, "edit"))
+    assert model.next_state(other, ("own", 0, "start")).rows[0].state == "publishing"  # type: ignore[arg-type,union-attr]
+
+
+def test_the_pinned_draft_is_locked_while_it_may_be_dispatched_then_marked() -> None:
+    model = entity_model(load_spec(PAGE))
+    world = model.next_state(_take(model, _world(model), 0), ("own", 0, "start"))
+    assert world is not None and world.rows[0].state == "publishing"
+    assert model.next_state(world, ("draft", 0, 0, "edit")) is None  # refused: pinned
+    assert model.next_state(world, ("draft", 0, 1, "edit")) is not None  # another draft
+    ran = model.next_state(world, ("run", 0))
+    done = model.next_state(ran, ("own", 0, "finish"))  # type: ignore[arg-type]
+    assert done is not None and done.rows[0].state == "published"
+    assert done.rows[0].drafts[0] == ("d", 1)  # dispatched
+    # a dispatched draft is not approved: a take naming it is refused, another goes
+    assert model.next_state(done, ("take", 1, 0, 0, "pick")) is None
+    again = model.next_state(done, ("take", 1, 0, 1, "pick"))
+    assert again is not None and (again.rows[0].draft, again.rows[0].state) == (1, "reserved")
+    # the path, as the diagrams draw it: the author's step, the take naming its draft
+    edited = model.next_state(done, ("draft", 0, 1, "edit"))
+    path = [
+        Step(None, done),
+        Step(("draft", 0, 1, "edit"), edited),
+        Step(("draft", 0, 1, "approve"), model.next_state(edited, ("draft", 0, 1, "approve"))),
+    ]
+    steps = entity_path_steps(load_spec(PAGE), model, path)  # type: ignore[arg-type]
+    assert [(s.actor, s.label, s.event) for s in steps] == [
+        ("author", "edit draft 1", None),
+        ("author", "approve draft 1", None),
+    ]
+    assert model.show_action(("take", 1, 0, 1, "pick")) == "worker 1: pick page 0 with draft 1"
+
+
+def test_where_the_pinned_draft_is_locked_is_declared_by_dispatches(tmp_path: Path) -> None:
+    """One edit to the declaration reaches the checker and the claim's store alike: the
+    states a ``dispatches`` transition leaves."""
+    assert claim_spec().pinning_states() == {"sending", "uncertain"}
+    assert load_spec(PAGE).pinning_states() == {"publishing"}
+    moved = tmp_path / "moved.toml"
+    moved.write_text(PAGE.read_text().replace("dispatches = true", "dispatches = false"))
+    spec = load_spec(moved)
+    assert spec.pinning_states() == frozenset()
+    model = entity_model(spec)
+    world = model.next_state(_take(model, _world(model), 0), ("own", 0, "start"))
+    assert model.next_state(world, ("draft", 0, 0, "edit")) is not None  # type: ignore[arg-type]
+
+
+def test_what_linked_drafts_need_is_refused_by_name(tmp_path: Path) -> None:
+    text = PAGE.read_text()
+    no_table = tmp_path / "no_table.toml"
+    no_table.write_text(text.replace("[drafts]\n", ""))
+    with pytest.raises(SpecError, match=r"linked draft, and no \[drafts\] is declared"):
+        entity_model(load_spec(no_table))
+    owner_ready = tmp_path / "owner_ready.toml"
+    owner_ready.write_text(
+        text.replace(
+            'guards = ["owner_matches", "lease_live", "revision_unchanged"]',
+            'guards = ["owner_matches", "lease_live", "revision_approved"]',
+        )
+    )
+    with pytest.raises(SpecError, match=r"reads 'revision_approved', of kind 'draft_ready'"):
+        entity_model(load_spec(owner_ready))
+    with pytest.raises(InvalidArgument, match=r"declares no \[drafts\]: leave out drafts"):
+        entity_model(load_spec(declarations_dir() / "job.toml"), EntityModelConfig(drafts=2))
+    # the store, verify and SPIN do not keep them yet, and say so before touching anything
+    with pytest.raises(SpecError, match="its store, `claimfsm verify` and the campaign do not"):
+        open_entity_store(load_spec(PAGE), "sqlite:///" + str(tmp_path / "x.db"))
+    assert not (tmp_path / "x.db").exists()
+    verify = CliRunner().invoke(
+        main, ["verify", str(PAGE), "--db", "sqlite:///" + str(tmp_path / "y.db")]
+    )
+    assert verify.exit_code != 0 and "do not keep them yet" in verify.output
+    assert "Traceback" not in verify.output and not (tmp_path / "y.db").exists()
+    spin = CliRunner().invoke(main, ["check", str(PAGE), "--engine", "spin"])
+    assert spin.exit_code != 0 and "does not model linked drafts yet" in spin.output
