@@ -2,7 +2,8 @@
 entity's drafts and its epoch pins it, ``draft_pinned`` reads the pinned draft as it is
 now, a transition declared ``dispatches`` marks it dispatched, and an edit of the pinned
 draft is refused where it may yet be dispatched. The checker's world of a lifecycle reads
-them (examples/page.toml); its store, verify and the campaign refuse them by name."""
+them (examples/page.toml), in the built-in engine and in its SPIN twin, state for state;
+its store, verify and the campaign refuse them by name."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claimfsm.checker import Checker, EntityModelConfig, entity_model
+from claimfsm.checker import Checker, EntityModelConfig, entity_model, spin_check
 from claimfsm.checker._engine import Step
 from claimfsm.checker._entity import EntityWorld, entity_path_steps
 from claimfsm.cli import main
 from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import claim_spec, declarations_dir, load_spec
 from claimfsm.store import open_entity_store
+
+from .conftest import needs_spin
 
 PAGE = Path(__file__).resolve().parents[1] / "examples" / "page.toml"
 
@@ -48,6 +51,7 @@ def test_the_page_lifecycle_holds_and_finds_its_examples() -> None:
         "stalled_left_only_by_clear": "holds",
         "parallel_revisions": "found",
         "revision_published": "found",
+        "free_page_is_picked": "holds",
     }
     text = CliRunner().invoke(main, ["check", str(PAGE)]).output
     assert "2 linked drafts per page, each edited once at most" in text
@@ -169,5 +173,50 @@ def test_what_linked_drafts_need_is_refused_by_name(tmp_path: Path) -> None:
     )
     assert verify.exit_code != 0 and "do not keep them yet" in verify.output
     assert "Traceback" not in verify.output and not (tmp_path / "y.db").exists()
-    spin = CliRunner().invoke(main, ["check", str(PAGE), "--engine", "spin"])
-    assert spin.exit_code != 0 and "does not model linked drafts yet" in spin.output
+
+
+@pytest.mark.parametrize(
+    ("one_live", "bounds"),
+    [
+        pytest.param(False, {}, id="declared"),
+        pytest.param(True, {"drafts": 3}, id="one-live-3-drafts"),
+        pytest.param(False, {"edits": False, "wakes": True}, id="no-edits-wakes"),
+    ],
+)
+def test_spin_reaches_the_same_states_with_linked_drafts(
+    tmp_path: Path, one_live: bool, bounds: dict[str, Any]
+) -> None:
+    """The lifecycle's Promela keeps each draft, the pinned one and its version field for
+    field: the same unique states and verdicts as the built-in engine, the ``taken``
+    liveness (which reads the drafts a pick may name) included."""
+    needs_spin()
+    path = page(tmp_path, "[drafts]\none_live_per_target = true\n") if one_live else PAGE
+    spec, config = load_spec(path), EntityModelConfig(**bounds)
+    ours = Checker(entity_model(spec, config)).symmetry(False).run()
+    theirs, _ = spin_check(spec, config)
+    assert theirs.complete and theirs.unique == ours.unique
+    verdicts = {p.name: ours.outcome(p) for p in ours.model.properties}
+    assert {p.name: theirs.outcome(p) for p in theirs.model.properties} == verdicts
+    assert verdicts["parallel_revisions"] == ("never happens" if one_live else "found")
+
+
+def test_a_spin_trail_through_a_named_draft_comes_back_as_the_same_path(tmp_path: Path) -> None:
+    needs_spin()
+    text = PAGE.read_text().replace('fair = ["pick", "steps"]', 'fair = ["steps"]')
+    text = text.replace(
+        "[world]",
+        '[invariants.reserved_left_by_start]\nkind = "left_only_by"\nstates = ["reserved"]\n'
+        'events = ["start", "lapse"]\nmeaning = "given back is another way out"\n\n[world]',
+    )
+    path = tmp_path / "strict.toml"
+    path.write_text(text)
+    spec = load_spec(path)
+    ours = Checker(entity_model(spec)).symmetry(False).run()
+    theirs, _ = spin_check(spec)
+    verdicts = {p.name: ours.outcome(p) for p in ours.model.properties}
+    assert verdicts["reserved_left_by_start"] == verdicts["free_page_is_picked"] == "violated"
+    found = theirs.discoveries["reserved_left_by_start"].path
+    assert [step.action for step in found[1:]] == [
+        ("take", 0, 0, 0, "pick"),
+        ("own", 0, "give_back"),
+    ]

@@ -6,7 +6,8 @@ runs SPIN for both; ``_spin_claim`` generates the claim protocol's model.
 The Promela is generated from the declaration and the world's bounds, never kept by hand:
 one process whose loop has one ``d_step`` per action of the built-in model (a client taking
 an event on an entity, a client's owner event, a crash, the operator's or the sweep's event,
-the lease deadline passing, the executor fenced), in the order the built-in model lists
+the lease deadline passing, the executor fenced, an author's step on a linked draft, a
+take naming a draft), in the order the built-in model lists
 them. Each option's guard is the action being enabled and not cut by a bound; its body is
 the step, transition by transition in the declared order, then one ``assert`` per state
 property. The state vector is the built-in model's world, field for field, with a free
@@ -47,7 +48,7 @@ from claimfsm.checker._entity import (
     fairness_class,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
-from claimfsm.errors import ClaimFSMError, SpecError
+from claimfsm.errors import ClaimFSMError
 from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model, step_events, wake_events
 
 #: The readback words a remote's ``outcome`` fact takes, by their code in the Promela.
@@ -84,12 +85,6 @@ def promela(
     infinitely often."""
     cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
-    if spec.drafts is not None:
-        raise SpecError(
-            f"{spec.path or spec.name}: [drafts]: the SPIN twin of a lifecycle of your own"
-            " does not model linked drafts yet (the claim protocol's does); check it with"
-            " the built-in engine (leave out --engine spin)"
-        )
     # The remote (a declaration with one): per row, how many requests of each epoch and
     # request key are in flight (fly) and took effect (took), at index epoch * nkeys + key,
     # which is the built-in model's sorted tuples of (epoch, key); per client, its
@@ -101,7 +96,8 @@ def promela(
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
     each_epoch = range(1, epochs + 1)
     # Every variable starts at 0, which is the initial world: the initial state is number 0
-    # and a column is kept as its distance from its default.
+    # and a column is kept as its distance from its default (a linked draft's status and
+    # version start as the built-in model's, initialised in the Row typedef).
     states = [spec.initial, *(s for s in spec.states if s != spec.initial)]
     sid = {s: i for i, s in enumerate(states)}
     columns = list(spec.columns)
@@ -116,6 +112,46 @@ def promela(
     # readback's outcome the row records (oc: 0 none, else its TEXT code)
     outcomes = rules is not None and any("outcome" in x for x in sets.values())
     nkeys = counts + 1 if fresh_keys else 1  # request keys 0 .. counts
+    # Linked drafts ([drafts]): per row, each draft's status (dsN: DRAFT_CODES) and version
+    # (dvN), the draft its epoch pinned (pd: its number + 1; 0 none) and the version then
+    # (pv). A draft's fields start as the built-in model's (initialised in the typedef).
+    n_drafts = cfg.get("drafts", 0)
+    one_live = spec.drafts is not None and spec.drafts.one_live_per_target
+    pinning = sorted(spec.pinning_states())
+    first_status = ["-" if one_live and d > 0 else "a" for d in range(n_drafts)]
+
+    def status(r: str, d: int) -> str:
+        return f"{r}.ds{d}"
+
+    def version(r: str, d: int) -> str:
+        return f"{r}.dv{d}"
+
+    def approved_at(r: str, d: int, pinned_version: bool) -> str:
+        """Draft ``d`` of row ``r`` is approved (at the version the row pinned)."""
+        ok = f"{status(r, d)} == {DRAFT_CODES['a']}"
+        return f"({ok} && {version(r, d)} == {r}.pv)" if pinned_version else f"({ok})"
+
+    def draft_readings(r: str, named: int) -> tuple[str | None, str | None]:
+        """(ready, pinned) as the guards over drafts read them: of the draft a taker names
+        (``named``), else of the draft the row pinned."""
+        if not n_drafts:
+            return None, None
+        if named >= 0:
+            ready = approved_at(r, named, False)
+            pinned = f"({r}.pd == {named + 1} && {approved_at(r, named, True)})"
+            return ready, pinned
+        each = range(n_drafts)
+        ready = any_of([f"({r}.pd == {d + 1} && {approved_at(r, d, False)})" for d in each])
+        pinned = any_of([f"({r}.pd == {d + 1} && {approved_at(r, d, True)})" for d in each])
+        return ready, pinned
+
+    def live_drafts(r: str) -> str:
+        """How many of row ``r``'s drafts are live (pending or approved), as C reads it
+        (each test 1 or 0: the examples are judged in C)."""
+        live = (DRAFT_CODES["a"], DRAFT_CODES["p"])
+        return " + ".join(
+            f"({status(r, d)} == {live[0]} || {status(r, d)} == {live[1]})" for d in range(n_drafts)
+        )
 
     def at(ep: Any, key: Any) -> str:
         """The index of (epoch, request key) in a row's fly and took."""
@@ -161,6 +197,8 @@ def promela(
         inv = spec.invariants[name]
         if inv.event is not None:
             return f"took_{event_examples.index(inv)}"
+        if inv.live_drafts is not None:
+            return f"({live_drafts(r)} >= {inv.live_drafts})"
         met = in_states(r, list(inv.states))
         if inv.outcome is None:
             return met
@@ -186,14 +224,25 @@ def promela(
             ]
         )
 
-    def guard(name: str, k: str, caller: Caller | None, named: bool, after: Any = None) -> str:
+    def guard(
+        name: str,
+        k: str,
+        caller: Caller | None,
+        named: bool,
+        after: Any = None,
+        draft: int = -1,
+    ) -> str:
         """The guard over entity ``k``'s row, for the handle ``caller`` (the expressions of
         its epoch and token) or for no handle (``named``: the caller names the current
         epoch), compiled by its kind
         (``_promela``) from what this world's row and caller give to read. ``after``: the
         row once the transition ``after`` of a ``first`` event is applied to it (its state,
-        and what that event writes: a fresh token, the lease, bumped columns)."""
+        and what that event writes: a fresh token, the lease, bumped columns). ``draft``:
+        the draft a taker names."""
         r = f"r[{k}]"
+        ready, pinned = draft_readings(r, draft)
+        if after is not None and after.dispatches:
+            ready = pinned = "false"  # the first event's transition dispatched it
         live, tok, kg = f"({r}.live)", f"{r}.tok", f"{r}.kg"
         free = in_states(r, frees)
         bumped: Sequence[str] = ()
@@ -233,20 +282,24 @@ def promela(
             epoch=f"({ep} == {r}.ep)" if held else ("true" if named else None),
             live=live,
             free=free,
+            ready=ready,
+            pinned=pinned,
             fact=fact,
             column=read_column,
             text=TEXT.get,
         )
         return promela_guard(spec, name, reading)
 
-    def holds(t: Any, k: str, caller: Caller | None, named: bool, after: Any = None) -> str:
+    def holds(
+        t: Any, k: str, caller: Caller | None, named: bool, after: Any = None, draft: int = -1
+    ) -> str:
         """Transition ``t`` fires on entity ``k``'s row (or on the row ``after`` a first
-        event's transition)."""
+        event's transition); ``draft``: the draft a taker names."""
         if after is None:
             state = f"r[{k}].st == {sid[t.source]}"
         else:
             state = "true" if t.source == after.dest else "false"
-        return conjunction([state, *(guard(g, k, caller, named, after) for g in t.guards)])
+        return conjunction([state, *(guard(g, k, caller, named, after, draft) for g in t.guards)])
 
     def first_ways(
         event: str,
@@ -254,6 +307,7 @@ def promela(
         caller: Caller | None,
         named: bool,
         bodies: list[tuple[Any, list[str]]],
+        draft: int = -1,
     ) -> list[tuple[str, list[str]]]:
         """Where ``event`` declares a ``first`` event: the branches, tried once no
         transition of ``event`` fires on the row, in which a transition of the first event
@@ -270,11 +324,15 @@ def promela(
             fires = conjunction([test, *(f"!({p})" for p in prior)])
             prior.append(test)
             then = any_of(
-                [f"({w})" for t, _ in bodies if (w := holds(t, k, caller, named, ft)) != "false"]
+                [
+                    f"({w})"
+                    for t, _ in bodies
+                    if (w := holds(t, k, caller, named, ft, draft)) != "false"
+                ]
             )
             if fires == "false" or then == "false":
                 continue
-            again = [(holds(t, k, caller, named), body) for t, body in bodies]
+            again = [(holds(t, k, caller, named, None, draft), body) for t, body in bodies]
             out.append((f"{fires} && {then}", [*apply(first, k, ft, False), *chain(again, [])]))
         return out
 
@@ -321,8 +379,9 @@ def promela(
             ]
         )
 
-    def apply(event: str, k: str, t: Any, taking: bool) -> list[str]:
-        """The assignments of transition ``t`` of ``event`` on entity ``k``."""
+    def apply(event: str, k: str, t: Any, taking: bool, draft: int = -1) -> list[str]:
+        """The assignments of transition ``t`` of ``event`` on entity ``k``; ``draft``: the
+        draft a taker names, which the new epoch pins."""
         r = f"r[{k}]"
         effects = sets.get(event, set())
         out = []
@@ -356,6 +415,17 @@ def promela(
         for col in bumps.get(event, ()):
             i = columns.index(col)
             out.append(f"{r}.col[{i}] = {r}.col[{i}] + 1")
+        if n_drafts and taking and draft >= 0:
+            out += [f"{r}.pd = {draft + 1}", f"{r}.pv = {version(r, draft)}"]
+        if n_drafts and t.dispatches:  # the pinned draft, still at the version pinned
+            marked = [
+                (
+                    f"{r}.pd == {d + 1} && {version(r, d)} == {r}.pv",
+                    [f"{status(r, d)} = {DRAFT_CODES['d']}"],
+                )
+                for d in range(n_drafts)
+            ]
+            out += chain(marked, [])
         return out
 
     def chain(branches: list[tuple[str, list[str]]], otherwise: list[str]) -> list[str]:
@@ -436,14 +506,17 @@ def promela(
     for c in range(workers):
         # an idle client's events: a taker's (a new epoch) and, with a remote, a resend
         # (naming the current epoch, taken over with a fresh token, its request due)
-        idle = [("take", e) for e in takers] + [("resend", e) for e in resends if rules]
+        # (where the entity has linked drafts, a take names one: each is an option)
+        named_drafts = range(n_drafts) if n_drafts else (-1,)
+        idle = [("take", e, d) for d in named_drafts for e in takers]
+        idle += [("resend", e, -1) for e in resends if rules]
         for key in range(keys):
             k = str(key)
-            for kind, e in idle:
+            for kind, e, draft in idle:
                 resend = kind == "resend"
                 branches, bodies = [], []
                 for t in by_event[e]:
-                    body = apply(e, k, t, not resend)
+                    body = apply(e, k, t, not resend, draft)
                     if t.dest in owner_events:  # else the taker is done with it at once
                         body += [
                             f"c[{c}].has = 1",
@@ -456,16 +529,18 @@ def promela(
                         body += [f"c[{c}].working = 1", f"c[{c}].phase = 1"]
                         if fresh_keys:
                             body.append(f"c[{c}].rk = r[{k}].kg")
-                    branches.append((holds(t, k, None, resend), body))
+                    branches.append((holds(t, k, None, resend, None, draft), body))
                     bodies.append((t, body))
-                branches += first_ways(e, k, None, resend, bodies)
+                branches += first_ways(e, k, None, resend, bodies, draft)
                 fires = any_of([f"({b})" for b, _ in branches])
+                if draft >= 0:  # a draft not created yet is not named
+                    fires = f"{status(f'r[{k}]', draft)} != {DRAFT_CODES['-']} && {fires}"
                 if c == 0 and key == 0 and not resend:
                     takeable.append(f"({fires} && !{cut_of(e, k, True, branches)})")
                 possible = f"!c[{c}].has && " + fires
                 options.append(
                     (
-                        (kind, c, key, e),
+                        (kind, c, key, draft, e) if draft >= 0 else (kind, c, key, e),
                         possible,
                         cut_of(e, k, not resend, branches),
                         chain(branches, []),
@@ -549,6 +624,43 @@ def promela(
             possible = any_of([f"({b})" for b, _ in branches])
             cuts = cut_of(e, k, False, branches)
             options.append((("env", key, e), possible, cuts, chain(branches, [])))
+        for d in range(n_drafts):
+            ds, dv = status(r, d), version(r, d)
+            code = DRAFT_CODES
+            if cfg["edits"]:  # once each; never the pinned draft where it may be dispatched
+                locked = f"{r}.pd == {d + 1} && {in_states(r, pinning)}"
+                options.append(
+                    (
+                        ("draft", key, d, "edit"),
+                        f"({ds} == {code['a']} || {ds} == {code['p']}) && {dv} < 2 && !({locked})",
+                        "false",
+                        [f"{ds} = {code['p']}", f"{dv} = {dv} + 1"],
+                    )
+                )
+            options.append(
+                (
+                    ("draft", key, d, "approve"),
+                    f"{ds} == {code['p']}",
+                    "false",
+                    [f"{ds} = {code['a']}"],
+                )
+            )
+            crowded = (
+                " || ".join(
+                    f"{status(r, e)} == {code['a']} || {status(r, e)} == {code['p']}"
+                    for e in range(n_drafts)
+                )
+                if one_live
+                else "false"
+            )
+            options.append(
+                (
+                    ("draft", key, d, "create"),
+                    f"{ds} == {code['-']} && !({crowded})",
+                    "false",
+                    [f"{ds} = {code['p']}", f"{dv} = 1"],
+                )
+            )
         lease = in_states(r, lease_states)
         options.append((("clock", key), f"({r}.live && {lease})", "false", [f"{r}.live = 0"]))
         if fenceable:
@@ -587,6 +699,12 @@ def promela(
         + (" (a crashed client keeps its handle saved and may wake up with it)" if wakes else "")
         + (f", a {rules.mode} remote" if rules is not None else "")
         + (f", {cfg['retries']} resends per epoch" if resends else "")
+        + (
+            f", {n_drafts} linked drafts per entity (edits {'on' if cfg['edits'] else 'off'};"
+            " status " + ", ".join(f"{v} {k}" for k, v in DRAFT_CODES.items()) + ")"
+            if n_drafts
+            else ""
+        )
         + " */",
         "/* states: " + ", ".join(f"{i} {s}" for s, i in sid.items()) + " */",
         "typedef Row { byte st; byte ep; byte tok; bit live; "
@@ -601,6 +719,11 @@ def promela(
         + ("; byte kg" if fresh_keys else "")
         + ("; byte oc" if outcomes else "")
         + ("; bit ran" if remembers_runs else "")
+        + "".join(
+            f"; byte ds{d} = {DRAFT_CODES[first_status[d]]}; byte dv{d} = 1"
+            for d in range(n_drafts)
+        )
+        + ("; byte pd; byte pv" if n_drafts else "")
         + " }",
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; bit due" if dues else "")
@@ -657,6 +780,10 @@ def promela(
     out.append(f"       assert({everyone_done} || {some_cut}) }}")
     out += ["  od", "}"]
     return Promela("\n".join(out) + "\n", tuple(a for a, *_ in options), sometimes)
+
+
+#: A linked draft's status in Promela: not created yet, approved, pending, dispatched.
+DRAFT_CODES = {"-": 0, "a": 1, "p": 2, "d": 3}
 
 
 def _in_c(expr: str) -> str:
