@@ -21,6 +21,7 @@ JOB = (declarations_dir() / "job.toml").read_text()
 VARIANTS = [p.read_text() for p in sorted((declarations_dir() / "wrong").glob("*.toml"))]
 #: a lifecycle with linked drafts ([drafts]), which the checker reads and the store refuses
 PAGE = (Path(__file__).resolve().parents[1] / "examples" / "page.toml").read_text()
+POST = (Path(__file__).resolve().parents[1] / "examples" / "post.toml").read_text()
 VALUES = ['"x"', "3", "true", "[]", '["a"]', "{}", '"*"', '""', "-1", '"reserved"', "1.5"]
 VALUES += ['"lapse"']  # an event name: first = "lapse" on the wrong event, or a guard
 VALUES += ['"answered"']  # a remote role, moved onto another event or given twice
@@ -28,7 +29,7 @@ VALUES += ['"answered"']  # a remote role, moved onto another event or given twi
 
 @st.composite
 def mutated(draw: st.DrawFn) -> str:
-    lines = draw(st.sampled_from([CLAIM, DOCFLOW, JOB, PAGE, *VARIANTS])).splitlines()
+    lines = draw(st.sampled_from([CLAIM, DOCFLOW, JOB, PAGE, POST, *VARIANTS])).splitlines()
     for _ in range(draw(st.integers(1, 3))):
         i = draw(st.integers(0, len(lines) - 1))
         kind = draw(st.sampled_from(["drop", "duplicate", "value", "key", "garbage", "cut"]))

@@ -3,7 +3,8 @@ entity's drafts and its epoch pins it, ``draft_pinned`` reads the pinned draft a
 now, a transition declared ``dispatches`` marks it dispatched, and an edit of the pinned
 draft is refused where it may yet be dispatched. The checker's world of a lifecycle reads
 them (examples/page.toml), in the built-in engine and in its SPIN twin, state for state;
-its store, verify and the campaign refuse them by name."""
+its store, verify and the campaign refuse them by name. With a remote, a request carries
+the pinned draft's key (examples/post.toml)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from claimfsm.checker import Checker, EntityModelConfig, entity_model, spin_check
-from claimfsm.checker._engine import Step
+from claimfsm.checker._engine import Step, explained
 from claimfsm.checker._entity import EntityWorld, entity_path_steps
 from claimfsm.cli import main
 from claimfsm.errors import InvalidArgument, SpecError
@@ -25,6 +26,7 @@ from claimfsm.store import open_entity_store
 from .conftest import needs_spin
 
 PAGE = Path(__file__).resolve().parents[1] / "examples" / "page.toml"
+POST = Path(__file__).resolve().parents[1] / "examples" / "post.toml"
 
 
 def page(tmp_path: Path, text: str, name: str = "variant") -> Path:
@@ -220,3 +222,77 @@ def test_a_spin_trail_through_a_named_draft_comes_back_as_the_same_path(tmp_path
         ("take", 0, 0, 0, "pick"),
         ("own", 0, "give_back"),
     ]
+
+
+def hasty_post(tmp_path: Path) -> Path:
+    """examples/post.toml settling absent on readback alone, without the remote's fence."""
+    (tmp_path / "post.toml").write_text(POST.read_text())
+    path = tmp_path / "hasty_post.toml"
+    path.write_text(
+        'base = "post.toml"\nname = "hasty_post"\ndescription = "absent without the fence"\n'
+        'drop_guard = [{ event = "settle", guard = "fenced" }]\n'
+    )
+    return path
+
+
+def test_a_request_carries_the_pinned_drafts_key(tmp_path: Path) -> None:
+    """With a remote, a request's key is the pinned draft's and version's, as the claim's
+    is: readback asks about it, a deduplicating remote applies it once, and effect_once is
+    per draft, so posting two revisions in turn is no duplicate while one revision twice is.
+    Keyed by the entity (as without drafts), effect_once would fail on the correct design,
+    and a revision posted twice would be one key among others."""
+    assert outcomes(POST)["each_revision_posted_once"] == "holds"
+    assert outcomes(POST)["revision_posted"] == "found"
+    spec = load_spec(hasty_post(tmp_path))
+    model = entity_model(spec)
+    report = Checker(model).run()
+    verdicts = {p.name: report.outcome(p) for p in model.properties}
+    assert verdicts["each_revision_posted_once"] == "violated"
+    found = report.discoveries["each_revision_posted_once"].path
+    landed = [step for step in explained(model, found) if "lands" in step[0]]
+    assert len(landed) == 2 and all("(key d0v1)" in text for text, _ in landed), landed
+    # two revisions, each once: the correct design posts draft 0, then draft 1
+    model = entity_model(load_spec(POST))
+    world = _world(model)
+    for action in [
+        ("take", 0, 0, 0, "pick"),
+        ("own", 0, "send"),
+        ("send", 0),
+        ("land", 0, 1, 0),
+        ("ack", 0),
+        ("own", 0, "answer"),
+        ("take", 0, 0, 1, "pick"),
+        ("own", 0, "send"),
+        ("send", 0),
+        ("land", 0, 2, 2),  # epoch 2, draft 1 at version 1: key (1 * 2 + 0) * 1 + 0
+    ]:
+        nxt = model.next_state(world, action)
+        assert nxt is not None, (action, model.show_state(world))
+        world = nxt
+    assert world.rows[0].landed == ((1, 0), (2, 2))
+    assert [d for d, _ in world.rows[0].drafts] == ["d", "a"]  # draft 0 dispatched
+    assert all(p.holds(world) for p in model.properties if p.kind == "always")
+
+
+@pytest.mark.parametrize(
+    ("hasty", "bounds"),
+    [
+        pytest.param(False, {}, id="declared"),
+        pytest.param(False, {"wakes": True, "epochs": 2}, id="wakes"),
+        pytest.param(True, {"epochs": 2, "drafts": 1}, id="hasty"),
+    ],
+)
+def test_spin_keys_requests_by_the_pinned_draft_as_the_builtin_engine_does(
+    tmp_path: Path, hasty: bool, bounds: dict[str, Any]
+) -> None:
+    needs_spin()
+    spec = load_spec(hasty_post(tmp_path) if hasty else POST)
+    config = EntityModelConfig(**bounds)
+    ours = Checker(entity_model(spec, config)).symmetry(False).run()
+    theirs, _ = spin_check(spec, config)
+    if hasty:  # SPIN stops at its first counterexample, a shortest one
+        assert not theirs.complete and theirs.verdict == ours.verdict == "violated"
+        return
+    assert theirs.complete and theirs.unique == ours.unique
+    verdicts = {p.name: ours.outcome(p) for p in ours.model.properties}
+    assert {p.name: theirs.outcome(p) for p in theirs.model.properties} == verdicts

@@ -76,6 +76,7 @@ from claimfsm.spec import (
     RemoteRules,
     Spec,
     compare,
+    draws_keys,
     has_remote,
     lifecycle_world_problem,
     step_events,
@@ -272,6 +273,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # its work starts, hears an answer only once a request of its epoch took effect, and
     # takes an ``answered`` event only then, an ``unanswered`` one while it waits.
     rules = RemoteRules(cfg["remote"]) if "remote" in cfg else None
+    # a request's key: drawn by fresh_key events, and of the pinned draft (linked drafts)
+    shape = KeyShape(cfg.get("drafts", 0), counts + 1 if draws_keys(spec) else 1)
     answered = frozenset(e for e in spec.events if spec.remote_role(e) == "answered")
     unanswered = frozenset(e for e in spec.events if spec.remote_role(e) == "unanswered")
     # the operator's events an idle client takes to take the current epoch over and send
@@ -343,7 +346,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         seen = WorldRow(row, col_index)
         facts: dict[str, Any] = {"running": running, "ran": row.ran, "fenced_through": row.fence}
         if rules is not None:
-            facts["outcome"] = _outcome(row)
+            facts["outcome"] = _outcome(row, shape)
             facts["remote_dedups"] = rules.dedups
         who = WorldCaller(row, caller, named, facts)
         if row.drafts:  # a taker's draft is the one it names, anyone else's the pinned one
@@ -578,7 +581,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if resend:
                 row = _starts(row, row.epoch)
                 clients[c] = Handle(
-                    key, row.epoch, row.token, dest, True, "S", saved, row.request_key
+                    key, row.epoch, row.token, dest, True, "S", saved, shape.current(row)
                 )
             else:  # a handle from which its holder can do nothing more is forgotten at once
                 clients[c] = (
@@ -625,7 +628,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     # its part is over; a request may stay in flight
                     phase, working, request_key = "", False, 0
                 if phase == "S":  # still due: it carries the key as this step left the row
-                    request_key = row.request_key
+                    request_key = shape.current(row)
             if working != h.working:
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row
@@ -836,7 +839,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             properties.append(Property(inv.name, "sometimes", met, inv.meaning))
         else:
             properties.append(
-                Property(inv.name, "always", _invariant(inv, col_index, rules), inv.meaning)
+                Property(inv.name, "always", _invariant(inv, col_index, rules, shape), inv.meaning)
             )
 
     def show_row(key: int, row: Row) -> str:
@@ -853,9 +856,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if row.ran:
             parts.append(f"a run of e{row.epoch} reached the executor")
         if row.in_flight:
-            parts.append("in flight " + ",".join(map(_request, row.in_flight)))
+            parts.append("in flight " + ",".join(_request(q, shape) for q in row.in_flight))
         if row.landed:
-            parts.append("took effect " + ",".join(map(_request, row.landed)))
+            parts.append("took effect " + ",".join(_request(q, shape) for q in row.landed))
         if row.resent:
             parts.append(f"resent {row.resent}x")
         if row.draft >= 0:
@@ -917,7 +920,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if kind == "send":
             return f"worker {action[1]}: sends its request to the remote"
         if kind == "land":
-            what = _request(action[2:])
+            what = _request(action[2:], shape)
             return f"remote: the request of {what} for {key_word} {action[1]} lands"
         if kind == "ack":
             return f"worker {action[1]}: hears the remote's answer"
@@ -1035,10 +1038,44 @@ def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict
     return facts
 
 
-def _outcome(row: Row) -> str:
+class KeyShape(NamedTuple):
+    """How a request's key is made, as one number (the same in both engines, so that a
+    ``land`` action names the same request in each): without linked drafts, the number an
+    event declared ``fresh_key`` drew last (0: the entity's own key); with them, the
+    pinned draft and its version too, as the claim's key is (draft, version, nonce)."""
+
+    drafts: int = 0  # drafts per entity (0: none linked)
+    per_draw: int = 1  # how many keys fresh_key may draw: [world] counts + 1, or 1
+
+    def current(self, row: Row) -> int:
+        """The key of a request sent from ``row`` as it is now."""
+        if not self.drafts or row.draft < 0:
+            return row.request_key
+        return (row.draft * VERSIONS + row.version - 1) * self.per_draw + row.request_key
+
+    def draft_of(self, key: int) -> int:
+        """The draft whose content a request with ``key`` carries."""
+        return key // (VERSIONS * self.per_draw)
+
+    def words(self, key: int) -> str:
+        if not self.drafts:
+            return f"k{key}"
+        draft, rest = divmod(key, VERSIONS * self.per_draw)
+        version, drawn = divmod(rest, self.per_draw)
+        return f"d{draft}v{version + 1}" + (f"k{drawn}" if drawn else "")
+
+
+#: A draft's versions in the worlds: its first, and one edit (``[world] edits``).
+VERSIONS = 2
+#: The keys of a world without linked drafts or drawn keys: the entity's own.
+UNLINKED = KeyShape()
+
+
+def _outcome(row: Row, shape: KeyShape = UNLINKED) -> str:
     """Readback's answer for ``row``: whether a request with the entity's request key as it
     is now took effect (a key drawn since is asked about, not the one before it)."""
-    return PRESENT if any(k == row.request_key for _, k in row.landed) else ABSENT
+    key = shape.current(row)
+    return PRESENT if any(k == key for _, k in row.landed) else ABSENT
 
 
 def _running(world: EntityWorld, key: int) -> bool:
@@ -1064,10 +1101,11 @@ def stored_rows(world: EntityWorld) -> tuple[Row, ...]:
     return tuple(stored(row) for row in world.rows)
 
 
-def _request(request: tuple[int, ...]) -> str:
-    """A request in words: its epoch, and its request key where one was drawn."""
+def _request(request: tuple[int, ...], shape: KeyShape = UNLINKED) -> str:
+    """A request in words: its epoch, and its request key where one was drawn or a draft
+    made it."""
     epoch, key = request
-    return f"e{epoch}" + (f" (key k{key})" if key else "")
+    return f"e{epoch}" + (f" (key {shape.words(key)})" if key or shape.drafts else "")
 
 
 def _starts(row: Row, epoch: int) -> Row:
@@ -1208,11 +1246,15 @@ def _marked(name: str) -> Callable[[EntityWorld], bool]:
 
 
 def _invariant(
-    inv: Any, col_index: dict[str, int], rules: RemoteRules | None
+    inv: Any, col_index: dict[str, int], rules: RemoteRules | None, shape: KeyShape
 ) -> Callable[[EntityWorld], bool]:
     if inv.kind == "left_only_by":
         broken = _marked(inv.name)
         return lambda world: not broken(world)
+    if inv.kind == "effect_once" and shape.drafts:  # each draft's effect at most once
+        return lambda world: all(
+            len({shape.draft_of(k) for _, k in row.landed}) == len(row.landed) for row in world.rows
+        )
     if inv.kind == "effect_once":  # with a remote: one request took effect at most, any key
         return lambda world: all(len(row.landed) <= 1 for row in world.rows)
     if inv.kind == "exclusive_work" and rules is not None:

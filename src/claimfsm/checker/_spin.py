@@ -41,6 +41,7 @@ from typing import Any
 from claimfsm.checker._claim import ClaimModelConfig, claim_model
 from claimfsm.checker._engine import Discovery, Model, Property, Report, Step
 from claimfsm.checker._entity import (
+    VERSIONS,
     Action,
     EntityModelConfig,
     entity_model,
@@ -111,11 +112,16 @@ def promela(
     fresh_keys = rules is not None and any("fresh_key" in x for x in sets.values())
     # readback's outcome the row records (oc: 0 none, else its TEXT code)
     outcomes = rules is not None and any("outcome" in x for x in sets.values())
-    nkeys = counts + 1 if fresh_keys else 1  # request keys 0 .. counts
     # Linked drafts ([drafts]): per row, each draft's status (dsN: DRAFT_CODES) and version
     # (dvN), the draft its epoch pinned (pd: its number + 1; 0 none) and the version then
     # (pv). A draft's fields start as the built-in model's (initialised in the typedef).
     n_drafts = cfg.get("drafts", 0)
+    # A request's key, one number as the built-in model's (``KeyShape``): the key drawn
+    # (0 .. counts, where an event draws one) and, with linked drafts, the pinned draft
+    # and its version; each client's request carries one (rk) where keys differ.
+    per_draw = counts + 1 if fresh_keys else 1
+    nkeys = per_draw * (VERSIONS * n_drafts if rules is not None and n_drafts else 1)
+    keyed = nkeys > 1
     one_live = spec.drafts is not None and spec.drafts.one_live_per_target
     pinning = sorted(spec.pinning_states())
     first_status = ["-" if one_live and d > 0 else "a" for d in range(n_drafts)]
@@ -153,6 +159,15 @@ def promela(
             f"({status(r, d)} == {live[0]} || {status(r, d)} == {live[1]})" for d in range(n_drafts)
         )
 
+    def row_key(r: str, kg: str | None = None) -> str:
+        """The key of a request sent from row ``r`` as it is now (``kg``: its drawn key's
+        expression, where it is not the row's own)."""
+        drawn = kg if kg is not None else f"{r}.kg" if fresh_keys else "0"
+        if nkeys == per_draw:
+            return drawn
+        made = f"(({r}.pd - 1) * {VERSIONS} + {r}.pv - 1) * {per_draw} + {drawn}"
+        return f"({r}.pd == 0 -> {drawn} : {made})"
+
     def at(ep: Any, key: Any) -> str:
         """The index of (epoch, request key) in a row's fly and took."""
         return str(ep) if nkeys == 1 else f"{ep} * {nkeys} + {key}"
@@ -176,7 +191,7 @@ def promela(
         client_fields += ("due",)
     if rules is not None:
         client_fields += ("phase",)
-    if fresh_keys:
+    if keyed:
         client_fields += ("rk",)
     # [world] wakes: a client's saved handle (sv: it has one; its entity, epoch and token),
     # which outlives the handle it holds and is used once, by a wake-up
@@ -270,7 +285,11 @@ def promela(
                 return (f"{r}.ran", "1", "int")
             if rules is not None and name == "outcome":  # present 1, absent 2 (``TEXT``)
                 # readback asks about the entity's request key as it is now
-                return (f"({took_key(r, kg if fresh_keys else 0)} -> 1 : 2)", "1", "str")
+                return (
+                    f"({took_key(r, row_key(r, kg if fresh_keys else None))} -> 1 : 2)",
+                    "1",
+                    "str",
+                )
             if rules is not None and name == "remote_dedups":
                 return ("1" if rules.dedups else "0", "1", "int")
             return (f"{r}.fence", "1", "int") if name == "fenced_through" else None
@@ -386,7 +405,7 @@ def promela(
         effects = sets.get(event, set())
         out = []
         if outcomes and "outcome" in effects:  # readback's, before the event draws a key
-            out.append(f"{r}.oc = ({took_key(r, f'{r}.kg' if fresh_keys else 0)} -> 1 : 2)")
+            out.append(f"{r}.oc = ({took_key(r, row_key(r))} -> 1 : 2)")
         elif outcomes and taking:
             out.append(f"{r}.oc = 0")  # a new epoch has recorded no readback yet
         out.append(f"{r}.st = {sid[t.dest]}")
@@ -473,10 +492,10 @@ def promela(
                 body.append(f"c[{c}].phase = 1")  # its request is due
             elif rules is not None and e in answered | unanswered:
                 body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
-                if fresh_keys:
+                if keyed:
                     body.append(f"c[{c}].rk = 0")
-            if fresh_keys:  # still due: it carries the key as this step left the row
-                body.append(f"c[{c}].rk = (c[{c}].phase == 1 -> r[{k}].kg : c[{c}].rk)")
+            if keyed:  # still due: it carries the key as this step left the row
+                body.append(f"c[{c}].rk = (c[{c}].phase == 1 -> {row_key(f'r[{k}]')} : c[{c}].rk)")
             if t.dest not in owner_events:  # done with the handle unless work runs
                 idle = f"!c[{c}].working && !c[{c}].due" if dues else f"!c[{c}].working"
                 body += [f"if :: {idle} -> {'; '.join(drop(c))} :: else -> skip fi"]
@@ -527,8 +546,8 @@ def promela(
                         ]
                     if resend:
                         body += [f"c[{c}].working = 1", f"c[{c}].phase = 1"]
-                        if fresh_keys:
-                            body.append(f"c[{c}].rk = r[{k}].kg")
+                        if keyed:
+                            body.append(f"c[{c}].rk = {row_key(f'r[{k}]')}")
                     branches.append((holds(t, k, None, resend, None, draft), body))
                     bodies.append((t, body))
                 branches += first_ways(e, k, None, resend, bodies, draft)
@@ -728,7 +747,7 @@ def promela(
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; bit due" if dues else "")
         + ("; byte phase" if rules is not None else "")
-        + ("; byte rk" if fresh_keys else "")
+        + ("; byte rk" if keyed else "")
         + ("; bit sv; byte skey; byte sep; byte stok" if wakes else "")
         + " }",
         f"Row r[{keys}];",
@@ -749,7 +768,7 @@ def promela(
         some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
         return _with_ltl(spec, liveness, options, sid, head, some_cut, any_of(takeable))
     invariants = [p for p in model.properties if p.kind == "always"]
-    world = (workers, keys, columns, default, sid, epochs, rules, nkeys)
+    world = (workers, keys, columns, default, sid, epochs, rules, nkeys, per_draw)
     checks = [f"assert({_invariant(spec, p.name, *world)})" for p in invariants]
     # examples (kind reachable): C fragments that print SOMETIMES n when first met
     sometimes = tuple(p.name for p in model.properties if p.kind == "sometimes")
@@ -897,6 +916,7 @@ def _invariant(
     epochs: int = 0,
     rules: RemoteRules | None = None,
     nkeys: int = 1,
+    per_draw: int = 1,
 ) -> str:
     """A safety property of the built-in model as a Promela expression."""
     if name == "stale_operations_change_nothing":
@@ -908,6 +928,20 @@ def _invariant(
     if inv.kind == "exclusive_work" and rules is not None:
         return "!overlap"
     if inv.kind == "effect_once":  # with a remote: one request took effect at most, any key
+        if nkeys > per_draw:  # with linked drafts: each draft's effect at most once
+            per_draft = VERSIONS * per_draw
+            took = [
+                "("
+                + " + ".join(
+                    f"r[{k}].took[{e * nkeys + d * per_draft + g}]"
+                    for e in range(1, epochs + 1)
+                    for g in range(per_draft)
+                )
+                + ") <= 1"
+                for k in range(keys)
+                for d in range(nkeys // per_draft)
+            ]
+            return "(" + " && ".join(took) + ")"
         every = [e * nkeys + g for e in range(1, epochs + 1) for g in range(nkeys)]
         took = [
             "(" + " + ".join(f"r[{k}].took[{i}]" for i in every) + ") <= 1" for k in range(keys)

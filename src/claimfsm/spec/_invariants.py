@@ -42,8 +42,8 @@ INVARIANT_KINDS: dict[str, str] = {
     "row": "`column op value` holds for the entity's row (in the listed `states` only, if given)",
     "eventually": "an entity in one of the `from` states reaches one of the `to` states on every"
     " run where each step listed in `fair` that stays possible is eventually taken",
-    "effect_once": "each entity's effect (the claim world: each draft's) happens at most once"
-    " at the remote; a lifecycle declares it with a remote",
+    "effect_once": "each entity's effect (with linked drafts, each draft's) happens at most"
+    " once at the remote; a lifecycle declares it with a remote",
     "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
     "taken": "an entity that may be taken (a taker's event would begin a new epoch on it"
     " within the bounds; the claim world: a free target with an approved draft and epochs"
@@ -357,13 +357,6 @@ def lifecycle_world_problem(spec: Any) -> str | None:
         return problem
     remote = has_remote(spec)
     linked = spec.drafts is not None
-    if linked and remote:
-        return (
-            "[drafts] with a remote: the checker's world of a lifecycle of your own keys a"
-            " request by the entity, not yet by the pinned draft (the claim world does), so"
-            " it cannot tell one draft's effect from another's: leave out [drafts], or the"
-            " events' remote roles"
-        )
     for name, inv in spec.invariants.items():
         if inv.kind in CLAIM_INVARIANTS and not (inv.kind == "effect_once" and remote):
             why = (
