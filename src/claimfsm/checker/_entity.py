@@ -119,12 +119,26 @@ class Row(NamedTuple):
     #: a run of the row's epoch reached the executor (without a remote, where a guard
     #: reads readback's ``ran``; a take clears it): the executor's memory, not the store's
     ran: bool = False
-    #: the entity's linked drafts (a declaration with ``[drafts]``), each as (status,
-    #: version): "a" approved, "p" pending, "d" dispatched, "-" not created yet
-    drafts: tuple[tuple[str, int], ...] = ()
-    #: the draft the row's epoch pinned when it was taken, and its version then (-1: none)
-    draft: int = -1
-    version: int = 0
+    #: linked drafts (a declaration with ``[drafts]``): (drafts, draft, version), read as
+    #: :attr:`drafts`, :attr:`draft` and :attr:`version`; one field, empty without them,
+    #: so that a world without drafts hashes and compares no more than it did
+    linked: tuple[Any, ...] = ()
+
+    @property
+    def drafts(self) -> tuple[tuple[str, int], ...]:
+        """The entity's drafts, each as (status, version): "a" approved, "p" pending, "d"
+        dispatched, "-" not created yet."""
+        return self.linked[0] if self.linked else ()
+
+    @property
+    def draft(self) -> int:
+        """The draft the row's epoch pinned when it was taken (-1: none)."""
+        return self.linked[1] if self.linked else -1
+
+    @property
+    def version(self) -> int:
+        """The version of the pinned draft when it was pinned."""
+        return self.linked[2] if self.linked else 0
 
 
 class Handle(NamedTuple):
@@ -329,7 +343,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         ``caller``: the handle's (epoch, token); ``named``: the current epoch is named;
         ``draft``: the draft a taker names (linked drafts)."""
         row = world.rows[key]
-        situation = (row, event, caller, named, draft)  # the row holds the evidence it needs
+        # the row holds the evidence it needs; a taker's draft, where it names one
+        situation = (
+            (row, event, caller, named, draft) if draft >= 0 else (row, event, caller, named)
+        )
         found = fired.get(situation, fired)
         if found is not fired:
             return found  # type: ignore[return-value]
@@ -337,7 +354,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         return found
 
     def _fire(
-        row: Row, event: str, caller: tuple[int, int] | None, named: bool, draft: int
+        row: Row, event: str, caller: tuple[int, int] | None, named: bool, draft: int = -1
     ) -> tuple[str, Row] | tuple[None, str] | None:
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
@@ -369,11 +386,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         (``taken``) at its version now; a transition declared ``dispatches`` marks the
         pinned draft dispatched, where it is still the version pinned."""
         if taken >= 0:
-            row = row._replace(draft=taken, version=row.drafts[taken][1])
+            row = row._replace(linked=(row.drafts, taken, row.drafts[taken][1]))
         if dispatches and row.draft >= 0 and row.drafts[row.draft][1] == row.version:
             drafts = list(row.drafts)
             drafts[row.draft] = ("d", row.version)
-            row = row._replace(drafts=tuple(drafts))
+            row = row._replace(linked=(tuple(drafts), row.draft, row.version))
         return row
 
     def _after(row: Row, event: str, dest: str, taking: bool, outcome: str) -> Row:
@@ -411,9 +428,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             request_key,
             recorded,
             False if taking else row.ran,  # a new epoch's run has reached nothing yet
-            row.drafts,
-            row.draft,
-            row.version,
+            row.linked,
         )
 
     def cut(after: Row) -> bool:
@@ -430,7 +445,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def init_states() -> Iterator[EntityWorld]:
         yield EntityWorld(
             rows=tuple(
-                Row(spec.initial, columns=defaults, drafts=first_drafts) for _ in range(keys)
+                Row(
+                    spec.initial, columns=defaults, linked=(first_drafts, -1, 0) if n_drafts else ()
+                )
+                for _ in range(keys)
             ),
             clients=(None,) * workers,
         )
@@ -738,7 +756,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 status, version = "p", 1
             drafts = list(r.drafts)
             drafts[d] = (status, version)
-            rows[key] = r._replace(drafts=tuple(drafts))
+            rows[key] = r._replace(linked=(tuple(drafts), r.draft, r.version))
         return EntityWorld(
             tuple(rows), tuple(clients), world.stale_changed, world.marks, overlap
         ), False
