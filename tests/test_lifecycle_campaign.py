@@ -308,8 +308,29 @@ def test_a_harness_thread_that_fails_ends_the_run_at_once(
     assert not report.ok
 
 
+def test_the_drivers_words_go_to_the_campaigns_log_not_the_console(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A PostgreSQL campaign loses connections and restarts the server on purpose; the
+    driver's warnings about it (psycopg's, its pool's) go to campaign.log in its
+    directory, while the campaign runs, and nowhere once it ended."""
+    import logging
+
+    from claimfsm.campaign._run import DRIVER_LOG, _driver_log
+
+    config = short(tmp_path)
+    with _driver_log(config):
+        logging.getLogger("psycopg.pool").warning("discarding closed connection: test")
+    logging.getLogger("psycopg").warning("after the campaign")
+    assert "discarding closed connection: test" in (config.run_dir / DRIVER_LOG).read_text()
+    assert "after the campaign" not in (config.run_dir / DRIVER_LOG).read_text()
+    assert "discarding closed connection" not in capfd.readouterr().err
+
+
 @pytest.mark.slow
-def test_a_job_campaign_on_postgresql(pg_database: str, tmp_path: Path) -> None:
+def test_a_job_campaign_on_postgresql(
+    pg_database: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     restart = local_restart_command()
     if restart is None and os.environ.get("CLAIMFSM_REQUIRE_PG") == "1":
         pytest.fail("CI must restart the local PostgreSQL server, but pg_ctlcluster is missing")
@@ -325,3 +346,4 @@ def test_a_job_campaign_on_postgresql(pg_database: str, tmp_path: Path) -> None:
     assert_promises_held(report)
     assert report.backends_terminated > 0
     assert report.server_restarts == (1 if restart else 0)
+    assert "psycopg" not in capfd.readouterr().err  # its words are in campaign.log

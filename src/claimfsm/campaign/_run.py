@@ -13,6 +13,7 @@ history against the remote's log (``_verdict.judge``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import pickle
@@ -22,7 +23,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -539,8 +540,34 @@ def run_campaign(config: CampaignConfig) -> CampaignReport:
     """Run one campaign and judge it: the claim protocol's, or, where ``config.design``
     names one, a lifecycle of your own's (``_lifecycle``). Raises ``InvalidArgument`` for a
     bad configuration, ``SpecError`` for a declaration that does not load."""
-    if config.design is not None:
-        from claimfsm.campaign._lifecycle import LifecycleCampaign
+    with _driver_log(config):
+        if config.design is not None:
+            from claimfsm.campaign._lifecycle import LifecycleCampaign
 
-        return LifecycleCampaign(config).run()
-    return _Campaign(config).run()
+            return LifecycleCampaign(config).run()
+        return _Campaign(config).run()
+
+
+#: Where the campaign's own process logs its database driver's words, in its --dir.
+DRIVER_LOG = "campaign.log"
+
+
+@contextlib.contextmanager
+def _driver_log(config: CampaignConfig) -> Iterator[None]:
+    """The database driver's log lines of the campaign's own process (psycopg's, and its
+    pool's: a connection lost, a reconnect refused while the campaign restarts the
+    server, each a fault it injects) go to ``campaign.log`` in its directory, as each
+    worker's go to its own log, not to the console, for the campaign's duration."""
+    driver = logging.getLogger("psycopg")
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(config.run_dir / DRIVER_LOG, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    kept = driver.propagate
+    driver.addHandler(handler)
+    driver.propagate = False
+    try:
+        yield
+    finally:
+        driver.removeHandler(handler)
+        driver.propagate = kept
+        handler.close()

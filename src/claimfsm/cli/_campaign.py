@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("campaign"),
     show_default=True,
-    help="Where the SQLite file, worker logs and saved handles go (its old ones are replaced).",
+    help="Where the SQLite file, worker logs, saved handles and the campaign's own"
+    " database driver log (campaign.log) go (its old ones are replaced).",
 )
 @click.option(
     "--pg-url",
