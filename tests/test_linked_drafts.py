@@ -24,6 +24,7 @@ from claimfsm.spec import claim_spec, declarations_dir, load_spec
 from claimfsm.store import open_entity_store
 
 from .conftest import needs_spin
+from .test_lifecycle_checker import run as outcomes  # each property's outcome, bounds given
 
 PAGE = Path(__file__).resolve().parents[1] / "examples" / "page.toml"
 POST = Path(__file__).resolve().parents[1] / "examples" / "post.toml"
@@ -35,12 +36,6 @@ def page(tmp_path: Path, text: str, name: str = "variant") -> Path:
     path = tmp_path / f"{name}.toml"
     path.write_text(f'base = "page.toml"\nname = "{name}"\ndescription = "a variant"\n' + text)
     return path
-
-
-def outcomes(path: Path, **bounds: Any) -> dict[str, str]:
-    report = Checker(entity_model(load_spec(path), EntityModelConfig(**bounds))).run()
-    assert report.complete
-    return {p.name: report.outcome(p) for p in report.model.properties}
 
 
 def test_the_page_lifecycle_holds_and_finds_its_examples() -> None:
