@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -161,7 +162,7 @@ class _Campaign:
     def prepare(self) -> None:
         c = self.c
         c.run_dir.mkdir(parents=True, exist_ok=True)
-        for pattern in ("campaign.sqlite*", "worker-*.log", "worker-*.handles", "stop"):
+        for pattern in ("campaign.sqlite*", "worker-*.log", "worker-*.handles", "stop", DRIVER_LOG):
             for old in c.run_dir.glob(pattern):
                 old.unlink()
         if c.backend == "postgresql":
@@ -552,6 +553,15 @@ def run_campaign(config: CampaignConfig) -> CampaignReport:
 DRIVER_LOG = "campaign.log"
 
 
+class _DriverLog(logging.FileHandler):
+    """A log file opened, with its directory, only once a line comes: a campaign refused
+    before it began leaves nothing behind."""
+
+    def _open(self) -> Any:
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
 @contextlib.contextmanager
 def _driver_log(config: CampaignConfig) -> Iterator[None]:
     """The database driver's log lines of the campaign's own process (psycopg's, and its
@@ -559,8 +569,7 @@ def _driver_log(config: CampaignConfig) -> Iterator[None]:
     server, each a fault it injects) go to ``campaign.log`` in its directory, as each
     worker's go to its own log, not to the console, for the campaign's duration."""
     driver = logging.getLogger("psycopg")
-    config.run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(config.run_dir / DRIVER_LOG, mode="w", encoding="utf-8")
+    handler = _DriverLog(config.run_dir / DRIVER_LOG, mode="w", encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     kept = driver.propagate
     driver.addHandler(handler)
