@@ -161,7 +161,20 @@ def test_what_linked_drafts_need_is_refused_by_name(tmp_path: Path) -> None:
         entity_model(load_spec(owner_ready))
     with pytest.raises(InvalidArgument, match=r"declares no \[drafts\]: leave out drafts"):
         entity_model(load_spec(declarations_dir() / "job.toml"), EntityModelConfig(drafts=2))
-    # the store, verify and SPIN do not keep them yet, and say so before touching anything
+    # dispatches without [drafts] means nothing: the checker and the store both say so
+    no_table_dispatch = tmp_path / "dispatch_only.toml"
+    no_table_dispatch.write_text(
+        text.replace("[drafts]\n", "")
+        .replace('kind = "draft_ready"', 'kind = "epoch"')
+        .replace('kind = "draft_pinned"', 'kind = "live"')
+    )
+    for refuse in (
+        lambda: entity_model(load_spec(no_table_dispatch)),
+        lambda: open_entity_store(load_spec(no_table_dispatch), "sqlite:///:memory:"),
+    ):
+        with pytest.raises(SpecError, match=r"dispatches the pinned draft, and no \[drafts\]"):
+            refuse()
+    # the store and verify do not keep them yet, and say so before touching anything
     with pytest.raises(SpecError, match="its store, `claimfsm verify` and the campaign do not"):
         open_entity_store(load_spec(PAGE), "sqlite:///" + str(tmp_path / "x.db"))
     assert not (tmp_path / "x.db").exists()

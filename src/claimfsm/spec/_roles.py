@@ -333,6 +333,10 @@ def lifecycle_problem(spec: Any, linked: bool = False) -> str | None:
             )
     if spec.drafts is not None and not linked:
         return f"[drafts] gives each entity linked drafts{UNSTORED_DRAFTS}"
+    if not linked:  # what no [drafts] makes meaningless, refused as the checker refuses it
+        problem = drafts_problem(spec)
+        if problem is not None:
+            return problem
     return inert_frees_target(spec) or remote_problem(spec) or executor_readback(spec)
 
 
