@@ -19,7 +19,7 @@ from .test_own_declarations import DOCFLOW
 CLAIM = (declarations_dir() / "claim.toml").read_text()
 JOB = (declarations_dir() / "job.toml").read_text()
 VARIANTS = [p.read_text() for p in sorted((declarations_dir() / "wrong").glob("*.toml"))]
-#: a lifecycle with linked drafts ([drafts]), which the checker reads and the store refuses
+#: a lifecycle with linked drafts ([drafts]), which the checker, the store and verify read
 PAGE = (Path(__file__).resolve().parents[1] / "examples" / "page.toml").read_text()
 POST = (Path(__file__).resolve().parents[1] / "examples" / "post.toml").read_text()
 VALUES = ['"x"', "3", "true", "[]", '["a"]', "{}", '"*"', '""', "-1", '"reserved"', "1.5"]

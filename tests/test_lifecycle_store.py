@@ -311,7 +311,10 @@ def test_one_event_may_reach_one_state_from_two_sources(url: str, tmp_path: Path
 def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
     from claimfsm.spec import claim_spec
 
-    with pytest.raises(SpecError, match="reads an entity's linked draft: `claimfsm check`"):
+    with pytest.raises(
+        SpecError,
+        match="state 'confirmed' is flagged frees_target, and no transition with a free guard",
+    ):
         open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
     # refused before the store opens anything: no database file is left behind
     assert not (tmp_path / "x").exists()
@@ -322,7 +325,10 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
     from claimfsm.store._entity_drivers import SQLite
 
     driver = SQLite(":memory:")
-    with pytest.raises(SpecError, match="reads an entity's linked draft: `claimfsm check`"):
+    with pytest.raises(
+        SpecError,
+        match="state 'confirmed' is flagged frees_target, and no transition with a free guard",
+    ):
         EntityStore(claim_spec(), driver)
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
         driver._db.conn.execute("SELECT 1")
@@ -554,8 +560,8 @@ def forget_the_attempts_bump(monkeypatch: pytest.MonkeyPatch) -> None:
     """A store whose compiled lease forgets to bump attempts: a store bug to be caught."""
     real = entity_module.compile_event
 
-    def forgetful(spec, event, table, marker="?"):  # type: ignore[no-untyped-def]
-        compiled = real(spec, event, table, marker)
+    def forgetful(spec, event, table, marker="?", **options):  # type: ignore[no-untyped-def]
+        compiled = real(spec, event, table, marker, **options)
         sql = compiled.sql.replace(", attempts = attempts + 1", "")
         return entity_module.CompiledEvent(sql, compiled.params)
 

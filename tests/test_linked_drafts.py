@@ -174,14 +174,19 @@ def test_what_linked_drafts_need_is_refused_by_name(tmp_path: Path) -> None:
     ):
         with pytest.raises(SpecError, match=r"dispatches the pinned draft, and no \[drafts\]"):
             refuse()
-    # the store and verify do not keep them yet, and say so before touching anything
-    with pytest.raises(SpecError, match="its store, `claimfsm verify` and the campaign do not"):
-        open_entity_store(load_spec(PAGE), "sqlite:///" + str(tmp_path / "x.db"))
+    # [drafts] with no taker to pin one means nothing: refused by name, nothing made
+    no_taker = tmp_path / "no_taker.toml"
+    no_taker.write_text(
+        'name = "own"\ninitial = "a"\n[states.a]\nmeaning = "a"\n[states.b]\nmeaning = "b"\n'
+        '[[transitions]]\nevent = "go"\nsource = "a"\ndest = "b"\n[drafts]\n'
+    )
+    with pytest.raises(SpecError, match="no taker's event pins a draft"):
+        open_entity_store(load_spec(no_taker), "sqlite:///" + str(tmp_path / "x.db"))
     assert not (tmp_path / "x.db").exists()
     verify = CliRunner().invoke(
-        main, ["verify", str(PAGE), "--db", "sqlite:///" + str(tmp_path / "y.db")]
+        main, ["verify", str(no_taker), "--db", "sqlite:///" + str(tmp_path / "y.db")]
     )
-    assert verify.exit_code != 0 and "do not keep them yet" in verify.output
+    assert verify.exit_code != 0 and "no taker's event pins a draft" in verify.output
     assert "Traceback" not in verify.output and not (tmp_path / "y.db").exists()
 
 

@@ -182,7 +182,7 @@ def test_the_retired_model_options_are_refused_with_what_declares_them(tmp_path:
         '[[transitions]]\nevent = "go"\nsource = "a"\ndest = "b"\n'
         "[drafts]\none_live_per_target = true\n"
     )
-    assert "[drafts] gives each entity linked drafts: `claimfsm check`" in str(
+    assert "[drafts] is declared, and no taker's event pins a draft" in str(
         lifecycle_problem(load_spec(own))
     )
     bad = tmp_path / "bad.toml"

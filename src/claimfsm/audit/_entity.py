@@ -37,10 +37,11 @@ every entry it asks:
   compared, ``count_out_of_range`` for a column), as the claim's audit names it.
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
-- The request key (where an event declares ``fresh_key``): only such an event changes
-  it, and it draws one the entity did not hold just before (``request_key``); a refusal
-  records the one the entity holds. Readback's outcome the row records (where an event
-  declares ``outcome``) is the one its caller brought, cleared by a taker's new epoch.
+- The request key (where an event declares ``fresh_key``, or a take pins a linked draft):
+  only such an event changes it, and a draw gives one the entity did not hold just before
+  (``request_key``); a refusal records the one the entity holds. Readback's outcome the
+  row records (where an event declares ``outcome``) is the one its caller brought,
+  cleared by a taker's new epoch.
 
 At the end of an entity, its row must be what its history leaves, its lease, owner,
 request key and recorded outcome included (``row_disagrees``); a row with no history must
@@ -61,6 +62,7 @@ from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
 from claimfsm.store._entity import row_extras
+from claimfsm.store._entity_drafts import drawn_of
 from claimfsm.store._entity_history import (
     Carried,
     checkpoint_carries,
@@ -122,6 +124,8 @@ class EntityRules:
         self.carried = Carried(spec)  # how an entry moves the columns and the outcome
         self.fresh = spec.events_setting("fresh_token")
         self.draws = spec.events_setting("fresh_key")
+        #: linked drafts: a request key names the pinned draft, which a take changes
+        self.linked = spec.drafts is not None
         #: the row's columns after the declared ones
         self.extras = row_extras(spec)
         self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
@@ -235,7 +239,12 @@ class EntityRules:
                 f"{e[EVENT]} draws a fresh request key (fresh_key), but the entry records"
                 + (" the entity's own" if not after else " the one held before"),
             )
-        elif e[EVENT] not in self.draws and before is not None and after != before:
+        elif (
+            e[EVENT] not in self.draws
+            and not (self.linked and e[EVENT] in self.takers)
+            and before is not None
+            and after != before
+        ):
             report(
                 "request_key",
                 (e[SEQ],),
@@ -328,7 +337,9 @@ class EntityRules:
         if base.columns is not None:
             replayed.update(base.columns)
         if "request_key" in self.extras and base.request_key is not None:
-            replayed["request_key"] = base.request_key
+            # the row keeps the key drawn; with linked drafts history names the draft too
+            drawn = drawn_of(base.key, base.request_key) if self.linked else base.request_key
+            replayed["request_key"] = drawn
         if "outcome" in self.extras and base.outcome is not None:
             replayed["outcome"] = base.outcome
         differ = [

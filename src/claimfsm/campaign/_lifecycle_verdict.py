@@ -36,7 +36,7 @@ class LifecycleFindings:
     outlived_lease: int = 0  # runs that went on for longer than a lease
     overlapping_runs: int = 0  # pairs of runs of two epochs of one entity at once
     overlap_examples: list[str] = field(default_factory=list)
-    duplicate_effects: int = 0  # runs that took effect beyond the first, per entity
+    duplicate_effects: int = 0  # runs that took effect beyond the first, per entity (draft)
     # what the store says
     epochs: int = 0
     started: int = 0  # entries of the event that starts the work
@@ -81,7 +81,8 @@ def judge_lifecycle(
         f" {b.epoch} began {1000 * (b.started - a.started):.0f} ms after it"
         for a, b in across[:5]
     ]
-    per_entity = Counter(r.target_id for r in log if r.took_effect)
+    # per entity, or with linked drafts per draft of it (the draft a run carried)
+    per_entity = Counter((r.target_id, r.draft_id) for r in log if r.took_effect)
     f.duplicate_effects = sum(n - 1 for n in per_entity.values() if n > 1)
     starts = next(e for e in spec.events if spec.work(e) == "starts")
     ends = [e for e in spec.events if spec.work(e) == "ends" or spec.remote_role(e)]

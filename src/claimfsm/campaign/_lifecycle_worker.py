@@ -40,6 +40,8 @@ from claimfsm.store import EntityStore, Handle, open_entity_store
 KILL_POINTS = ("after-take", "after-start", "during-call", "after-answer")
 #: Where it can stall past its lease: before it runs the work, and before it reports it.
 PAUSE_POINTS = ("after-start", "after-answer")
+#: With linked drafts: how often a worker, as an author, edits a live draft before a take.
+EDITS = 0.2
 
 
 @dataclass(frozen=True)
@@ -158,16 +160,49 @@ class _Worker:
     # -- one attempt ----------------------------------------------------------------------
     def take(self, key: str) -> Handle | None:
         assert self.store is not None
+        draft = None
+        if self.declaration.drafts is not None:  # linked drafts: name an approved one
+            draft = self.author(key)
+            if draft is None:
+                return None
         for event in self.plan.takers:
             try:
                 return self.store.take(
-                    key, event, owner=self.spec.name, lease_seconds=self.spec.lease_seconds
+                    key,
+                    event,
+                    owner=self.spec.name,
+                    lease_seconds=self.spec.lease_seconds,
+                    draft=draft,
                 )
             except ClaimFSMError as exc:
                 if isinstance(exc, StoreError):
                     raise
                 self.log.info("%s %s refused: %s", event, key, exc)
         return None
+
+    def author(self, key: str) -> int | None:
+        """As an author before a take (linked drafts): now and then an edit of one of the
+        entity's live drafts, approved at once (refused while an epoch may yet dispatch
+        it), and a new draft where none is approved; the approved draft to name (None:
+        none could be made)."""
+        assert self.store is not None
+        live = [d for d in self.store.drafts(key) if d.status != "dispatched"]
+        try:
+            if live and self.rng.random() < EDITS:
+                edited = self.rng.choice(live)
+                self.store.edit_draft(edited.draft_id, f"{key}: edited at {time.time()}")
+                self.store.approve_draft(edited.draft_id)
+            elif not live:
+                made = self.store.create_draft(key, f"{key}: written at {time.time()}")
+                self.store.approve_draft(made.draft_id)
+            for pending in self.store.drafts(key, status="pending"):  # another's, say
+                self.store.approve_draft(pending.draft_id)
+        except StoreError:
+            raise
+        except ClaimFSMError as exc:  # pinned, dispatched meanwhile, or one live allowed
+            self.log.info("author on %s refused: %s", key, exc)
+        approved = self.store.drafts(key, status="approved")
+        return self.rng.choice(approved).draft_id if approved else None
 
     def act(self, handle: Handle, event: str, detail: str = "") -> Handle:
         assert self.store is not None
@@ -184,7 +219,7 @@ class _Worker:
         _save_handle(self.spec.handle_file, handle)
         self.at("after-start")
         try:
-            result = self.executor.run(handle.key, handle.epoch, handle.request_key)
+            result = self.executor.run(handle.key, handle.epoch, handle.request_key, handle.draft)
         except SendAmbiguous as exc:  # it may still be running there
             self.log.info("no answer for %r: %s", handle, exc)
             if not (self.plan.answered and self.plan.unanswered):  # the lease decides
@@ -291,7 +326,14 @@ def _work(spec: WorkerSpec, report: Connection) -> None:
 
 
 #: A saved handle's fields and their types.
-_HANDLE = {"key": str, "epoch": int, "token": str, "state": str, "request_key": str}
+_HANDLE = {
+    "key": str,
+    "epoch": int,
+    "token": str,
+    "state": str,
+    "request_key": str,
+    "draft": int,
+}
 
 
 def _save_handle(path: Path, handle: Handle) -> None:

@@ -279,13 +279,14 @@ class RemoteClient:
         executor's readback: ``ran``)."""
         return bool(self._call(("ran", target_id, epoch), 10.0))
 
-    def run(self, target_id: str, epoch: int, key: str) -> str:
+    def run(self, target_id: str, epoch: int, key: str, draft: int = 0) -> str:
         """Run one attempt at the remote as an executor (a lifecycle's work): its result,
         ``applied`` or ``fenced``; a lost request or answer, or no answer within the
-        timeout, is ``SendAmbiguous`` (the attempt may still be running there)."""
-        request = SendRequest(target_id, 0, epoch, key, "")
+        timeout, is ``SendAmbiguous`` (the attempt may still be running there). ``draft``:
+        the linked draft whose content it carries (0: none)."""
+        request = SendRequest(target_id, draft, epoch, key, "")
         try:
-            result = self._call(("send", target_id, 0, epoch, key), self.timeout, request)
+            result = self._call(("send", target_id, draft, epoch, key), self.timeout, request)
         except (TimeoutError, ConnectionError) as exc:
             raise SendAmbiguous(str(exc)) from exc
         return str(result)

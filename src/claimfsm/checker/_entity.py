@@ -60,7 +60,7 @@ the world's events by the rows and for each client's by the rows and that client
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -288,7 +288,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # takes an ``answered`` event only then, an ``unanswered`` one while it waits.
     rules = RemoteRules(cfg["remote"]) if "remote" in cfg else None
     # a request's key: drawn by fresh_key events, and of the pinned draft (linked drafts)
-    shape = KeyShape(cfg.get("drafts", 0), counts + 1 if draws_keys(spec) else 1)
+    shape = key_shape(spec, cfg)
     answered = frozenset(e for e in spec.events if spec.remote_role(e) == "answered")
     unanswered = frozenset(e for e in spec.events if spec.remote_role(e) == "unanswered")
     # the operator's events an idle client takes to take the current epoch over and send
@@ -1054,6 +1054,13 @@ def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict
         facts["outcome"] = _outcome(row)
         facts["remote_dedups"] = remote == "dedup"
     return facts
+
+
+def key_shape(spec: Spec, resolved: Mapping[str, Any]) -> KeyShape:
+    """How the world of ``spec`` with the ``resolved`` options
+    (:meth:`EntityModelConfig.resolved`) makes a request's key."""
+    per_draw = resolved["counts"] + 1 if draws_keys(spec) else 1
+    return KeyShape(resolved.get("drafts", 0), per_draw)
 
 
 class KeyShape(NamedTuple):

@@ -55,7 +55,8 @@ def print_history(
                     entry[name] = "not recorded"
             click.echo(json.dumps(entry))
         return
-    keys = draws_keys(spec)  # the request key, where an event draws one
+    # the request key, where an event draws one or the epoch pins a linked draft
+    keys = draws_keys(spec) or spec.drafts is not None
     header = (
         *("seq", "key", "epoch", "event", "from → to", "refused", "token", "lease until"),
         *("owner", "facts"),
@@ -96,16 +97,19 @@ def print_rows(
     listing: Callable[[tuple[str, ...], Sequence[tuple[str, ...]]], list[str]],
 ) -> None:
     """One line per entity: its state, epoch, owner, token label, the lease (the seconds
-    left by the store's clock, or ``lapsed``) and the declared columns."""
+    left by the store's clock, or ``lapsed``), the declared columns, and the draft its
+    epoch pinned (linked drafts) and the key its requests carry, where it has them."""
     if as_json:
         for r in rows:
             click.echo(json.dumps(dataclasses.asdict(r)))
         return
     columns = tuple(spec.columns)
-    keys = draws_keys(spec)  # the request key, where an event draws one
+    # the request key, where an event draws one or the epoch pins a linked draft
+    keys = draws_keys(spec) or spec.drafts is not None
     outcomes = records_outcome(spec)  # readback's outcome, where an event records it
     header = (
         *("key", "epoch", "state", "owner", "token", "lease", *columns),
+        *(("draft",) if spec.drafts is not None else ()),
         *(("request key",) if keys else ()),
         *(("outcome",) if outcomes else ()),
     )
@@ -118,6 +122,7 @@ def print_rows(
             r.token_fingerprint,
             _lease(r.lease_deadline, now) if r.state in spec.states_where("lease") else "-",
             *(str(r.columns[c]) for c in columns),
+            *((_pinned(r.draft_id, r.draft_version),) if spec.drafts is not None else ()),
             *((_request_key("" if r.request_key == r.key else r.request_key),) if keys else ()),
             *((r.outcome or "-",) if outcomes else ()),
         )
@@ -126,6 +131,10 @@ def print_rows(
     click.echo(f"{spec.name} entities in {url}: {len(rows)}")
     for line in listing(header, cells):
         click.echo(line)
+
+
+def _pinned(draft: int | None, version: int | None) -> str:
+    return "-" if draft is None else f"{draft} v{version}"
 
 
 def _lease(deadline: float | None, now: float) -> str:

@@ -1012,9 +1012,10 @@ def verify(
     declaration does; after every step the store must agree with the model, and the
     declared invariants must hold. First the model's shortest path to every transition,
     refusal and invariant violation is played, then random programs (Hypothesis). A
-    lifecycle of your own uses tables verify_NAME and verify_NAME_history, dropped
-    afterwards. The claim protocol (claim.toml, a variant, or a copy under other names)
-    uses a new schema claimfsm_verify_... in a PostgreSQL database, or a new SQLite file
+    lifecycle of your own uses tables verify_NAME and verify_NAME_history (and
+    verify_NAME_drafts, with linked drafts), dropped afterwards. The claim protocol
+    (claim.toml, a variant, or a copy under other names) uses a new schema
+    claimfsm_verify_... in a PostgreSQL database, or a new SQLite file
     (the path must not exist yet), removed afterwards. Exit 0, or 1 with the failing
     program printed.
     """

@@ -6,7 +6,8 @@ owner) and to check that its compiled SQL agrees.
 A guard is a predicate over the entity's row, the caller and the store's clock, as its
 declared kind says (``spec.GUARD_KINDS``), compiled by the one compiler the claim
 protocol's machine uses too (``spec._predicates``). The claim protocol's kinds over drafts
-(``draft_ready``, ``draft_pinned``) have no meaning here and are refused by the store.
+(``draft_ready``, ``draft_pinned``) read the row's pinned draft and the caller's draft,
+where the declaration links drafts.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class RowView:
     token_hash: str | None = None
     lease_deadline: float | None = None
     columns: Mapping[str, int] = field(default_factory=dict)
+    #: the draft the epoch pinned, its version and digest (linked drafts; None: none)
+    draft_id: int | None = None
+    draft_version: int | None = None
+    draft_digest: str | None = None
 
     def column(self, name: str) -> Any:
         """A column a declared guard compares: ``epoch`` or one of the declared columns."""
@@ -46,6 +51,11 @@ class CallerView:
     token_hash: str | None
     facts: Mapping[str, Any]
     now: float
+    #: linked drafts: the draft a taker names, or else the pinned one, as it is now (its
+    #: ``draft_id``, ``target_id``, ``status``, ``version`` and ``digest``); None: none
+    draft: Any = None
+    #: the entity acting (a draft is ready for a take of its own entity only)
+    target_id: str = ""
 
     def fact(self, name: str) -> Any:
         """A fact a declared guard compares; None (as SQL's NULL) when not given."""

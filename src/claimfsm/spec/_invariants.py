@@ -352,7 +352,7 @@ def lifecycle_world_problem(spec: Any) -> str | None:
     nothing): anything :func:`lifecycle_problem` names, and what only the claim world reads
     (an invariant of a claim-world kind, or over a remote's modes; the fair ``steps``; a
     ``[world]`` option of the claim world's)."""
-    problem = lifecycle_problem(spec, linked=True)
+    problem = lifecycle_problem(spec)
     if problem is not None:
         return problem
     remote = has_remote(spec)

@@ -279,27 +279,20 @@ def drafts_problem(spec: Any) -> str | None:
     return None
 
 
-def lifecycle_problem(spec: Any, linked: bool = False) -> str | None:
+def lifecycle_problem(spec: Any) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
-    model of a lifecycle of your own nor its store can read (None: nothing): a guard over
-    linked drafts (``linked``: the checker's world reads them, judged by
-    :func:`drafts_problem`; a lifecycle's store does not keep them yet), over a fact its
-    world has not (the remote's, without a remote;
+    model of a lifecycle of your own nor its store can read (None: nothing): linked drafts
+    that cannot be read (:func:`drafts_problem`), a guard over a fact its world has not
+    (the remote's, without a remote;
     readback of a run at an executor, ``running`` or ``ran``, with one),
     over the claim row's own columns, an event that records readback's outcome or draws a
     fresh idempotency key without a remote, or a remote it cannot run
     (:func:`remote_problem`)."""
     facts = lifecycle_facts(spec)
-    if linked:
-        problem = drafts_problem(spec)
-        if problem is not None:
-            return problem
+    problem = drafts_problem(spec)
+    if problem is not None:
+        return problem
     for name, g in spec.guards.items():
-        if g.kind in DRAFT_KINDS and not linked:
-            return (
-                f"guard {name!r} is of kind {g.kind!r}, which reads an entity's linked"
-                f" draft{UNSTORED_DRAFTS}"
-            )
         if g.kind == "compare" and g.fact is not None and g.fact not in facts:
             return (  # the loader knows every fact: this one is the remote's
                 f"guard {name!r} reads the fact {g.fact!r}, the remote's evidence, and no"
@@ -331,21 +324,7 @@ def lifecycle_problem(spec: Any, linked: bool = False) -> str | None:
                 ' the remote their roles (remote = "answered" or "unanswered" under'
                 " [events.NAME]), or leave fresh_key out"
             )
-    if spec.drafts is not None and not linked:
-        return f"[drafts] gives each entity linked drafts{UNSTORED_DRAFTS}"
-    if not linked:  # what no [drafts] makes meaningless, refused as the checker refuses it
-        problem = drafts_problem(spec)
-        if problem is not None:
-            return problem
     return inert_frees_target(spec) or remote_problem(spec) or executor_readback(spec)
-
-
-#: Where a lifecycle's linked drafts are read, and where not yet.
-UNSTORED_DRAFTS = (
-    ": `claimfsm check`, `diagram`, `report` and `spec` read a lifecycle's linked"
-    " drafts; its store, `claimfsm verify` and the campaign do not keep them yet (the claim"
-    " protocol's stores do): leave out [drafts] and the draft guards to store it"
-)
 
 
 def executor_readback(spec: Any) -> str | None:

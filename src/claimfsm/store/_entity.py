@@ -67,10 +67,12 @@ from claimfsm.spec import (
     records_outcome,
 )
 from claimfsm.spec._roles import FACT_KINDS, FACT_WORDS
+from claimfsm.store import _entity_drafts as drafting
 from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
 from claimfsm.store import _validate as check
 from claimfsm.store._core import Pruned
+from claimfsm.store._entity_drafts import PIN_TYPES, PINS, DraftSql, pin_columns
 from claimfsm.store._entity_drivers import (
     SERVER_NOW,
     Driver,
@@ -92,6 +94,7 @@ from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._pg import TRANSACTION_ID
 from claimfsm.store._predicates import guard_constants, guard_predicate, literal
 from claimfsm.store._tokens import fingerprint, fresh_idempotency_key, new_token, token_hash
+from claimfsm.store._types import Draft
 
 Clock = Callable[[], float]
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -107,7 +110,10 @@ class Handle:
     state: str = ""  # the state the owner's last operation left the entity in
     #: the idempotency key a request to the remote carries: the entity's key, or the one
     #: an event declared ``fresh_key`` drew, as the owner's last operation left the row
+    #: (with linked drafts, naming the pinned draft and its version as well)
     request_key: str = ""
+    #: the draft the epoch pinned (linked drafts; 0: none)
+    draft: int = 0
 
     def __repr__(self) -> str:
         return (
@@ -131,6 +137,11 @@ class EntityRow:
     #: readback's outcome the row records (an event declared ``outcome``) in this epoch:
     #: ``present`` or ``absent``; None: none
     outcome: str | None = None
+    #: the draft the epoch pinned, its version and its content's digest, as the take read
+    #: them (a declaration with ``[drafts]``); None: none pinned
+    draft_id: int | None = None
+    draft_version: int | None = None
+    draft_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,7 @@ def compile_event(
     clock: str | None = None,
     prior: str = "",
     returning: str = "state, epoch, lease_deadline, owner",
+    drafts: str | None = None,
 ) -> CompiledEvent:
     """The guarded ``UPDATE`` of ``event``: one statement, whose ``WHERE`` is the guards of
     every transition of the event (each with its source) and whose ``SET`` is the state
@@ -190,20 +202,32 @@ def compile_event(
     ``clock``: SQL for the store's time, read in the statement (else the parameters ``now``
     and ``deadline``; then ``lease_seconds`` is bound). ``prior``: a ``FROM`` item holding
     the row as it was, whose ``"prior epoch"`` stands for the current epoch where the
-    parameter ``current`` is true (:func:`compile_one_statement`)."""
+    parameter ``current`` is true (:func:`compile_one_statement`). ``drafts``: the drafts
+    table, where the declaration has linked drafts (``_entity_drafts``): a taker's write
+    pins the draft named by the bound ``draft_id``, and the guards over drafts read it."""
     params: list[str] = []
     p = _renderer(params, marker, clock, '"prior epoch"' if prior else None)
     transitions = [t for t in spec.transitions if t.event == event]
-    sets, where_of = _writes(spec, event, transitions, p, str)
+    col: Callable[[str], str] = str
+    alias = ""
+    if drafts is not None:  # the drafts table has columns of the pins' names: qualified
+        alias = " AS cur"
+        col = _pinned_column
+    sets, where_of = _writes(spec, event, transitions, p, col, drafts)
     key = p("key")  # parameters are named in the order the statement reads them
     where = where_of()
     source = f" FROM {prior}" if prior else ""
     assigned = ", ".join(f"{column} = {value}" for column, value in sets.items())
     sql = (
-        f"UPDATE {table} SET {assigned}{source} WHERE key = {key} AND ({where})"  # noqa: S608
-        f" RETURNING {returning}"
+        f"UPDATE {table}{alias} SET {assigned}{source}"  # noqa: S608
+        f" WHERE key = {key} AND ({where}) RETURNING {returning}"
     )
     return CompiledEvent(sql, tuple(params))
+
+
+def _pinned_column(name: str) -> str:
+    """A row's column in a write of a declaration with drafts: the pins qualified."""
+    return f"cur.{name}" if name in PINS else name
 
 
 def _writes(
@@ -212,11 +236,13 @@ def _writes(
     transitions: list[TransitionDecl],
     p: Callable[[str], str],
     col: Callable[[str], str],
+    drafts: str | None = None,
 ) -> tuple[dict[str, str], Callable[[], str]]:
     """What ``event`` writes, once for every compiled form: each column it assigns and the
     expression, read on the row as it was (``col``), in the order the statement binds
     their parameters: the state each transition leads to, the lease, a taker's new epoch,
-    the token, the owner, the bumped counters and a drawn request key; and a function that
+    the token, the owner, the bumped counters, a drawn request key and the draft a taker
+    pins (from ``drafts``, the drafts table); and a function that
     renders the condition that some transition's source and guards hold (rendered after
     them)."""
     decl = spec.effects.get(event)
@@ -225,8 +251,12 @@ def _writes(
     taking = spec.role(event) == "taker"
     lease_states = set(spec.states_where("lease"))
 
+    def table(name: str) -> str:
+        assert drafts is not None  # the loader refuses a guard over drafts without [drafts]
+        return drafts
+
     def cond(t: TransitionDecl) -> str:
-        guards = [guard_predicate(spec, g, p, col) for g in t.guards]
+        guards = [guard_predicate(spec, g, p, col, table, draft_joined=False) for g in t.guards]
         return " AND ".join([f"{col('state')} = {literal(t.source)}", *guards])
 
     def deadline(t: TransitionDecl) -> str:
@@ -259,6 +289,13 @@ def _writes(
         sets["outcome"] = f"CAST({p('fact:outcome')} AS TEXT)"
     elif taking and records_outcome(spec):
         sets["outcome"] = "CAST(NULL AS TEXT)"  # a new epoch has recorded none yet
+    if taking and drafts is not None:  # the new epoch pins the draft named, as it is now
+
+        def named(column: str) -> str:
+            return f"(SELECT {column} FROM {drafts} WHERE draft_id = {p('draft_id')})"  # noqa: S608
+
+        sets.update(draft_id=named("draft_id"), draft_version=named("version"))
+        sets["draft_digest"] = named("digest")
     return sets, lambda: " OR ".join(f"({cond(t)})" for t in transitions)
 
 
@@ -440,13 +477,29 @@ class EntityStore:
         self._draws = spec.events_setting("fresh_key")
         #: the events that record readback's outcome (``outcome``): their caller brings it
         self._records = spec.events_setting("outcome")
-        self._writes = {e: compile_event(spec, e, self.table, driver.marker) for e in spec.events}
+        #: the pins of a declaration with linked drafts, read after the extras
+        self._pins = pin_columns(spec)
+        #: the statements over the drafts table (``_entity_drafts``); unused without drafts
+        self._drafts = DraftSql(driver.qualify(f"{table}_drafts"), driver.marker)
+        self._drafts_name = f"{table}_drafts"
+        #: where an edit of the pinned draft is refused: it may yet be dispatched
+        self._pinning = spec.pinning_states()
+        self._one_live = spec.drafts is not None and spec.drafts.one_live_per_target
+        drafts = self._drafts.table if self._pins else None
+        returning = "state, epoch, lease_deadline, owner" + (
+            ", draft_id, draft_version" if self._pins else ""
+        )
+        self._writes = {
+            e: compile_event(spec, e, self.table, driver.marker, drafts=drafts, returning=returning)
+            for e in spec.events
+        }
         self._durable = spec.durable_events()  # read by every write: once
         #: each event's write as one statement, where the database can also return the row
-        #: it replaced and create a new entity's (PostgreSQL)
+        #: it replaced and create a new entity's (PostgreSQL), and the row keeps no linked
+        #: draft (those are judged on the transaction path, the draft read there)
         self._one_statement = (
             {e: compile_one_statement(spec, e, self.table, driver.marker) for e in spec.events}
-            if driver.one_statement
+            if driver.one_statement and not self._pins
             else {}
         )
         #: how many times a transaction the database rolled back is run again
@@ -457,6 +510,7 @@ class EntityStore:
                 *("key", "state", "epoch", "token_hash", "lease_deadline", "owner"),
                 *self._columns,
                 *self._extras,
+                *self._pins,
             ]
         )
         self._sql = {
@@ -503,11 +557,23 @@ class EntityStore:
         lease_seconds: float = 30.0,
         facts: Mapping[str, Any] | None = None,
         detail: str = "",
+        draft: int | None = None,
     ) -> Handle:
         """A taker's event (``by = "taker"``): a new epoch begins and the caller holds it.
-        ``detail``: what the caller says of it, recorded in history (as every call's)."""
+        ``detail``: what the caller says of it, recorded in history (as every call's).
+        ``draft``: the entity's draft the new epoch pins, where the declaration has linked
+        drafts (``[drafts]``; :meth:`create_draft` returns its id): required there, and
+        refused elsewhere."""
         self._role(event, "taker", "take(key, event)")
-        return self._hand_over(key, event, owner, lease_seconds, facts, detail, current=False)
+        if self._pins:
+            check.positive_int(draft, "draft")
+        elif draft is not None:
+            raise InvalidArgument(
+                f"{self.spec.name} declares no [drafts]: take(key, event) names no draft"
+            )
+        return self._hand_over(
+            key, event, owner, lease_seconds, facts, detail, current=False, draft=draft
+        )
 
     def act(
         self,
@@ -537,7 +603,12 @@ class EntityStore:
             detail=detail,
         )
         return Handle(
-            handle.key, record[EPOCH], token, record[DEST], record[REQUEST_KEY] or handle.key
+            handle.key,
+            record[EPOCH],
+            token,
+            record[DEST],
+            record[REQUEST_KEY] or handle.key,
+            handle.draft,
         )
 
     def take_over(
@@ -571,6 +642,7 @@ class EntityStore:
         detail: str,
         *,
         current: bool,
+        draft: int | None = None,
     ) -> Handle:
         """``event`` with a new token, held by its caller: a taker's (a new epoch) or,
         ``current``, a take-over naming the current epoch; the caller's handle."""
@@ -580,13 +652,16 @@ class EntityStore:
             event,
             epoch=None,
             token=None,
-            values={"new_token_hash": token_hash(token), "owner": owner},
+            values={"new_token_hash": token_hash(token), "owner": owner, "draft_id": draft},
             lease_seconds=lease_seconds,
             facts=facts,
             current=current,
             detail=detail,
         )
-        return Handle(key, record[EPOCH], token, record[DEST], record[REQUEST_KEY] or key)
+        request_key = record[REQUEST_KEY] or key
+        # the draft pinned: the one a taker named, or the current epoch's (a take-over)
+        pinned = draft if draft is not None else drafting.pinned_of(key, request_key)
+        return Handle(key, record[EPOCH], token, record[DEST], request_key, pinned)
 
     def operate(
         self,
@@ -635,6 +710,36 @@ class EntityStore:
             current=epoch is None,
             detail=detail,
         )
+
+    # -- linked drafts (``_entity_drafts``) ----------------------------------------------
+    def create_draft(self, key: str, content: str) -> Draft:
+        """A new pending draft of entity ``key`` (version 1). Refused (``TargetBusy``) where
+        the declaration allows one live draft per entity and ``key`` has one."""
+        return drafting.create(self._drafting(), key, content)
+
+    def edit_draft(self, draft_id: int, content: str) -> Draft:
+        """New content: the draft is pending again, at the next version. Refused for a
+        dispatched draft, and (``TargetBusy``) for the draft an epoch pinned while that
+        epoch may yet dispatch it (``Spec.pinning_states``)."""
+        return drafting.edit(self._drafting(), draft_id, content)
+
+    def approve_draft(self, draft_id: int) -> Draft:
+        """pending -> approved (approving an approved draft changes nothing)."""
+        return drafting.approve(self._drafting(), draft_id)
+
+    def draft(self, draft_id: int) -> Draft:
+        return drafting.get(self._drafting(), draft_id)
+
+    def drafts(self, key: str, *, status: str | None = None) -> list[Draft]:
+        """Entity ``key``'s drafts, oldest first, optionally only those with ``status``."""
+        return drafting.listed(self._drafting(), key, status)
+
+    def _drafting(self) -> EntityStore:
+        if not self._pins:
+            raise InvalidArgument(
+                f"{self.spec.name} declares no [drafts]: its entities have no linked drafts"
+            )
+        return self
 
     # -- reading ------------------------------------------------------------------------
     def row(self, key: str) -> EntityRow | None:
@@ -689,6 +794,8 @@ class EntityStore:
             tx.run(self._sql["reset_history"], ())
             tx.run(self._sql["unpermit"], ())
             tx.run(self._sql["reset_rows"], ())
+            if self._pins:
+                tx.run(f"DELETE FROM {self._drafts.table}", ())  # noqa: S608
 
         self._driver.rerun(reset)
 
@@ -700,6 +807,7 @@ class EntityStore:
                 f"DROP TABLE IF EXISTS {self.history_table}",
                 f"DROP TABLE IF EXISTS {self._permit}",
                 f"DROP TABLE IF EXISTS {self.table}",
+                f"DROP TABLE IF EXISTS {self._drafts.table}",
                 *self._driver.drop_function(f"{self._history_name}_append_only"),
             ]
         )
@@ -725,6 +833,9 @@ class EntityStore:
             token_fingerprint=fingerprint(r[3]),
             request_key=self._request_key(r) or r[0],
             outcome=self._extra(r, "outcome"),
+            draft_id=self._pinned(r)[0],
+            draft_version=self._pinned(r)[1],
+            draft_digest=self._pinned(r)[2],
         )
 
     def _extra(self, r: tuple[Any, ...], name: str) -> Any:
@@ -734,9 +845,15 @@ class EntityStore:
             return None
         return r[6 + len(self._columns) + self._extras.index(name)]
 
-    def _request_key(self, r: tuple[Any, ...]) -> str:
-        """The request key a row (as ``row`` reads it) holds: "" for the entity's own."""
-        return self._extra(r, "request_key") or ""
+    def _request_key(self, r: tuple[Any, ...], drawn: str | None = None) -> str:
+        """The request key a row (as ``row`` reads it) holds, or would hold with the key
+        ``drawn`` instead of its own: "" for the entity's own. With linked drafts, it
+        names the pinned draft and version as well (``_entity_drafts.request_key``)."""
+        own = drawn or self._extra(r, "request_key") or ""
+        pinned, version, _ = self._pinned(r)
+        if pinned is None:
+            return own
+        return drafting.request_key(r[0], pinned, version, own)
 
     def _role(self, event: str, role: str | tuple[str, ...], call: str) -> None:
         if event not in self._writes:
@@ -896,7 +1013,9 @@ class EntityStore:
                 nothing["new_request_key"] = fresh_idempotency_key()
             swept = guarded(sweep, view.epoch, None, nothing, {})
             if swept is not None:
-                self._agrees(sweep, view, CallerView(view.epoch, None, {}, now), True)
+                judged = self._caller(tx, key, view, view.epoch, None, {}, now, None)
+                first_taken, _ = self._agrees(sweep, view, judged, True)
+                self._dispatch(tx, key, first_taken, now)
                 label = fingerprint(view.token_hash)
                 swept_record = (
                     key,
@@ -910,7 +1029,7 @@ class EntityStore:
                     swept[2],
                     entries.NO_FACTS,
                     swept[3] or "",
-                    nothing.get("new_request_key") or self._request_key(locked),
+                    self._request_key(locked, nothing.get("new_request_key")),
                     "",
                 )
                 tx.run(self._sql["append"], swept_record)
@@ -919,15 +1038,20 @@ class EntityStore:
                 done = guarded(event, epoch, presented)
                 if done is None:
                     tx.run("ROLLBACK TO SAVEPOINT claimfsm_first", ())
-        caller = CallerView(epoch, presented, facts, now)
+        caller = self._caller(tx, key, view, epoch, presented, facts, now, values.get("draft_id"))
         taken, failing = self._agrees(event, view, caller, done is not None)
         if done is not None and taken is not None:
-            state, new_epoch, lease, owner = done
+            self._dispatch(tx, key, taken, now)
+            state, new_epoch, lease, owner = done[:4]
             shown = values.get("new_token_hash") or presented or view.token_hash
+            left = locked  # the row as the write left it, as far as its request key goes
+            if self._pins:  # a take pins another draft: the write returned the pins
+                at = 6 + len(self._columns) + len(self._extras)
+                left = (*locked[:at], *done[4:6], None)
             record = (
                 *(key, new_epoch, event, view.state, state, now),
                 *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
-                values.get("new_request_key") or self._request_key(locked),
+                self._request_key(left, values.get("new_request_key")),
                 call.detail,
             )
             tx.defer(self._sql["append"], record)
@@ -976,8 +1100,40 @@ class EntityStore:
             **self._constants,
             **{f"fact:{f}": facts.get(f) for f in self._facts},
             "key": key,
+            "target_id": key,  # an entity's drafts are its own (draft_ready)
             "token_hash": presented,
         }
+
+    def _caller(
+        self,
+        tx: Tx,
+        key: str,
+        view: RowView,
+        epoch: int | None,
+        presented: str | None,
+        facts: Mapping[str, Any],
+        now: float,
+        named: int | None,
+    ) -> CallerView:
+        """The caller as the declaration's guards read it; with linked drafts, the draft a
+        taker names (``named``) or else the pinned one, read in ``tx`` (the entity held)."""
+        draft = None
+        if self._pins:
+            which = named if named is not None else view.draft_id
+            draft = None if which is None else drafting.read(tx, self._drafts, which)
+            if named is not None and draft is None:
+                raise NotFound(f"no draft {named}; create_draft returns the id to use")
+            if named is not None and draft is not None and draft.target_id != key:
+                raise InvalidArgument(
+                    f"draft {named} is {self.spec.name} {draft.target_id!r}'s, not {key!r}'s:"
+                    " a take names one of the entity's own drafts"
+                )
+        return CallerView(epoch, presented, facts, now, draft=draft, target_id=key)
+
+    def _dispatch(self, tx: Tx, key: str, taken: TransitionDecl | None, now: float) -> None:
+        """The pinned draft made dispatched, where ``taken`` is declared ``dispatches``."""
+        if self._pins and taken is not None and taken.dispatches:
+            tx.run(self._drafts.dispatched(self.table), (now, key))
 
     def _locked(self, tx: Tx, key: str) -> tuple[Any, ...]:
         """The entity's row, locked for the rest of ``tx`` (its transaction id kept in
@@ -989,13 +1145,24 @@ class EntityStore:
 
     def _view(self, row: tuple[Any, ...]) -> RowView:
         """A row as the declaration's guards read it."""
+        pins = self._pinned(row)
         return RowView(
             state=row[1],
             epoch=row[2],
             token_hash=row[3],
             lease_deadline=row[4],
             columns=dict(zip(self._columns, row[6 : 6 + len(self._columns)], strict=True)),
+            draft_id=pins[0],
+            draft_version=pins[1],
+            draft_digest=pins[2],
         )
+
+    def _pinned(self, r: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+        """The draft pinned in a row as ``row`` reads it (Nones: none, or no drafts)."""
+        if not self._pins:
+            return None, None, None
+        at = 6 + len(self._columns) + len(self._extras)
+        return r[at], r[at + 1], r[at + 2]
 
     def _agrees(
         self, event: str, view: RowView, caller: CallerView, wrote: bool
@@ -1047,22 +1214,30 @@ class EntityStore:
         recording them (``entries.upgrades``). A row table made before its declaration drew
         request keys gets the column (NULL: the entity's own key)."""
         driver = self._driver
-        if self._extras:  # a row table made before the declaration drew request keys
+        if self._extras or self._pins:  # a row table made before the declaration said so
             have = driver.columns(tx, self._table_name)
-            for c in self._extras:
+            typed = [*((c, "TEXT") for c in self._extras), *self._typed_pins()]
+            for c, kind in typed:
                 if c not in have:
-                    tx.run(f"ALTER TABLE {self.table} {driver.add_column} {c} TEXT", ())
+                    tx.run(f"ALTER TABLE {self.table} {driver.add_column} {c} {kind}", ())
         present = driver.columns(tx, self._history_name)
         for statement in entries.upgrades(
             self.history_table, present, driver.minus_infinity, driver.add_column
         ):
             tx.run(statement, ())
 
+    def _typed_pins(self) -> list[tuple[str, str]]:
+        """The pins' columns with their SQL types (none without linked drafts)."""
+        return list(zip(self._pins, PIN_TYPES[: len(self._pins)], strict=True))
+
     def _schema(self) -> list[str]:
         cols = "".join(f", {c} INTEGER NOT NULL" for c in self._columns)
         cols += "".join(f", {c} TEXT" for c in self._extras)
+        cols += "".join(f", {c} {kind}" for c, kind in self._typed_pins())
         seq = self._driver.serial
+        drafts = drafting.schema(self._drafts.table, self._drafts_name, seq) if self._pins else []
         return [
+            *drafts,
             f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, state TEXT NOT NULL,"
             f" epoch INTEGER NOT NULL, token_hash TEXT, lease_deadline DOUBLE PRECISION,"
             f" owner TEXT{cols})",

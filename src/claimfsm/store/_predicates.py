@@ -30,10 +30,13 @@ def guard_predicate(
     table: Render = str,
     *,
     lease_nullable: bool = True,
+    draft_joined: bool = True,
 ) -> str:
     """The predicate of guard ``name``. ``table`` names a table the predicate reads besides
-    the row (the claim protocol's ``drafts``); ``lease_nullable`` says whether the row's
-    lease deadline may be NULL (no lease: never live, always lapsed)."""
+    the row (the drafts: ``drafts``); ``lease_nullable`` says whether the row's lease
+    deadline may be NULL (no lease: never live, always lapsed); ``draft_joined`` whether
+    the statement reads the draft a caller names as ``d`` (the claim's acquire), or the
+    predicate reads it by the bound ``draft_id`` (a lifecycle's take)."""
     g = spec.guards[name]
     kind = g.kind
     if kind == "owner":
@@ -48,8 +51,14 @@ def guard_predicate(
     if kind == "free":
         free = dict.fromkeys([spec.initial, *spec.states_where("frees_target")])
         return f"{col('state')} IN ({', '.join(literal(s) for s in free)})"
-    if kind == "draft_ready":
+    if kind == "draft_ready" and draft_joined:
         return f"d.status = 'approved' AND d.target_id = {p('target_id')}"
+    if kind == "draft_ready":
+        return (
+            f"EXISTS (SELECT 1 FROM {table('drafts')} AS d"  # noqa: S608
+            f" WHERE d.draft_id = {p('draft_id')}"
+            f" AND d.status = 'approved' AND d.target_id = {p('target_id')})"
+        )
     if kind == "draft_pinned":
         return (
             f"EXISTS (SELECT 1 FROM {table('drafts')} AS pinned"  # noqa: S608

@@ -39,7 +39,15 @@ from claimfsm.checker import (
     resends_in,
     world_facts,
 )
-from claimfsm.checker._entity import WorldCaller, WorldRow, acting, holds_handle, stored_rows
+from claimfsm.checker._entity import (
+    DRAFT_WORDS,
+    WorldCaller,
+    WorldRow,
+    acting,
+    holds_handle,
+    key_shape,
+    stored_rows,
+)
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.machine import LifecycleMachine as DeclaredMachine
 from claimfsm.spec import Spec
@@ -209,6 +217,7 @@ def lifecycle_state_machine(
     declared = DeclaredMachine(spec)
     columns = {c: i for i, c in enumerate(spec.columns)}
     remote = resolved.get("remote")
+    shape = key_shape(spec, resolved)  # the model's request key, as a number
 
     class LifecycleMachine(StoreProgram):
         #: The steps of the latest program run, in words (the shortest failing one, after
@@ -231,7 +240,16 @@ def lifecycle_state_machine(
             self.program: list[str] = []
             # the store's request key for each of the model's (0: the entity's own), as
             # the store drew them: a key the model draws anew is one the store never held
-            self.request_keys: dict[int, str] = {0: KEY}
+            # (with linked drafts, a request's key names the pinned draft: none before a
+            # take pins one)
+            self.request_keys: dict[int, str] = {} if spec.drafts is not None else {0: KEY}
+            # the store's id of each of the model's drafts, once the author created it;
+            # the drafts the model's world starts with are written first (approved)
+            self.draft_ids: dict[int, int] = {}
+            for d, (status, _) in enumerate(self.world.rows[0].drafts):
+                if status != "-":
+                    made = self.stores[0].create_draft(KEY, f"draft {d}, version 1")
+                    self.draft_ids[d] = self.stores[0].approve_draft(made.draft_id).draft_id
             self.clean = True  # no step has failed (teardown then audits the history)
             LifecycleMachine.last_program = self.program
             LifecycleMachine.programs_run += 1
@@ -273,6 +291,11 @@ def lifecycle_state_machine(
             self.step(
                 data.draw(st.sampled_from(self._of(("clock", "fence"))), label="clock or fence")
             )
+
+        @precondition(lambda self: bool(self._of(("draft",))))
+        @rule(data=st.data())
+        def author(self, data: st.DataObject) -> None:
+            self.step(data.draw(st.sampled_from(self._of(("draft",))), label="author"))
 
         # The executor's and the remote's steps: they change the model's world alone, and
         # what the operator's readback then brings the store.
@@ -318,7 +341,12 @@ def lifecycle_state_machine(
             if expected is None and did == "took":
                 # The model does not go beyond its bounds; the program ends here.
                 assume(False)
-            if did in ("took", "refused"):
+            if action[0] == "draft":  # the author's: taken by neither, or by both
+                assert (did == "refused") == (expected is None), self._disagree(
+                    f"the store {'refused' if did == 'refused' else 'took'} it; the model "
+                    + ("refused" if expected is None else "took")
+                )
+            elif did in ("took", "refused"):
                 assert (did == "refused") == refused_by_model, self._disagree(
                     f"the store {did} it; the model " + ("refused" if refused_by_model else "took")
                 )
@@ -339,10 +367,11 @@ def lifecycle_state_machine(
         def _play(self, action: tuple[Any, ...]) -> tuple[str, str]:
             kind = action[0]
             try:
-                if kind == "take":
-                    _, c, _key, event = action
+                if kind == "take":  # (take, worker, key[, draft], event)
+                    c, event = action[1], action[-1]
+                    named = {"draft": self.draft_ids[action[3]]} if len(action) == 5 else {}
                     taken = self.stores[c + 1].take(
-                        KEY, event, owner=f"worker {c}", lease_seconds=LEASE_SECONDS
+                        KEY, event, owner=f"worker {c}", lease_seconds=LEASE_SECONDS, **named
                     )
                     self.handles[c] = taken
                     return "took", taken.state
@@ -372,7 +401,11 @@ def lifecycle_state_machine(
                     _, key, event = action
                     facts = world_facts(self.world, key, resolved.get("remote"))  # readback
                     return "took", self.stores[0].operate(KEY, event, facts=facts)
+                if kind == "draft":  # the author's, on the operator's connection
+                    return self._author(action)
             except Refused as exc:
+                if kind == "draft":
+                    return "refused", f"refused ({type(exc).__name__})"
                 return "refused", f"refused ({type(exc).__name__}: {exc.guard} does not hold)"
             except IllegalTransition:
                 return "refused", "refused (not declared from the entity's state)"
@@ -387,6 +420,44 @@ def lifecycle_state_machine(
             # the model's world only: the executor or remote fenced, a run reaching the
             # executor, a request sent, landed or answered
             return "world", REMOTE_WORDS.get(kind, "fenced")
+
+        def _author(self, action: tuple[Any, ...]) -> tuple[str, str]:
+            """An author's step on the store: a draft created, edited or approved."""
+            _, _key, d, what = action
+            store = self.stores[0]
+            version = self.world.rows[0].drafts[d][1] + (what == "edit")
+            content = f"draft {d}, version {1 if what == 'create' else version}"
+            if what == "create":
+                self.draft_ids[d] = store.create_draft(KEY, content).draft_id
+            elif what == "edit":
+                store.edit_draft(self.draft_ids[d], content)
+            else:
+                store.approve_draft(self.draft_ids[d])
+            return "world", f"draft {d} {what}d" if what != "edit" else f"draft {d} edited"
+
+        def _compare_drafts(self, row: Any) -> None:
+            """The store's drafts and pin against the model's: each draft's status and
+            version, and the draft and version the current epoch pinned."""
+            want = self.world.rows[0]
+            if not want.linked:
+                return
+            by_id = {d.draft_id: d for d in self.stores[0].drafts(KEY)}
+            for d, (status, version) in enumerate(want.drafts):
+                if status == "-":
+                    assert d not in self.draft_ids, self._disagree(f"draft {d} exists")
+                    continue
+                stored = by_id[self.draft_ids[d]]
+                got, expect = (stored.status, stored.version), (DRAFT_WORDS[status], version)
+                assert got == expect, self._disagree(
+                    f"draft {d} (status, version): store {got}, model {expect}"
+                )
+            pinned = None if row is None or row.draft_id is None else row.draft_id
+            model_pin = self.draft_ids.get(want.draft) if want.draft >= 0 else None
+            got_pin = (pinned, None if pinned is None else row.draft_version)
+            expect_pin = (model_pin, None if model_pin is None else want.version)
+            assert got_pin == expect_pin, self._disagree(
+                f"the pinned (draft, version): store {got_pin}, model {expect_pin}"
+            )
 
         def _compare(
             self, before: int, did: str, moves: int = 1, stale_record: str | None = None
@@ -409,13 +480,17 @@ def lifecycle_state_machine(
             assert recorded == want.outcome, self._disagree(
                 f"readback's outcome the row records: store {recorded!r}, model {want.outcome!r}"
             )
+            self._compare_drafts(row)
             drawn = KEY if row is None else row.request_key
-            known = self.request_keys.get(want.request_key)
-            if known is None:
+            model_key = shape.current(want)
+            known = self.request_keys.get(model_key)
+            if want.linked and (row is None or row.draft_id is None):
+                pass  # no draft pinned yet: no request either
+            elif known is None:
                 assert drawn not in self.request_keys.values(), self._disagree(
                     "the store's request key: the model drew a new one, the store did not"
                 )
-                self.request_keys[want.request_key] = drawn
+                self.request_keys[model_key] = drawn
             else:
                 assert drawn == known, self._disagree(
                     "the store's request key: the model kept it, the store drew another"
@@ -494,8 +569,9 @@ def guided_paths(
 ) -> list[tuple[str, list[tuple[Any, ...]]]]:
     """The model's shortest path to each thing worth playing on a store, breadth-first
     within the declaration's ``[world]`` bounds (one entity): to every transition and every
-    refusal the model can reach, as (event, from, to) or (event, from, refused), and to the
-    first violation of each invariant. Each is (what it reaches, its actions)."""
+    refusal the model can reach, as (event, from, to) or (event, from, refused), to each
+    author's step (linked drafts) in each state, done or refused, and to the first
+    violation of each invariant. Each is (what it reaches, its actions)."""
     model = entity_model(spec, EntityModelConfig(workers=workers, keys=1))
     # the same world without the checker's bounds: a step it takes that the bounded model
     # does not is beyond a bound, not refused
@@ -523,6 +599,11 @@ def guided_paths(
                 else:
                     what = f"{action[-1]}: {row.state} -> {after.rows[0].state}"
                 found.setdefault(what, (world, action))
+            elif action[0] == "draft":  # an author's step, and the store's lock on it
+                done = "refused" if after is None else "done"
+                found.setdefault(
+                    f"author {action[3]} in {world.rows[0].state}: {done}", (world, action)
+                )
             if after is None or after in parent:
                 continue
             parent[after] = (world, action)

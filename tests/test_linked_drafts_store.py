@@ -1,0 +1,270 @@
+"""A lifecycle's linked drafts in its store, on SQLite and PostgreSQL (``[drafts]``,
+``store/_entity_drafts``): the author's drafts, a take that pins one, the guards over
+drafts compiled to SQL, the pinned draft locked where it may yet be dispatched, a
+``dispatches`` transition marking it, and the request key naming it; the generated
+stateful test comparing all of that with the checker's world at every step, and failing
+where the store leaves out a piece of it; the campaign's workers authoring drafts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claimfsm.audit import audit_store
+from claimfsm.campaign import LifecycleFindings, run_campaign
+from claimfsm.cli import main
+from claimfsm.errors import (
+    DraftChanged,
+    DraftNotApproved,
+    IllegalTransition,
+    InvalidArgument,
+    NotFound,
+    TargetBusy,
+)
+from claimfsm.spec import declarations_dir, load_spec
+from claimfsm.store import EntityStore, open_entity_store
+from claimfsm.store._entity_drafts import drawn_of, pinned_of, request_key
+from claimfsm.verify import ManualClock, verify
+
+from .test_lifecycle_campaign import short
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+PAGE = EXAMPLES / "page.toml"
+POST = EXAMPLES / "post.toml"
+
+
+def open_page(
+    url: str, clock: ManualClock, text: str | None = None, tmp: Path | None = None
+) -> EntityStore:
+    """A store of ``examples/page.toml``, or of ``text`` (written in ``tmp``) under its
+    own tables."""
+    if text is None:
+        return open_entity_store(load_spec(PAGE), url, clock=clock)
+    assert tmp is not None
+    (tmp / "page.toml").write_text(text)
+    return open_entity_store(load_spec(tmp / "page.toml"), url, clock=clock, prefix="alt")
+
+
+def test_a_page_is_published_from_the_revision_it_pinned(url: str) -> None:
+    clock = ManualClock()
+    store = open_page(url, clock)
+    first = store.create_draft("home", "hello")
+    assert (first.status, first.version, first.target_id) == ("pending", 1, "home")
+    # draft_ready, compiled to SQL: a pending revision is not picked
+    with pytest.raises(DraftNotApproved, match="revision_approved does not hold"):
+        store.take("home", "pick", draft=first.draft_id)
+    store.approve_draft(first.draft_id)
+    held = store.take("home", "pick", draft=first.draft_id, lease_seconds=10)
+    row = store.row("home")
+    assert row is not None and (row.draft_id, row.draft_version) == (first.draft_id, 1)
+    assert row.draft_digest == first.digest and held.draft == first.draft_id
+    # the request key names the pinned draft and its version
+    assert held.request_key == row.request_key == f"home#d{first.draft_id}v1"
+    # an edit while merely reserved is the author's right; the start then refuses
+    edited = store.edit_draft(first.draft_id, "hello, edited")
+    assert (edited.status, edited.version) == ("pending", 2)
+    with pytest.raises(DraftChanged, match="revision_unchanged does not hold"):
+        store.act(held, "start")
+    store.approve_draft(first.draft_id)
+    with pytest.raises(DraftChanged, match="pinned version 1, now version 2, approved"):
+        store.act(held, "start")  # approved again, at another version: still refused
+    assert store.row("home").state == "reserved"  # type: ignore[union-attr]
+    store.act(held, "give_back")
+    again = store.take("home", "pick", draft=first.draft_id, lease_seconds=10)
+    assert again.request_key == f"home#d{first.draft_id}v2"  # another request: v2
+    publishing = store.act(again, "start")
+    # the pinned revision is locked while the publish may make it live
+    with pytest.raises(TargetBusy, match="pinned by epoch 2 of page 'home', which is publishing"):
+        store.edit_draft(first.draft_id, "too late")
+    other = store.create_draft("home", "a second revision")  # parallel revisions are fine
+    store.edit_draft(other.draft_id, "a second revision, edited")
+    store.act(publishing, "finish")
+    published = store.draft(first.draft_id)
+    assert (published.status, published.version, published.content) == (
+        "dispatched",
+        2,
+        "hello, edited",
+    )
+    assert store.draft(other.draft_id).status == "pending"  # only the pinned one is marked
+    with pytest.raises(IllegalTransition, match="dispatched and cannot be edited"):
+        store.edit_draft(first.draft_id, "after")
+    with pytest.raises(IllegalTransition, match="already dispatched"):
+        store.approve_draft(first.draft_id)
+    assert [d.draft_id for d in store.drafts("home")] == [first.draft_id, other.draft_id]
+    assert [d.draft_id for d in store.drafts("home", status="pending")] == [other.draft_id]
+    assert audit_store(store).ok
+    store.close()
+
+
+def test_what_a_take_names_and_an_author_asks_is_checked(url: str, tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = open_page(url, clock)
+    mine = store.approve_draft(store.create_draft("home", "mine").draft_id)
+    theirs = store.approve_draft(store.create_draft("about", "theirs").draft_id)
+    with pytest.raises(InvalidArgument, match="draft must be"):
+        store.take("home", "pick")  # a take of a lifecycle with drafts names one
+    with pytest.raises(NotFound, match="no draft 999"):
+        store.take("home", "pick", draft=999)
+    with pytest.raises(InvalidArgument, match=r"draft \d+ is page 'about''s, not 'home''s"):
+        store.take("home", "pick", draft=theirs.draft_id)
+    with pytest.raises(NotFound, match="no draft 999"):
+        store.edit_draft(999, "x")
+    with pytest.raises(InvalidArgument, match="status must be"):
+        store.drafts("home", status="live")
+    assert store.row("home") is not None and store.row("home").epoch == 0  # type: ignore[union-attr]
+    store.take("home", "pick", draft=mine.draft_id)
+    store.close()
+    # one live revision per page: a second is refused, as a partial unique index would
+    one = PAGE.read_text().replace("[drafts]\n", "[drafts]\none_live_per_target = true\n")
+    single = open_page(url, clock, one, tmp_path)
+    single.create_draft("home", "first")
+    with pytest.raises(TargetBusy, match="allows one; dispatch or edit it"):
+        single.create_draft("home", "second")
+    assert len(single.drafts("home")) == 1
+    single.drop()
+    single.close()
+    # a lifecycle without drafts has none to ask for, and a take names none
+    job = open_entity_store(load_spec(declarations_dir() / "job.toml"), url, clock=clock)
+    with pytest.raises(InvalidArgument, match=r"declares no \[drafts\]"):
+        job.create_draft("j", "x")
+    with pytest.raises(InvalidArgument, match=r"declares no \[drafts\]: take\(key, event\)"):
+        job.take("j", "lease", draft=1)
+    job.drop()
+    job.close()
+
+
+def test_the_request_key_names_the_pinned_draft_and_gives_back_its_parts() -> None:
+    made = request_key("page-1", 12, 2, "")
+    assert made == "page-1#d12v2" and drawn_of("page-1", made) == ""
+    assert pinned_of("page-1", made) == 12
+    drawn = request_key("a#b", 3, 1, "k9f")
+    assert drawn_of("a#b", drawn) == "k9f" and pinned_of("a#b", drawn) == 3
+    assert drawn_of("x", "plain") == "plain" and pinned_of("x", "plain") == 0
+
+
+def test_an_edit_racing_a_start_never_leaves_changed_content_publishing(url: str) -> None:
+    """The author's edit and the worker's start lock the entity's row in the same order:
+    whichever comes second sees the first. Publishing with an edited revision pinned at
+    its old version would be the content changing under the publish."""
+    clock = ManualClock()
+    store, author = open_page(url, clock), open_page(url, clock)
+    outcomes: set[tuple[bool, bool]] = set()
+    for n in range(25):
+        key = f"page-{n}"
+        draft = store.approve_draft(store.create_draft(key, "v1").draft_id)
+        held = store.take(key, "pick", draft=draft.draft_id, lease_seconds=60)
+        done: dict[str, bool] = {}
+        barrier = threading.Barrier(2)
+
+        def start(held: Any = held, done: dict[str, bool] = done, barrier: Any = barrier) -> None:
+            barrier.wait()
+            try:
+                store.act(held, "start")
+                done["start"] = True
+            except DraftChanged:
+                done["start"] = False
+
+        def edit(
+            draft_id: int = draft.draft_id, done: dict[str, bool] = done, barrier: Any = barrier
+        ) -> None:
+            barrier.wait()
+            try:
+                author.edit_draft(draft_id, "v2")
+                done["edit"] = True
+            except TargetBusy:
+                done["edit"] = False
+
+        threads = [threading.Thread(target=start), threading.Thread(target=edit)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        row, now = store.row(key), store.draft(draft.draft_id)
+        assert row is not None
+        outcomes.add((done["start"], done["edit"]))
+        assert done["start"] != done["edit"], done  # exactly one of them goes through
+        if row.state == "publishing":
+            assert now.version == row.draft_version == 1 and now.status == "approved"
+    assert outcomes <= {(True, False), (False, True)}
+    store.close()
+    author.close()
+
+
+@pytest.mark.parametrize("example", [PAGE, POST], ids=["page", "post"])
+def test_verify_plays_the_authors_and_the_pins_against_the_model(example: Path, url: str) -> None:
+    spec = load_spec(example)
+    result = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=15)
+    assert result.ok, (result.failure, result.program)
+    assert any("with draft" in step for step in result.program) or result.guided > 0
+    assert result.guided_steps > 0 and result.steps_run > 0
+
+
+@pytest.mark.parametrize(
+    ("broken", "found"),
+    [
+        pytest.param(
+            lambda store: setattr(store, "_dispatch", lambda *a: None),
+            "draft 0 (status, version): store ('approved', 1), model ('dispatched', 1)",
+            id="no-dispatch-mark",
+        ),
+        pytest.param(
+            lambda store: setattr(store, "_pinning", frozenset()),
+            "the store took it; the model refused",
+            id="no-edit-lock",
+        ),
+    ],
+)
+def test_verify_fails_a_store_that_leaves_out_a_piece_of_the_drafts(
+    tmp_path: Path, broken: Any, found: str
+) -> None:
+    spec = load_spec(PAGE)
+    url = f"sqlite:///{tmp_path / 'broken.sqlite'}"
+
+    def open_broken(clock: ManualClock) -> EntityStore:
+        store = open_entity_store(spec, url, clock=clock)
+        broken(store)
+        return store
+
+    result = verify(spec, open_broken, examples=30)
+    assert not result.ok and found in result.failure, result.failure
+    assert result.program  # the failing program, step by step
+
+
+def test_a_page_campaign_authors_pins_and_publishes(tmp_path: Path) -> None:
+    """The campaign's workers write and approve revisions, edit live ones now and then,
+    and pick a page naming one: every promise holds, and each published page's pinned
+    revision is the one marked published, at the version pinned."""
+    report = run_campaign(short(tmp_path, str(PAGE)))
+    assert report.ok, report.violations
+    f = report.findings
+    assert isinstance(f, LifecycleFindings) and f.runs > 0
+    assert f.audit_violations == 0 and f.overlapping_runs == 0
+    spec = load_spec(PAGE)
+    store = open_entity_store(spec, f"sqlite:///{report.config.run_dir / 'campaign.sqlite'}")
+    published = [r for r in store.rows() if r.state == "published"]
+    assert published
+    for row in published:
+        assert row.draft_id is not None
+        pinned = store.draft(row.draft_id)
+        assert (pinned.status, pinned.version) == ("dispatched", row.draft_version)
+    store.close()
+
+
+def test_claimfsm_verify_runs_a_lifecycle_with_drafts_and_leaves_nothing(tmp_path: Path) -> None:
+    """The README's `claimfsm verify examples/page.toml`: its tables, the drafts' too, are
+    dropped afterwards."""
+    db = tmp_path / "verify.sqlite"
+    result = CliRunner().invoke(
+        main, ["verify", str(PAGE), "--db", f"sqlite:///{db}", "--examples", "5", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["ok"] is True
+    with sqlite3.connect(db) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert not {t for t in tables if t.startswith("verify_page")}, tables
