@@ -3,8 +3,9 @@ entity's drafts and its epoch pins it, ``draft_pinned`` reads the pinned draft a
 now, a transition declared ``dispatches`` marks it dispatched, and an edit of the pinned
 draft is refused where it may yet be dispatched. The checker's world of a lifecycle reads
 them (examples/page.toml), in the built-in engine and in its SPIN twin, state for state;
-its store, verify and the campaign refuse them by name. With a remote, a request carries
-the pinned draft's key (examples/post.toml)."""
+an invariant of kind ``pinned`` says the work carries what was approved. With a remote, a
+request carries the pinned draft's key (examples/post.toml). (Their store, verify and the
+campaign: ``test_linked_drafts_store``.)"""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def test_the_page_lifecycle_holds_and_finds_its_examples() -> None:
     assert found == {
         "stale_operations_change_nothing": "holds",
         "one_publish_at_a_time": "holds",
+        "publishes_what_was_approved": "holds",
         "stalled_left_only_by_clear": "holds",
         "parallel_revisions": "found",
         "revision_published": "found",
@@ -63,6 +65,79 @@ def test_one_live_draft_per_entity_reaches_the_checker(tmp_path: Path) -> None:
     assert outcomes(PAGE)["parallel_revisions"] == "found"
     # one draft per page and no edits: never two live ones either
     assert outcomes(PAGE, drafts=1, edits=False)["parallel_revisions"] == "never happens"
+
+
+#: page.toml with a start that does not read the pin (no draft_pinned guard)
+HASTY = PAGE.read_text().replace(
+    'guards = ["owner_matches", "lease_live", "revision_unchanged"]',
+    'guards = ["owner_matches", "lease_live"]',
+)
+
+
+def test_the_pinned_invariant_catches_a_start_that_does_not_read_the_pin(
+    tmp_path: Path,
+) -> None:
+    """``draft_pinned`` is what keeps the work on the approved content: without it the
+    author edits the pinned revision while the page is reserved and the start goes ahead,
+    and ``publishes_what_was_approved`` (kind ``pinned``) is broken in three steps."""
+    assert PAGE.read_text() != HASTY  # the guard was there to drop
+    hasty = tmp_path / "hasty_page.toml"
+    hasty.write_text(HASTY)
+    result = CliRunner().invoke(main, ["check", str(hasty)])
+    assert result.exit_code == 1, result.output
+    assert "publishes_what_was_approved: violated" in result.output
+    path = result.output.split("counterexample for publishes_what_was_approved")[1]
+    assert "1. worker 0: pick page 0 with draft 0" in path
+    assert "2. author: edits draft 0 of page 0" in path
+    assert "3. worker 0: start" in path and "4." not in path
+    assert "one_publish_at_a_time: holds" in result.output  # only the content went wrong
+    # the generated stateful test plays the same on a store: the store does what the
+    # model does, and the declaration itself breaks the invariant
+    from claimfsm.verify import verify
+
+    spec = load_spec(hasty)
+    url = f"sqlite:///{tmp_path / 'hasty.sqlite'}"
+    found = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=5)
+    assert not found.ok
+    assert found.failure.startswith("invariant publishes_what_was_approved violated")
+
+
+def test_spin_breaks_the_pinned_invariant_where_the_builtin_engine_does(tmp_path: Path) -> None:
+    needs_spin()
+    hasty = tmp_path / "hasty_page.toml"
+    hasty.write_text(HASTY)
+    for path, broken in ((PAGE, []), (hasty, ["publishes_what_was_approved"])):
+        spec = load_spec(path)
+        ours = Checker(entity_model(spec)).symmetry(False).run()
+        theirs, _ = spin_check(spec)
+        assert [p.name for p in ours.violations] == broken
+        assert [p.name for p in theirs.violations] == broken
+
+
+def test_a_pinned_invariant_needs_drafts_and_states(tmp_path: Path) -> None:
+    pinned = '\n[invariants.as_pinned]\nkind = "pinned"\nmeaning = "as pinned"\n'
+    no_states = tmp_path / "no_states.toml"
+    no_states.write_text(PAGE.read_text() + pinned)
+    with pytest.raises(SpecError, match=r"kind 'pinned' needs states = \[state names\]"):
+        load_spec(no_states)
+    job = tmp_path / "job.toml"
+    job.write_text(
+        (declarations_dir() / "job.toml").read_text() + pinned + 'states = ["running"]\n'
+    )
+    with pytest.raises(SpecError, match=r"kind 'pinned', which reads the draft an epoch pinned"):
+        entity_model(load_spec(job))
+    refused = CliRunner().invoke(
+        main, ["verify", str(job), "--db", "sqlite:///" + str(tmp_path / "j.db")]
+    )
+    assert refused.exit_code != 0 and "which reads the draft an epoch pinned" in refused.output
+    assert not (tmp_path / "j.db").exists()
+    claim = tmp_path / "claim.toml"
+    claim.write_text(
+        (declarations_dir() / "claim.toml").read_text() + pinned + 'states = ["sending"]\n'
+    )
+    result = CliRunner().invoke(main, ["check", str(claim)])
+    assert result.exit_code == 1 and "of kind 'pinned' (a lifecycle's" in result.output
+    assert "Traceback" not in result.output
 
 
 def _world(model: Any) -> EntityWorld:

@@ -82,7 +82,7 @@ from claimfsm.spec import (
     step_events,
     wake_events,
 )
-from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another
+from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another, pinned_holds
 from claimfsm.spec._predicates import build_guards
 
 #: A request to the remote: its epoch and the request key it carries.
@@ -1249,6 +1249,22 @@ def _draft_seen(row: Row, draft: int) -> DraftSeen | None:
     return DraftSeen(draft, DRAFT_WORDS[status], version, str(version))
 
 
+def _pinned(inv: Any) -> Callable[[EntityWorld], bool]:
+    """Kind ``pinned``: in the listed states, each entity's pinned draft is approved or
+    dispatched at the version pinned (``spec._invariants.pinned_holds``)."""
+
+    def holds(world: EntityWorld) -> bool:
+        for row in world.rows:
+            if row.state in inv.states:
+                seen = _draft_seen(row, row.draft)
+                now = None if seen is None else (seen.status, seen.version)
+                if not pinned_holds(inv, row.state, now, row.version):
+                    return False
+        return True
+
+    return holds
+
+
 def _live_drafts(n: int) -> Callable[[EntityWorld], bool]:
     """Some entity has ``n`` live (pending or approved) drafts at once."""
     return lambda world: any(
@@ -1285,6 +1301,8 @@ def _invariant(
     if inv.kind == "exclusive_work" and rules is not None:
         # with a remote: no request arrived while another epoch's was in flight
         return lambda world: not world.overlap
+    if inv.kind == "pinned":
+        return _pinned(inv)
     if inv.kind == "exclusive_work":
 
         def exclusive(world: EntityWorld) -> bool:

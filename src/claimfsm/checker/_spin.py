@@ -768,7 +768,7 @@ def promela(
         some_cut = any_of([f"(({en}) && {ct})" for _a, en, ct, _b in options if ct != "false"])
         return _with_ltl(spec, liveness, options, sid, head, some_cut, any_of(takeable))
     invariants = [p for p in model.properties if p.kind == "always"]
-    world = (workers, keys, columns, default, sid, epochs, rules, nkeys, per_draw)
+    world = (workers, keys, columns, default, sid, epochs, rules, nkeys, per_draw, n_drafts)
     checks = [f"assert({_invariant(spec, p.name, *world)})" for p in invariants]
     # examples (kind reachable): C fragments that print SOMETIMES n when first met
     sometimes = tuple(p.name for p in model.properties if p.kind == "sometimes")
@@ -917,6 +917,7 @@ def _invariant(
     rules: RemoteRules | None = None,
     nkeys: int = 1,
     per_draw: int = 1,
+    n_drafts: int = 0,
 ) -> str:
     """A safety property of the built-in model as a Promela expression."""
     if name == "stale_operations_change_nothing":
@@ -956,6 +957,19 @@ def _invariant(
             for j in range(i + 1, workers)
         ]
         return "(" + " && ".join(pairs) + ")" if pairs else "true"
+    if inv.kind == "pinned":  # in the states, the pinned draft approved or dispatched as pinned
+        kept = (DRAFT_CODES["a"], DRAFT_CODES["d"])
+        terms = []
+        for k in range(keys):
+            r = f"r[{k}]"
+            within = " || ".join(f"{r}.st == {sid[s]}" for s in inv.states)
+            as_pinned = " || ".join(
+                f"({r}.pd == {d + 1} && {r}.dv{d} == {r}.pv"
+                f" && ({r}.ds{d} == {kept[0]} || {r}.ds{d} == {kept[1]}))"
+                for d in range(n_drafts)
+            )
+            terms.append(f"(!({within}) || {as_pinned or 'false'})")
+        return "(" + " && ".join(terms) + ")"
     assert inv.kind == "row" and inv.op is not None
     op = OPS[inv.op]
     terms = []

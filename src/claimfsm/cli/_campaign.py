@@ -239,7 +239,8 @@ def print_lifecycle_report(r: CampaignReport) -> None:
         (f"entities at the end ({left})", sum(f.left.values())),
         ("overlapping runs (two epochs of an entity at once)", f.overlapping_runs),
         (
-            "runs that took effect beyond an entity's first (judged by effect_once)",
+            "runs that took effect beyond an entity's first (with linked drafts, a"
+            " draft's; judged by effect_once)",
             f.duplicate_effects,
         ),
         ("entities left holding a lease", f.left_leased),

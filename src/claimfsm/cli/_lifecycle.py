@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from claimfsm.errors import InvalidArgument
+from claimfsm.errors import InvalidArgument, SpecError
 from claimfsm.spec import Spec
 
 #: ``check`` options that describe the claim protocol's world only.
@@ -356,6 +356,7 @@ def verify_lifecycle(
     ``url``: a lifecycle of your own in tables of its own (``verify_NAME``), the claim
     protocol in a schema or a file of its own; dropped afterwards."""
     from claimfsm.spec import runs_on_the_claim_model
+    from claimfsm.spec._invariants import lifecycle_world_problem
     from claimfsm.store import open_entity_store
 
     if url in ("sqlite://:memory:", "sqlite:///:memory:", "memory://"):
@@ -388,6 +389,10 @@ def verify_lifecycle(
                 guided_first=guided,
             )
     else:
+        # what the model cannot answer, said before a store is made (nothing is left)
+        problem = lifecycle_world_problem(spec)
+        if problem is not None:
+            raise SpecError(f"{spec.path or spec.name}: {problem}")
         first = open_entity_store(spec, url, prefix="verify")  # a bad URL fails here, clearly
         try:
             result = verify(

@@ -45,6 +45,9 @@ INVARIANT_KINDS: dict[str, str] = {
     "effect_once": "each entity's effect (with linked drafts, each draft's) happens at most"
     " once at the remote; a lifecycle declares it with a remote",
     "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
+    "pinned": "in the listed `states`, the draft the entity's epoch pinned is as it was"
+    " pinned: approved (or dispatched) at the version pinned, so the work carries what was"
+    " approved (a lifecycle with `[drafts]`)",
     "taken": "an entity that may be taken (a taker's event would begin a new epoch on it"
     " within the bounds; the claim world: a free target with an approved draft and epochs"
     " left) is taken, or stops being takeable, on every run where each step listed in"
@@ -63,6 +66,7 @@ INVARIANT_OPERANDS: dict[str, frozenset[str]] = {
     "eventually": frozenset({"from", "to", "fair"}),
     "effect_once": frozenset(),
     "left_only_by": frozenset({"states", "events"}),
+    "pinned": frozenset({"states"}),
     "taken": frozenset({"fair"}),
     "reachable": frozenset({"states", "outcome", "event", "live_drafts"}),
 }
@@ -96,6 +100,8 @@ class InvariantDecl:
     sources: tuple[str, ...] = ()
     goals: tuple[str, ...] = ()
     fair: tuple[str, ...] = ()  # also kind "taken"
+    # kind "pinned": in ``states``, the pinned draft is approved or dispatched at the
+    # version pinned
     # kind "left_only_by": the entity leaves ``states`` only by these events
     events: tuple[str, ...] = ()
     # kind "reachable": an entity in ``states`` with this readback outcome (the claim
@@ -169,6 +175,9 @@ def parse_invariants(
             )
         elif kind == "reachable":
             decl = _example(what, name, body, states, events, fail)
+        elif kind == "pinned":
+            listed = _names(what, body, "states", states, "states", fail, needed=True)
+            decl = InvariantDecl(name, kind, body["meaning"], states=listed)
         else:
             column, op, value = body.get("column"), body.get("op"), body.get("value")
             check_column_compare(what, column, op, value, columns, fail)
@@ -305,6 +314,19 @@ def _fair(
     return tuple(dict.fromkeys(listed))
 
 
+def pinned_holds(
+    i: InvariantDecl, state: str, pinned: tuple[str, int] | None, version: int
+) -> bool:
+    """Kind ``pinned`` on one entity in ``state`` whose epoch pinned a draft now ``pinned``
+    (its status, ``approved``, ``pending`` or ``dispatched``, and version; None: none
+    pinned) at ``version``: outside the listed states anything goes; in them the draft is
+    approved or dispatched at the version pinned. (The checker's two engines compile the
+    same.)"""
+    if state not in i.states:
+        return True
+    return pinned is not None and pinned[0] in ("approved", "dispatched") and pinned[1] == version
+
+
 def row_holds(i: InvariantDecl, state: str, value: Any) -> bool:
     """Kind ``row`` on one entity in ``state`` whose ``column`` (``epoch`` or a declared
     column) reads ``value``: ``value op value`` where the entity is in one of ``states``,
@@ -333,6 +355,8 @@ def invariant_words(i: InvariantDecl) -> str:
         what = f"taken; fair: {', '.join(i.fair) or 'none'}"
     elif i.kind == "left_only_by":
         what = f"{', '.join(i.states)} left only by {', '.join(i.events)}"
+    elif i.kind == "pinned":
+        what = f"the pinned draft as pinned in {', '.join(i.states)}"
     elif i.kind == "reachable":
         if i.event is not None:
             what = f"example: a step takes {i.event}"
@@ -368,6 +392,11 @@ def lifecycle_world_problem(spec: Any) -> str | None:
                 f"invariant {name!r} is of kind {inv.kind!r}, which the claim world reads"
                 f" (its drafts and remote); a lifecycle of your own declares"
                 f" {sorted(set(INVARIANT_KINDS) - CLAIM_INVARIANTS)}{why}"
+            )
+        if inv.kind == "pinned" and not linked:
+            return (
+                f"invariant {name!r} is of kind 'pinned', which reads the draft an epoch"
+                " pinned: declare [drafts] (and a take that pins one), or leave it out"
             )
         if inv.kind == "reachable" and inv.live_drafts and not linked:
             return (
