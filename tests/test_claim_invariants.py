@@ -108,6 +108,29 @@ def test_one_edit_of_an_invariant_reaches_the_checker_and_the_campaign(tmp_path:
         store.close()
 
 
+def test_sent_as_pinned_is_invariant_6_and_needs_draft_unchanged(tmp_path: Path) -> None:
+    """PROTOCOL's invariant 6, declared (kind ``pinned``): while a claim may send, its draft
+    is approved at the version pinned. Without ``draft_unchanged`` on begin_send, an edit
+    of the draft between the acquire and the send breaks it in three steps, in both
+    engines; the edit lock alone does not hold it (it covers sending and uncertain only)."""
+    hasty = edited(
+        tmp_path,
+        'guards = ["owner_matches", "lease_live", "draft_unchanged"]',
+        'guards = ["owner_matches", "lease_live"]',
+    )
+    result = CliRunner().invoke(main, ["check", str(hasty), "--workers", "2"])
+    assert result.exit_code == 1, result.output
+    assert "sent_as_pinned: violated" in result.output
+    path = result.output.split("counterexample for sent_as_pinned")[1]
+    assert "2. edit draft 0 of target 0" in path and "3. worker 0 records the intent" in path
+    assert "4." not in path.split("verdict")[0].split("counterexample for")[0]
+    held = CliRunner().invoke(main, ["check", "claim", "--workers", "2"])
+    assert "sent_as_pinned: holds" in held.output
+    needs_spin()
+    theirs, _ = spin_check(load_spec(hasty), ClaimModelConfig(workers=2))
+    assert [p.name for p in theirs.violations] == ["sent_as_pinned"]
+
+
 def test_one_edit_of_left_only_by_reaches_both_engines(tmp_path: Path) -> None:
     """Without retry among the events that may leave uncertain, a same-key retry against a
     deduping remote breaks the invariant, in the built-in engine and in SPIN alike."""

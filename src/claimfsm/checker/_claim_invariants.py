@@ -32,9 +32,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from claimfsm.checker._engine import Property
+from claimfsm.checker._entity import DRAFT_WORDS
 from claimfsm.errors import SpecError
 from claimfsm.spec import InvariantDecl, Spec
-from claimfsm.spec._invariants import FAIR_STEPS
+from claimfsm.spec._invariants import FAIR_STEPS, pinned_holds
 from claimfsm.spec._vocabulary import ClaimSteps, Event
 
 #: The framework's own property, which every lifecycle gets.
@@ -156,6 +157,8 @@ def _predicate(inv: InvariantDecl) -> Callable[[Any], bool]:
         return lambda w: not w.ghosts.escaped
     if inv.kind == "effect_once":
         return _effect_once
+    if inv.kind == "pinned":
+        return _as_pinned(inv)
     assert inv.kind == "reachable", inv.kind
     if inv.event is not None:
         return lambda w: w.ghosts.discarded
@@ -166,6 +169,24 @@ def _predicate(inv: InvariantDecl) -> Callable[[Any], bool]:
     if outcome:
         return lambda w: any(t.state in states and t.outcome == outcome for t in w.targets)
     return lambda w: any(t.state in states for t in w.targets)
+
+
+def _as_pinned(inv: InvariantDecl) -> Callable[[Any], bool]:
+    """Kind ``pinned``: a target's claim in one of the listed states has its pinned draft
+    approved or dispatched at the version pinned (``spec._invariants.pinned_holds``, as
+    the lifecycle's world reads it)."""
+    states = frozenset(inv.states)
+
+    def holds(w: Any) -> bool:
+        for t, drafts in zip(w.targets, w.drafts, strict=True):
+            if t.state in states:
+                now = None if t.draft < 0 else drafts[t.draft]
+                seen = None if now is None or now[0] == "-" else (DRAFT_WORDS[now[0]], now[1])
+                if not pinned_holds(inv, t.state, seen, t.version):
+                    return False
+        return True
+
+    return holds
 
 
 def _effect_once(w: Any) -> bool:

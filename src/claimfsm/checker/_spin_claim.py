@@ -907,6 +907,17 @@ class _Generator:
                     count = " + ".join(f"({x} != 0 && {self.draft_of(x)} == {d})" for x in slots)
                     terms.append(f"({count}) <= 1")
             return "(" + " && ".join(terms) + ")"
+        if inv.kind == "pinned":  # in the states, the pinned draft approved or dispatched
+            kept = []
+            for t in T:
+                as_pinned = " || ".join(
+                    f"(t_draft[{t}] == {d + 1} && {self.version(str(t), d)} == t_version[{t}]"
+                    f" && ({self.status(str(t), d)} == {DRAFT['a']}"
+                    f" || {self.status(str(t), d)} == {DRAFT['d']}))"
+                    for d in range(cfg.drafts)
+                )
+                kept.append(f"(!{self.in_states(str(t), inv.states)} || ({as_pinned}))")
+            return "(" + " && ".join(kept) + ")"
         if inv.kind != "reachable":
             raise ValueError(f"no Promela assertion for the invariant {name!r} ({inv.kind})")
         if inv.event is not None:

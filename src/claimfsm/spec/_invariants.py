@@ -47,7 +47,7 @@ INVARIANT_KINDS: dict[str, str] = {
     "left_only_by": "an entity leaves the listed `states` only by the listed `events`",
     "pinned": "in the listed `states`, the draft the entity's epoch pinned is as it was"
     " pinned: approved (or dispatched) at the version pinned, so the work carries what was"
-    " approved (a lifecycle with `[drafts]`)",
+    " approved (the claim world, and a lifecycle with `[drafts]`)",
     "taken": "an entity that may be taken (a taker's event would begin a new epoch on it"
     " within the bounds; the claim world: a free target with an approved draft and epochs"
     " left) is taken, or stops being takeable, on every run where each step listed in"

@@ -78,12 +78,7 @@ def _beyond_the_claim_row(spec: object) -> str:
     rows = sorted(n for n, inv in invariants.items() if inv.kind == "row")
     if rows:
         found.append(f"invariants {rows} of kind 'row' (over columns the claim row lacks)")
-    pins = sorted(n for n, inv in invariants.items() if inv.kind == "pinned")
-    if pins:
-        found.append(
-            f"invariants {pins} of kind 'pinned' (a lifecycle's, over its linked drafts; the"
-            " claim world does not read it)"
-        )
+
     unfair = sorted(n for n, inv in invariants.items() if {"clock", "fence"} & set(inv.fair))
     if unfair:
         found.append(
