@@ -15,6 +15,11 @@
 5. A lifecycle of your own (``specs/job.toml``): events per second through the lifecycle
    store (lease, start, succeed per job), against the same events written by hand
    (``JOB_BY_HAND``), in the same process: seven rounds, the median of their ratios.
+6. Linked drafts: ``examples/page.toml``'s cycle (pick naming an approved draft, start,
+   finish marking it dispatched) through the lifecycle store, against the claim's own
+   store doing the same with its drafts (acquire, begin_send, confirm), on the same plan
+   of targets and drafts: seven interleaved rounds, the median of their ratios. What
+   moving the claim onto the store of a declared lifecycle would cost today.
 """
 
 from __future__ import annotations
@@ -456,6 +461,46 @@ def lifecycle(jobs: int, rounds: int) -> None:
     )
 
 
+def linked_drafts(cycles: int) -> None:
+    """Section 6: page.toml's lifecycle store against the claim's store, same plan."""
+    from claimfsm.spec import load_spec
+    from claimfsm.store import open_entity_store
+
+    print("== 6. linked drafts on SQLite: a lifecycle's store (examples/page.toml) against")
+    print("   the claim's store, cycles/s (pick|acquire, start|begin_send, finish|confirm) ==")
+    spec = load_spec(Path(__file__).resolve().parents[1] / "examples" / "page.toml")
+    targets, per = 20, cycles // 20
+    results: dict[str, list[float]] = {"lifecycle": [], "claim": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(7):  # interleaved rounds: each round runs both, back to back
+            for name in results if rnd % 2 else reversed(results):
+                path = Path(tmp) / f"{name}-{rnd}.sqlite"
+                if name == "claim":
+                    store = SQLiteStore(path)
+                    n, s = dispatch_cycles(store, prepare(store, targets, per))
+                    store.close()
+                else:
+                    pages = open_entity_store(spec, f"sqlite:///{path}")
+                    plan = prepare(pages, targets, per)  # type: ignore[arg-type]
+                    n, start = 0, time.perf_counter()
+                    for key, drafts in plan:
+                        for draft in drafts:
+                            held = pages.take(key, "pick", owner="bench", draft=draft)
+                            pages.act(pages.act(held, "start"), "finish")
+                            n += 1
+                    s = time.perf_counter() - start
+                    pages.close()
+                results[name].append(n / s)
+    for name, rates in results.items():
+        shown = ", ".join(f"{r:,.0f}" for r in rates)
+        print(f"  {name:<10} {statistics.median(rates):>7,.0f} cycles/s median (rounds: {shown})")
+    pairs = [a / b for a, b in zip(results["lifecycle"], results["claim"], strict=True)]
+    print(
+        f"  ratio lifecycle / claim = {statistics.median(pairs):.2f} (median of the rounds'"
+        f" ratios; {min(pairs):.2f} to {max(pairs):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -472,6 +517,7 @@ def main() -> None:
     processes(1.0 if args.quick else 4.0)
     audit_scale(1_000 if args.quick else 100_000, 34)
     lifecycle(200 if args.quick else 1000, 3 if args.quick else 7)
+    linked_drafts(400 if args.quick else 2000)
 
 
 if __name__ == "__main__":
