@@ -1,7 +1,9 @@
-"""What every store benchmark does the same way: the drafts to dispatch, and the cycle."""
+"""What every store benchmark does the same way: the drafts to dispatch, the cycle, and
+how two paired series of rates are reported."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from claimfsm.store import Store
@@ -49,3 +51,20 @@ def acquire_times(store: Store, targets: list[str]) -> list[float]:
         store.acquire(d.target_id, d.draft_id, "bench", 60)
         times.append(time.perf_counter() - t0)
     return sorted(times)
+
+
+def paired(rates: dict[str, list[float]], unit: str, width: int = 10) -> None:
+    """Print each series' median and rounds, then the ratio of the first to the second:
+    the median of the rounds' ratios (each round ran both back to back, so it saw one
+    machine load) and their range."""
+    for name, values in rates.items():
+        shown = ", ".join(f"{r:,.0f}" for r in values)
+        print(
+            f"  {name:<{width}} {statistics.median(values):>7,.0f} {unit} median (rounds: {shown})"
+        )
+    (ours, a), (theirs, b) = list(rates.items())
+    pairs = [x / y for x, y in zip(a, b, strict=True)]
+    print(
+        f"  ratio {ours} / {theirs} = {statistics.median(pairs):.2f} (median of the rounds'"
+        f" ratios; {min(pairs):.2f} to {max(pairs):.2f})"
+    )

@@ -39,7 +39,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from _plan import acquire_times, dispatch_cycles, prepare
+from _plan import acquire_times, dispatch_cycles, paired, prepare
 from claimfsm.store._postgres import PostgresStore
 
 URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -469,14 +469,7 @@ def lifecycle(schema: str, jobs: int, rounds: int) -> None:
                 events += 11
             rates[name].append(events / (time.perf_counter() - start))
             store.close()
-    for name, values in rates.items():
-        shown = ", ".join(f"{r:,.0f}" for r in values)
-        print(f"  {name:<18} {statistics.median(values):>7,.0f} events/s median (rounds: {shown})")
-    pairs = [a / b for a, b in zip(rates["one statement"], rates["transaction path"], strict=True)]
-    print(
-        f"  ratio one statement / transaction path = {statistics.median(pairs):.2f} (median of"
-        f" the rounds' ratios; {min(pairs):.2f} to {max(pairs):.2f})"
-    )
+    paired(rates, "events/s", width=18)
 
 
 def main() -> None:

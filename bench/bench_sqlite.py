@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _plan import acquire_times, dispatch_cycles, prepare
+from _plan import acquire_times, dispatch_cycles, paired, prepare
 from claimfsm.store import SQLiteStore
 
 #: The hand-written baseline: what a careful engineer would write without claimfsm, doing
@@ -451,14 +451,7 @@ def lifecycle(jobs: int, rounds: int) -> None:
             ours.append(3 * jobs / (time.perf_counter() - start))
             store.close()
             theirs.append(job_by_hand(Path(tmp) / "by-hand.sqlite", jobs, str(rnd)))
-    for name, values in (("claimfsm", ours), ("by hand", theirs)):
-        shown = ", ".join(f"{r:,.0f}" for r in values)
-        print(f"  {name:<10} {statistics.median(values):>7,.0f} events/s median (rounds: {shown})")
-    pairs = [a / b for a, b in zip(ours, theirs, strict=True)]
-    print(
-        f"  ratio claimfsm / by hand = {statistics.median(pairs):.2f} (median of the rounds'"
-        f" ratios; {min(pairs):.2f} to {max(pairs):.2f})"
-    )
+    paired({"claimfsm": ours, "by hand": theirs}, "events/s")
 
 
 def linked_drafts(cycles: int) -> None:
@@ -491,14 +484,7 @@ def linked_drafts(cycles: int) -> None:
                     s = time.perf_counter() - start
                     pages.close()
                 results[name].append(n / s)
-    for name, rates in results.items():
-        shown = ", ".join(f"{r:,.0f}" for r in rates)
-        print(f"  {name:<10} {statistics.median(rates):>7,.0f} cycles/s median (rounds: {shown})")
-    pairs = [a / b for a, b in zip(results["lifecycle"], results["claim"], strict=True)]
-    print(
-        f"  ratio lifecycle / claim = {statistics.median(pairs):.2f} (median of the rounds'"
-        f" ratios; {min(pairs):.2f} to {max(pairs):.2f})"
-    )
+    paired(results, "cycles/s")
 
 
 def main() -> None:

@@ -7,9 +7,11 @@ where the store leaves out a piece of it; the campaign's workers authoring draft
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,23 @@ def test_the_request_key_names_the_pinned_draft_and_gives_back_its_parts() -> No
     assert drawn_of("x", "plain") == "plain" and pinned_of("x", "plain") == 0
 
 
+def _race(
+    barrier: threading.Barrier,
+    done: dict[str, bool],
+    name: str,
+    call: Callable[[], object],
+    refused: type[Exception],
+) -> None:
+    """``call`` once the other racer is ready too: ``done[name]``, whether it went through
+    (False: refused with ``refused``)."""
+    barrier.wait()
+    try:
+        call()
+        done[name] = True
+    except refused:
+        done[name] = False
+
+
 def test_an_edit_racing_a_start_never_leaves_changed_content_publishing(url: str) -> None:
     """The author's edit and the worker's start lock the entity's row in the same order:
     whichever comes second sees the first. Publishing with an edited revision pinned at
@@ -161,26 +180,12 @@ def test_an_edit_racing_a_start_never_leaves_changed_content_publishing(url: str
         held = store.take(key, "pick", draft=draft.draft_id, lease_seconds=60)
         done: dict[str, bool] = {}
         barrier = threading.Barrier(2)
-
-        def start(held: Any = held, done: dict[str, bool] = done, barrier: Any = barrier) -> None:
-            barrier.wait()
-            try:
-                store.act(held, "start")
-                done["start"] = True
-            except DraftChanged:
-                done["start"] = False
-
-        def edit(
-            draft_id: int = draft.draft_id, done: dict[str, bool] = done, barrier: Any = barrier
-        ) -> None:
-            barrier.wait()
-            try:
-                author.edit_draft(draft_id, "v2")
-                done["edit"] = True
-            except TargetBusy:
-                done["edit"] = False
-
-        threads = [threading.Thread(target=start), threading.Thread(target=edit)]
+        start = functools.partial(store.act, held, "start")
+        edit = functools.partial(author.edit_draft, draft.draft_id, "v2")
+        threads = [
+            threading.Thread(target=_race, args=(barrier, done, "start", start, DraftChanged)),
+            threading.Thread(target=_race, args=(barrier, done, "edit", edit, TargetBusy)),
+        ]
         for t in threads:
             t.start()
         for t in threads:
