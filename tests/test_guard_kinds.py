@@ -138,7 +138,7 @@ def test_every_store_embeds_the_one_sql_compiler_of_guard_kinds() -> None:
     ``machine._guards.compile_guard``'s predicates."""
     from claimfsm.machine import LifecycleMachine
     from claimfsm.machine._guards import compile_guard
-    from claimfsm.store._entity import compile_event
+    from claimfsm.store._entity_sql import compile_event
     from claimfsm.store._predicates import guard_predicate
     from claimfsm.store._sql import claim_param
 

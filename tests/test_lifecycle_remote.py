@@ -757,7 +757,7 @@ def test_one_edit_of_an_effect_reaches_the_sql_the_model_and_the_promela() -> No
     """``fresh_key`` added to the resend's ``sets`` and nothing else: the store's compiled
     write of that event draws the key (and no other event's changes), the model's row
     draws it, and SPIN's twin keeps it."""
-    from claimfsm.store._entity import compile_event
+    from claimfsm.store._entity_sql import compile_event
 
     before, after = load_spec_text(RETRY), load_spec_text(FRESH)
     for event in before.events:

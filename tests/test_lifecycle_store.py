@@ -35,6 +35,7 @@ from claimfsm.machine import CallerView, LifecycleMachine, RowView
 from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityStore, compile_event, open_entity_store
 from claimfsm.store import _entity as entity_module
+from claimfsm.store._entity_sql import CompiledEvent
 from claimfsm.verify import ManualClock, guided_paths, lifecycle_state_machine, verify
 
 from .conftest import CountedOpener, drop_schema, pg_schema_url
@@ -563,7 +564,7 @@ def forget_the_attempts_bump(monkeypatch: pytest.MonkeyPatch) -> None:
     def forgetful(spec, event, table, marker="?", **options):  # type: ignore[no-untyped-def]
         compiled = real(spec, event, table, marker, **options)
         sql = compiled.sql.replace(", attempts = attempts + 1", "")
-        return entity_module.CompiledEvent(sql, compiled.params)
+        return CompiledEvent(sql, compiled.params)
 
     monkeypatch.setattr(entity_module, "compile_event", forgetful)
 

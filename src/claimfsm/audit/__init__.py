@@ -104,8 +104,8 @@ def audit_lifecycle(
     counts the entities with history and ``claims`` the entity rows."""
     from claimfsm.audit._entity import HISTORY, ROW, EntityRules
     from claimfsm.audit._read import entity_streams
-    from claimfsm.store._entity import check_storable, row_extras, table_names
     from claimfsm.store._entity_history import ADDED
+    from claimfsm.store._entity_sql import check_storable, row_extras, table_names
 
     if not isinstance(spec, Spec):
         raise InvalidArgument(f"spec must be a Spec (load_spec), not {type(spec).__name__}")
@@ -128,8 +128,8 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     """:func:`audit_lifecycle` of an open lifecycle store, read through its own connection
     (history and rows in two reads, not one snapshot: for a store at rest, as a test's)."""
     from claimfsm.audit._entity import EntityRules
-    from claimfsm.store._entity import row_extras
     from claimfsm.store._entity_history import COLUMNS, facts_text
+    from claimfsm.store._entity_sql import row_extras
 
     report = AuditReport()
     history = [  # as the history table holds them (its columns): the facts as their text

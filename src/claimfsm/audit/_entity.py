@@ -61,7 +61,6 @@ from claimfsm.spec._invariants import row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
-from claimfsm.store._entity import row_extras
 from claimfsm.store._entity_drafts import drawn_of
 from claimfsm.store._entity_history import (
     Carried,
@@ -69,6 +68,7 @@ from claimfsm.store._entity_history import (
     facts_read,
     lease_recorded,
 )
+from claimfsm.store._entity_sql import row_extras
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
 
 #: The history columns the auditor reads, and the row columns before the declared ones

@@ -15,14 +15,9 @@ from claimfsm.spec import Spec
 from claimfsm.store import _validate as check
 from claimfsm.store._async import AsyncClaim, AsyncStore, open_async_store
 from claimfsm.store._core import Clock, Store, claim_fields, idempotency_key, replay
-from claimfsm.store._entity import (
-    EntityRow,
-    EntityStore,
-    Handle,
-    compile_event,
-    open_entity_store,
-)
+from claimfsm.store._entity import EntityRow, EntityStore, Handle, open_entity_store
 from claimfsm.store._entity_history import EntityHistory
+from claimfsm.store._entity_sql import compile_event
 from claimfsm.store._entity_upkeep import Swept
 from claimfsm.store._memory import MemoryStore
 from claimfsm.store._sqlite import SCHEMA_VERSION, SQLiteStore

@@ -20,12 +20,10 @@ from typing import Any, Protocol, TypeVar
 from claimfsm.errors import (
     ClaimFSMError,
     DeclarationMismatch,
-    IllegalTransition,
     InvalidArgument,
     NotFound,
     Refused,
     StaleClaim,
-    TargetBusy,
     UsageError,
 )
 from claimfsm.machine import ClaimMachine, ClaimRow, DraftRow, Facts, claim_machine
@@ -40,6 +38,7 @@ from claimfsm.spec import (
     wake_events,
 )
 from claimfsm.store import _validate as check
+from claimfsm.store._draft_rules import approve_refusal, edit_refusal, one_live_refusal
 from claimfsm.store._observe import LOG as STORE_LOG
 from claimfsm.store._observe import Observed, Observer
 from claimfsm.store._observe import log as log_observed
@@ -295,11 +294,8 @@ class Store(ABC):
             if self._one_live_draft:
                 live = tx.live_drafts(target_id)
                 if live:
-                    raise TargetBusy(
-                        f"target {target_id!r} already has a live draft (draft"
-                        f" {live[0].draft_id}, {live[0].status}) and this declaration"
-                        " ([drafts] one_live_per_target) allows one; dispatch or edit it"
-                    )
+                    first = live[0]
+                    raise one_live_refusal(f"target {target_id!r}", first.draft_id, first.status)
             return tx.insert_draft(target_id, content, content_digest(content), tx.now())
 
         return Draft.from_row(self._atomically(create))
@@ -311,18 +307,12 @@ class Store(ABC):
 
         def edit(tx: Tx) -> DraftRow:
             row = self._draft_or_raise(tx, draft_id)
-            if row.status == "dispatched":
-                raise IllegalTransition(
-                    f"draft {draft_id} is dispatched and cannot be edited; create a new draft",
-                    state=row.status,
-                    event="edit",
-                )
-            claim = tx.claim_row(row.target_id)
-            if claim is not None and claim.draft_id == draft_id and claim.state in self._pinning:
-                raise TargetBusy(
-                    f"draft {draft_id} is pinned by epoch {claim.epoch} of target "
-                    f"{row.target_id!r}, which is {claim.state}; edit it after that epoch ends"
-                )
+            claim = tx.claim_row(row.target_id) if row.status != "dispatched" else None
+            pinned = None if claim is None else (claim.draft_id, claim.epoch, claim.state)
+            entity = f"target {row.target_id!r}"
+            refusal = edit_refusal(draft_id, row.status, entity, pinned, self._pinning)
+            if refusal is not None:
+                raise refusal
             row.version += 1
             row.content = content
             row.digest = content_digest(content)
@@ -338,10 +328,9 @@ class Store(ABC):
 
         def approve(tx: Tx) -> DraftRow:
             row = self._draft_or_raise(tx, draft_id)
-            if row.status == "dispatched":
-                raise IllegalTransition(
-                    f"draft {draft_id} is already dispatched", state=row.status, event="approve"
-                )
+            refusal = approve_refusal(draft_id, row.status)
+            if refusal is not None:
+                raise refusal
             if row.status != "approved":
                 row.status = "approved"
                 tx.update_draft(row, tx.now())

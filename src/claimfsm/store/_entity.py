@@ -1,10 +1,11 @@
 """A store for any declared lifecycle: one row per entity key, on SQLite or PostgreSQL.
 
 The row holds the entity's state, its epoch, the hash of the current owner token, the
-lease deadline, the owner's name, the declaration's own ``[columns]`` and, where an event
+lease deadline, the owner's name, the declaration's own ``[columns]``, where an event
 draws one (``fresh_key``), the request key a request to the remote carries (NULL: the
-entity's own key). Every event is one guarded ``UPDATE`` compiled from the declaration
-(:func:`compile_event`): the guards of each of the event's transitions become the
+entity's own key), and with linked drafts the draft the epoch pinned (``_entity_drafts``).
+Every event is one guarded ``UPDATE`` compiled from the declaration
+(``_entity_sql.compile_event``): the guards of each of the event's transitions become the
 ``WHERE``, the destination a ``CASE``, and the event's declared effects the other
 assignments (a taker's new epoch and token, a fresh token, the lease, bumped counters, a
 fresh request key). History is appended in the same transaction: the
@@ -15,7 +16,7 @@ declaration's ``transitions`` machine (``claimfsm.machine.LifecycleMachine``); i
 machine takes a transition the SQL refused, or the reverse, that is a
 :class:`DeclarationMismatch`, never silence.
 
-On PostgreSQL an event is first tried as one statement (:func:`compile_one_statement`):
+On PostgreSQL an event is first tried as one statement (``_entity_sql.compile_one_statement``):
 the row locked, the guarded write (or, for an entity with no row yet, the row created as
 the event leaves it), and the row it replaced returned, on which the machine must agree
 before the commit; BEGIN goes with it and the history record with COMMIT, so the common
@@ -39,7 +40,6 @@ parameter. Hence the ``noqa: S608``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +52,6 @@ from claimfsm.errors import (
     InvalidArgument,
     NotFound,
     Refused,
-    SpecError,
     StaleClaim,
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
@@ -61,10 +60,7 @@ from claimfsm.spec import (
     STALE_STATE,
     Spec,
     TransitionDecl,
-    draws_keys,
     lifecycle_facts,
-    lifecycle_problem,
-    records_outcome,
 )
 from claimfsm.spec._roles import FACT_KINDS, FACT_WORDS
 from claimfsm.store import _entity_drafts as drafting
@@ -72,9 +68,8 @@ from claimfsm.store import _entity_history as entries
 from claimfsm.store import _entity_upkeep as _upkeep
 from claimfsm.store import _validate as check
 from claimfsm.store._core import Pruned
-from claimfsm.store._entity_drafts import PIN_TYPES, PINS, DraftSql, pin_columns
+from claimfsm.store._entity_drafts import PIN_TYPES, DraftSql, pin_columns
 from claimfsm.store._entity_drivers import (
-    SERVER_NOW,
     Driver,
     LostCommit,
     Postgres,
@@ -90,14 +85,20 @@ from claimfsm.store._entity_history import (
     EntityHistory,
     facts_text,
 )
+from claimfsm.store._entity_sql import (
+    WORD,
+    check_storable,
+    compile_event,
+    compile_one_statement,
+    row_extras,
+    table_names,
+)
 from claimfsm.store._entity_upkeep import Swept
-from claimfsm.store._pg import TRANSACTION_ID
-from claimfsm.store._predicates import guard_constants, guard_predicate, literal
+from claimfsm.store._predicates import guard_constants
 from claimfsm.store._tokens import fingerprint, fresh_idempotency_key, new_token, token_hash
 from claimfsm.store._types import Draft
 
 Clock = Callable[[], float]
-_WORD = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
 
 @dataclass(frozen=True)
@@ -142,272 +143,6 @@ class EntityRow:
     draft_id: int | None = None
     draft_version: int | None = None
     draft_digest: str | None = None
-
-
-@dataclass(frozen=True)
-class CompiledEvent:
-    """One event's guarded write: the SQL with ``?`` placeholders, and the names of the
-    parameters in their order (filled from the caller's values by :meth:`bind`)."""
-
-    sql: str
-    params: tuple[str, ...]
-
-    def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(values[p] for p in self.params)
-
-
-def table_names(spec: Spec, prefix: str = "lc") -> tuple[str, str]:
-    """The row table and the history table of ``spec``'s entities."""
-    name = f"{prefix}_{spec.name.lower().replace('-', '_')}"
-    if not _WORD.fullmatch(name):
-        raise SpecError(f"{spec.name}: cannot name a table after it; use a shorter name")
-    return name, f"{name}_history"
-
-
-def row_extras(spec: Spec) -> tuple[str, ...]:
-    """The row's columns besides its fixed ones and the declared counters, read after them,
-    both text: the request key, where an event draws one (NULL: the entity's own), and
-    readback's outcome, where an event records it (NULL: none in this epoch)."""
-    return (("request_key",) if draws_keys(spec) else ()) + (
-        ("outcome",) if records_outcome(spec) else ()
-    )
-
-
-def check_storable(spec: Spec) -> None:
-    """What the store needs of a declaration, or one SpecError naming the file. (One event
-    may reach one state from two sources: the store records the state the row was in, read
-    in the transaction or returned by the one statement, not one derived from the
-    destination, as the claim's store does.)"""
-    problem = lifecycle_problem(spec)
-    if problem is not None:
-        raise SpecError(f"{spec.path or spec.name}: {problem}")
-
-
-def compile_event(
-    spec: Spec,
-    event: str,
-    table: str,
-    marker: str = "?",
-    *,
-    clock: str | None = None,
-    prior: str = "",
-    returning: str = "state, epoch, lease_deadline, owner",
-    drafts: str | None = None,
-) -> CompiledEvent:
-    """The guarded ``UPDATE`` of ``event``: one statement, whose ``WHERE`` is the guards of
-    every transition of the event (each with its source) and whose ``SET`` is the state
-    each leads to and the event's declared effects. (SET expressions read the row as it
-    was, in SQLite and PostgreSQL alike.)
-
-    ``clock``: SQL for the store's time, read in the statement (else the parameters ``now``
-    and ``deadline``; then ``lease_seconds`` is bound). ``prior``: a ``FROM`` item holding
-    the row as it was, whose ``"prior epoch"`` stands for the current epoch where the
-    parameter ``current`` is true (:func:`compile_one_statement`). ``drafts``: the drafts
-    table, where the declaration has linked drafts (``_entity_drafts``): a taker's write
-    pins the draft named by the bound ``draft_id``, and the guards over drafts read it."""
-    params: list[str] = []
-    p = _renderer(params, marker, clock, '"prior epoch"' if prior else None)
-    transitions = [t for t in spec.transitions if t.event == event]
-    col: Callable[[str], str] = str
-    alias = ""
-    if drafts is not None:  # the drafts table has columns of the pins' names: qualified
-        alias = " AS cur"
-        col = _pinned_column
-    sets, where_of = _writes(spec, event, transitions, p, col, drafts)
-    key = p("key")  # parameters are named in the order the statement reads them
-    where = where_of()
-    source = f" FROM {prior}" if prior else ""
-    assigned = ", ".join(f"{column} = {value}" for column, value in sets.items())
-    sql = (
-        f"UPDATE {table}{alias} SET {assigned}{source}"  # noqa: S608
-        f" WHERE key = {key} AND ({where}) RETURNING {returning}"
-    )
-    return CompiledEvent(sql, tuple(params))
-
-
-def _pinned_column(name: str) -> str:
-    """A row's column in a write of a declaration with drafts: the pins qualified."""
-    return f"cur.{name}" if name in PINS else name
-
-
-def _writes(
-    spec: Spec,
-    event: str,
-    transitions: list[TransitionDecl],
-    p: Callable[[str], str],
-    col: Callable[[str], str],
-    drafts: str | None = None,
-) -> tuple[dict[str, str], Callable[[], str]]:
-    """What ``event`` writes, once for every compiled form: each column it assigns and the
-    expression, read on the row as it was (``col``), in the order the statement binds
-    their parameters: the state each transition leads to, the lease, a taker's new epoch,
-    the token, the owner, the bumped counters, a drawn request key and the draft a taker
-    pins (from ``drafts``, the drafts table); and a function that
-    renders the condition that some transition's source and guards hold (rendered after
-    them)."""
-    decl = spec.effects.get(event)
-    effects = set(decl.sets) if decl is not None else set()
-    bumps = decl.bumps if decl is not None else ()
-    taking = spec.role(event) == "taker"
-    lease_states = set(spec.states_where("lease"))
-
-    def table(name: str) -> str:
-        assert drafts is not None  # the loader refuses a guard over drafts without [drafts]
-        return drafts
-
-    def cond(t: TransitionDecl) -> str:
-        guards = [guard_predicate(spec, g, p, col, table, draft_joined=False) for g in t.guards]
-        return " AND ".join([f"{col('state')} = {literal(t.source)}", *guards])
-
-    def deadline(t: TransitionDecl) -> str:
-        if t.dest not in lease_states:
-            return "CAST(NULL AS DOUBLE PRECISION)"  # a lease governs lease states only
-        if "lease" in effects:
-            return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
-        # A taker's new epoch has no lease unless the event sets one.
-        return "CAST(NULL AS DOUBLE PRECISION)" if taking else col("lease_deadline")
-
-    sets = {
-        "state": "CASE "
-        + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions)
-        + " END",
-        "lease_deadline": "CASE "
-        + " ".join(f"WHEN {cond(t)} THEN {deadline(t)}" for t in transitions)
-        + " END",
-    }
-    if taking:
-        sets["epoch"] = f"{col('epoch')} + 1"
-    if taking or "fresh_token" in effects:
-        sets["token_hash"] = p("new_token_hash")
-    if taking or "owner" in effects:
-        sets["owner"] = p("owner")
-    for column in bumps:
-        sets[column] = f"{col(column)} + 1"
-    if "fresh_key" in effects:
-        sets["request_key"] = p("new_request_key")
-    if "outcome" in effects:  # readback's, as the caller brought it
-        sets["outcome"] = f"CAST({p('fact:outcome')} AS TEXT)"
-    elif taking and records_outcome(spec):
-        sets["outcome"] = "CAST(NULL AS TEXT)"  # a new epoch has recorded none yet
-    if taking and drafts is not None:  # the new epoch pins the draft named, as it is now
-
-        def named(column: str) -> str:
-            return f"(SELECT {column} FROM {drafts} WHERE draft_id = {p('draft_id')})"  # noqa: S608
-
-        sets.update(draft_id=named("draft_id"), draft_version=named("version"))
-        sets["draft_digest"] = named("digest")
-    return sets, lambda: " OR ".join(f"({cond(t)})" for t in transitions)
-
-
-def _renderer(
-    params: list[str], marker: str, clock: str | None, current_epoch: str | None
-) -> Callable[[str], str]:
-    """How a compiled write renders a value (``guard_predicate``'s ``p``), appending the
-    parameters it binds to ``params`` in the order the statement reads them: the time
-    from ``clock`` where given (else bound ``now`` and ``deadline``), and the epoch named
-    as ``current_epoch`` where the parameter ``current`` is true, where given."""
-
-    def p(name: str) -> str:
-        if clock is not None and name == "now":
-            return clock
-        if clock is not None and name == "deadline":
-            params.append("lease_seconds")
-            return f"({clock} + CAST({marker} AS DOUBLE PRECISION))"
-        if current_epoch is not None and name == "epoch":
-            params.extend(["current", "epoch"])
-            return (
-                f"CASE WHEN CAST({marker} AS BOOLEAN) THEN {current_epoch}"
-                f" ELSE CAST({marker} AS BIGINT) END"
-            )
-        params.append(name)
-        return marker
-
-    return p
-
-
-def compile_birth(
-    spec: Spec, event: str, table: str, marker: str, clock: str, prior: str
-) -> CompiledEvent | None:
-    """``event`` on an entity that has no row yet, as one ``INSERT … SELECT``: the row it
-    would be created as (the initial state, epoch 0, no token or lease, the columns'
-    defaults), the guards of the event's transitions from the initial state read on it,
-    and the row the event leaves written, unless ``prior`` (the entity's row, locked) has
-    one or a concurrent writer created it first. None: the event has no transition from
-    the initial state. Returns what :func:`compile_one_statement` returns."""
-    transitions = [t for t in spec.transitions if t.event == event and t.source == spec.initial]
-    if not transitions:
-        return None
-    params: list[str] = []
-    p = _renderer(params, marker, clock, "0")
-    fresh = {
-        "state": literal(spec.initial),
-        "epoch": "0",
-        "token_hash": "CAST(NULL AS TEXT)",
-        "lease_deadline": "CAST(NULL AS DOUBLE PRECISION)",
-        "owner": "CAST(NULL AS TEXT)",
-        **{c: str(int(d.default)) for c, d in spec.columns.items()},
-        **{c: "CAST(NULL AS TEXT)" for c in row_extras(spec)},
-    }
-    sets, where_of = _writes(spec, event, transitions, p, fresh.__getitem__)
-    key = p("key")
-    kept = [c for c in fresh if c not in sets]  # what the event leaves as it was created
-    names = ", ".join([*sets, "key", *kept])
-    values = ", ".join([*sets.values(), key, *(fresh[c] for c in kept)])
-    returning = ", ".join(
-        [
-            *("state", "epoch", "lease_deadline", clock),
-            *(fresh[c] for c in [*PRIOR, *spec.columns, *row_extras(spec)]),
-            "owner",  # the new row's
-            TRANSACTION_ID,
-        ]
-    )
-    sql = (
-        f"INSERT INTO {table} ({names}) SELECT {values}"  # noqa: S608
-        f" WHERE NOT EXISTS (SELECT 1 FROM {prior}) AND ({where_of()})"
-        f" ON CONFLICT (key) DO NOTHING RETURNING {returning}"
-    )
-    return CompiledEvent(sql, tuple(params))
-
-
-#: What the one statement reads back of the row it replaced, besides the declared columns.
-PRIOR = ("state", "epoch", "token_hash", "lease_deadline")
-
-
-def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s") -> CompiledEvent:
-    """``event``'s guarded write as one PostgreSQL statement on the server's clock (or the
-    bound ``clock_now``), which also returns the row it replaced, locked first (``FOR
-    UPDATE``), so that the declaration's machine can judge the write on it before the
-    commit. Its columns are named ``"prior NAME"``, which no declared column can be. An
-    entity with no row yet is created by the same statement where the event's transitions
-    from the initial state allow (:func:`compile_birth`). Zero rows back: refused, or a
-    concurrent writer created the entity first; nothing changed."""
-    clock = "(SELECT now FROM clock)"
-    names = [*PRIOR, *spec.columns, *row_extras(spec)]
-    priors = ", ".join(f'{c} AS "prior {c}"' for c in names)
-    write = compile_event(
-        spec,
-        event,
-        table,
-        marker,
-        clock=clock,
-        prior="prior",
-        returning=", ".join(
-            [
-                *("state", "epoch", "lease_deadline", clock),
-                *(f'"prior {c}"' for c in names),
-                *("owner", TRANSACTION_ID),
-            ]
-        ),
-    )
-    now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
-    locked = f"SELECT {priors} FROM {table} WHERE key = {marker} FOR UPDATE"  # noqa: S608
-    head = f"WITH clock AS MATERIALIZED (SELECT {now} AS now), prior AS ({locked})"
-    birth = compile_birth(spec, event, table, marker, clock, "prior")
-    if birth is None:
-        return CompiledEvent(f"{head} {write.sql}", ("clock_now", "key", *write.params))
-    both = "SELECT * FROM w UNION ALL SELECT * FROM born"
-    sql = f"{head}, w AS ({write.sql}), born AS ({birth.sql}) {both}"
-    return CompiledEvent(sql, ("clock_now", "key", *write.params, *birth.params))
 
 
 @dataclass(frozen=True)
@@ -823,6 +558,7 @@ class EntityStore:
 
     # -- inside -------------------------------------------------------------------------
     def _entity(self, r: tuple[Any, ...]) -> EntityRow:
+        draft_id, draft_version, draft_digest = self._pinned(r)
         return EntityRow(
             key=r[0],
             state=r[1],
@@ -833,9 +569,9 @@ class EntityStore:
             token_fingerprint=fingerprint(r[3]),
             request_key=self._request_key(r) or r[0],
             outcome=self._extra(r, "outcome"),
-            draft_id=self._pinned(r)[0],
-            draft_version=self._pinned(r)[1],
-            draft_digest=self._pinned(r)[2],
+            draft_id=draft_id,
+            draft_version=draft_version,
+            draft_digest=draft_digest,
         )
 
     def _extra(self, r: tuple[Any, ...], name: str) -> Any:
@@ -1286,7 +1022,7 @@ def open_entity_store(
         )
     if not isinstance(url, str):
         raise InvalidArgument(f"url must be a str, not {type(url).__name__}")
-    if not _WORD.fullmatch(prefix):
+    if not WORD.fullmatch(prefix):
         raise InvalidArgument(f"prefix must be a lower-case word, not {prefix!r}")
     check_storable(spec)  # before the driver opens: a refused declaration creates nothing
     driver: Driver

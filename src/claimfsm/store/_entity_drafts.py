@@ -26,9 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from claimfsm.errors import IllegalTransition, InvalidArgument, NotFound, TargetBusy
+from claimfsm.errors import InvalidArgument, NotFound
 from claimfsm.spec import Spec
 from claimfsm.store import _validate as check
+from claimfsm.store._draft_rules import approve_refusal, edit_refusal, one_live_refusal
 from claimfsm.store._entity_drivers import Tx
 from claimfsm.store._tokens import content_digest
 from claimfsm.store._types import Draft
@@ -168,11 +169,8 @@ def create(store: EntityStore, key: str, content: str) -> Draft:
             live = tx.all(sql.live, (key,))
             if live:
                 first = Draft(*live[0])
-                raise TargetBusy(
-                    f"{store.spec.name} {key!r} already has a live draft (draft"
-                    f" {first.draft_id}, {first.status}) and this declaration ([drafts]"
-                    " one_live_per_target) allows one; dispatch or edit it"
-                )
+                entity = f"{store.spec.name} {key!r}"
+                raise one_live_refusal(entity, first.draft_id, first.status)
         now = store._now(tx)
         return Draft(*tx.one(sql.insert, (key, content, content_digest(content), now)))
 
@@ -188,17 +186,11 @@ def edit(store: EntityStore, draft_id: int, content: str) -> Draft:
         key = _draft(tx, sql, draft_id).target_id  # a draft's entity never changes
         row = store._view(_hold(store, tx, key))
         draft = _draft(tx, sql, draft_id)  # as it is now, the entity held
-        if draft.status == "dispatched":
-            raise IllegalTransition(
-                f"draft {draft_id} is dispatched and cannot be edited; create a new draft",
-                state=draft.status,
-                event="edit",
-            )
-        if row.draft_id == draft_id and row.state in store._pinning:
-            raise TargetBusy(
-                f"draft {draft_id} is pinned by epoch {row.epoch} of {store.spec.name}"
-                f" {key!r}, which is {row.state}; edit it after that epoch ends"
-            )
+        pinned = (row.draft_id, row.epoch, row.state)
+        entity = f"{store.spec.name} {key!r}"
+        refusal = edit_refusal(draft_id, draft.status, entity, pinned, store._pinning)
+        if refusal is not None:
+            raise refusal
         edited = Draft(
             draft_id, key, draft.version + 1, content_digest(content), "pending", content
         )
@@ -216,10 +208,9 @@ def approve(store: EntityStore, draft_id: int) -> Draft:
     def body(tx: Tx) -> Draft:
         _hold(store, tx, _draft(tx, sql, draft_id).target_id)
         draft = _draft(tx, sql, draft_id)
-        if draft.status == "dispatched":
-            raise IllegalTransition(
-                f"draft {draft_id} is already dispatched", state=draft.status, event="approve"
-            )
+        refusal = approve_refusal(draft_id, draft.status)
+        if refusal is not None:
+            raise refusal
         if draft.status == "pending":
             draft = Draft(
                 draft.draft_id,
