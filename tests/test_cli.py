@@ -16,7 +16,7 @@ from claimfsm.spec import wrong_designs
 def test_demo_json_with_a_fencing_remote_has_no_overlaps_or_duplicates(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "d.sqlite"), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     for key in (
         "dispatched",
         "confirmed",
@@ -41,7 +41,7 @@ def test_demo_other_remotes_keep_the_promise_they_can(tmp_path: Path, remote: st
         main, ["demo", "--db", str(tmp_path / "d.sqlite"), "--json", "--remote", remote]
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["duplicate_effects"] == 0 and summary["left_sending"] == 0
 
 

@@ -42,7 +42,7 @@ def page(tmp_path: Path, text: str, name: str = "variant") -> Path:
 def test_the_page_lifecycle_holds_and_finds_its_examples() -> None:
     result = CliRunner().invoke(main, ["check", str(PAGE), "--json"])
     assert result.exit_code == 0, result.output
-    found = {k: v["outcome"] for k, v in json.loads(result.output)["properties"].items()}
+    found = {k: v["outcome"] for k, v in json.loads(result.stdout)["properties"].items()}
     assert found == {
         "stale_operations_change_nothing": "holds",
         "one_publish_at_a_time": "holds",

@@ -32,6 +32,7 @@ from claimfsm.errors import (
 from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityStore, open_entity_store
 from claimfsm.store._entity_drafts import drawn_of, pinned_of, request_key
+from claimfsm.store._tokens import fingerprint, token_hash
 from claimfsm.verify import ManualClock, verify
 
 from .test_lifecycle_campaign import short
@@ -100,7 +101,136 @@ def test_a_page_is_published_from_the_revision_it_pinned(url: str) -> None:
         store.approve_draft(first.draft_id)
     assert [d.draft_id for d in store.drafts("home")] == [first.draft_id, other.draft_id]
     assert [d.draft_id for d in store.drafts("home", status="pending")] == [other.draft_id]
+    # history records each change of a draft beside the events, the row unchanged, the
+    # dispatch right after the transition that made it
+    entries = store.history("home")
+    assert [e.event for e in entries] == [
+        *("draft:create", "draft:approve", "pick", "draft:edit"),
+        *("draft:approve", "give_back", "pick", "start", "draft:create", "draft:edit"),
+        *("finish", "draft:dispatch"),
+    ]
+    dispatch = entries[-1]
+    assert dispatch.facts == {
+        "draft": first.draft_id,
+        "version": 2,
+        "digest": published.digest,
+    }
+    assert (dispatch.source, dispatch.dest, dispatch.epoch) == ("published", "published", 2)
+    assert all(e.source == e.dest for e in entries if e.event.startswith("draft:"))
     assert audit_store(store).ok
+    # pruned, the checkpoint records the drafts it removed, and history still audits
+    clock.advance(60)
+    store.approve_draft(other.draft_id)
+    store.act(store.take("home", "pick", draft=other.draft_id), "give_back")
+    assert store.prune_history(30).checkpoints == 1
+    checkpoint = store.history("home")[0]
+    assert checkpoint.facts is not None
+    assert checkpoint.facts["drafts"] == {
+        str(first.draft_id): ["dispatched", 2, published.digest],
+        str(other.draft_id): ["pending", 2, store.draft(other.draft_id).digest],
+    }
+    report = audit_store(store)
+    assert report.ok, report.violations
+    store.close()
+
+
+def _forge(
+    store: EntityStore, key: str, epoch: int, event: str, source: str, dest: str, **kw: Any
+) -> None:
+    """A history entry written past the store, as a bug or a hand edit would."""
+    m = store._driver.marker
+    entry = (
+        *(key, epoch, event, source, dest, kw.get("at", 2e6), None, kw.get("fp", "-")),
+        *(kw.get("lease"), kw.get("facts", "{}"), kw.get("owner", ""), kw.get("rk", "")),
+    )
+    store._driver.rerun(
+        lambda tx: tx.run(
+            f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
+            " token_fingerprint, lease_deadline, facts, owner, request_key)"
+            f" VALUES ({', '.join([m] * 12)})",
+            entry,
+        )
+    )
+
+
+def test_each_kind_of_draft_damage_is_found_and_named(url: str) -> None:
+    """With its drafts' changes in history, the audit judges the guards over drafts, the
+    order of each draft's changes and the declared ``pinned`` invariant; each damage
+    written past the store is named by its kind, and an undamaged page audits clean."""
+    clock = ManualClock()
+    store = open_page(url, clock)
+
+    def made(key: str, approve: bool = True) -> Any:
+        d = store.create_draft(key, f"{key}'s text")
+        return store.approve_draft(d.draft_id) if approve else d
+
+    def draft_facts(d: Any, version: int, digest: str) -> str:
+        return json.dumps({"draft": d.draft_id, "version": version, "digest": digest})
+
+    # clean: picked, started, finished
+    ok = made("ok")
+    store.act(
+        store.act(store.take("ok", "pick", draft=ok.draft_id, lease_seconds=10), "start"), "finish"
+    )
+    # a pick that names a pending revision
+    pending = made("a", approve=False)
+    _forge(store, "a", 1, "pick", "idle", "reserved", rk=f"a#d{pending.draft_id}v1")
+    # the pinned revision edited while publishing
+    b = made("b")
+    held = store.act(store.take("b", "pick", draft=b.draft_id, lease_seconds=10), "start")
+    row = store.row("b")
+    assert row is not None
+    _forge(
+        store,
+        "b",
+        1,
+        "draft:edit",
+        "publishing",
+        "publishing",
+        facts=draft_facts(b, 2, "edited"),
+        fp=fingerprint(token_hash(held.token)),
+        lease=row.lease_deadline,
+        owner=row.owner,
+        rk=row.request_key,
+    )
+    # a start after the pinned revision was edited (an edit while reserved is fine)
+    c = made("c")
+    held = store.take("c", "pick", draft=c.draft_id, lease_seconds=10)
+    store.edit_draft(c.draft_id, "c's text, edited")
+    row = store.row("c")
+    assert row is not None
+    _forge(
+        store,
+        "c",
+        1,
+        "start",
+        "reserved",
+        "publishing",
+        at=clock() + 1,
+        fp=fingerprint(token_hash(held.token)),
+        lease=row.lease_deadline,
+        owner=row.owner,
+        rk=row.request_key,
+    )
+    # a revision created twice, and one dispatched by no transition declared to
+    d = made("d")
+    _forge(store, "d", 0, "draft:create", "idle", "idle", facts=draft_facts(d, 1, d.digest))
+    _forge(store, "d", 0, "draft:dispatch", "idle", "idle", facts=draft_facts(d, 1, d.digest))
+    found: dict[str, set[str]] = {}
+    for v in audit_store(store).violations:
+        found.setdefault(v.target_id, set()).add(v.kind)
+    assert "ok" not in found
+    assert "draft_not_ready" in found["a"]
+    assert {"pinned_draft_edited", "invariant_pinned"} <= found["b"]
+    assert {"pinned_draft_changed", "invariant_pinned"} <= found["c"]
+    assert "draft_out_of_order" in found["d"]
+    # the rows disagree with the forged entries too; nothing else is named
+    assert found == {
+        "a": {"draft_not_ready", "row_disagrees"},
+        "b": {"pinned_draft_edited", "invariant_pinned"},
+        "c": {"pinned_draft_changed", "invariant_pinned", "row_disagrees"},
+        "d": {"draft_out_of_order"},
+    }, found
     store.close()
 
 
@@ -214,7 +344,7 @@ def test_verify_plays_the_authors_and_the_pins_against_the_model(example: Path, 
     ("broken", "found"),
     [
         pytest.param(
-            lambda store: setattr(store, "_dispatch", lambda *a: None),
+            lambda store: setattr(store, "_dispatch", lambda *a: []),
             "draft 0 (status, version): store ('approved', 1), model ('dispatched', 1)",
             id="no-dispatch-mark",
         ),
@@ -269,7 +399,7 @@ def test_claimfsm_verify_runs_a_lifecycle_with_drafts_and_leaves_nothing(tmp_pat
         main, ["verify", str(PAGE), "--db", f"sqlite:///{db}", "--examples", "5", "--json"]
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["ok"] is True
+    assert json.loads(result.stdout)["ok"] is True
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert not {t for t in tables if t.startswith("verify_page")}, tables

@@ -130,7 +130,7 @@ def test_check_engine_spin_on_the_command_line(tmp_path: Path) -> None:
         main, ["check", "job", "--engine", "spin", "--json", "--spin-dir", str(kept)]
     )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["engine"]["name"] == "spin"
     assert data["unique"] == builtin(JOB_PATH, EntityModelConfig())[0]
     assert data["bounds"]["symmetry"] is False and data["verdict"] == "ok"

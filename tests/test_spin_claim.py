@@ -213,7 +213,7 @@ def test_check_engine_spin_on_the_claim_from_the_command_line(tmp_path: Path) ->
         main, ["check", "--workers", "2", "--engine", "spin", "--json", "--spin-dir", str(kept)]
     )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["engine"]["name"] == "spin" and data["unique"] == 144_461
     assert data["bounds"]["symmetry"] is False and data["verdict"] == "ok"
     assert data["properties"]["parallel_drafts"]["outcome"] == "found"

@@ -312,7 +312,7 @@ def test_check_by_target_proves_two_targets() -> None:
     args = ["check", "--workers", "2", "--drafts", "1", "--targets", "2", "--by-target"]
     result = runner.invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     one = ClaimModelConfig(workers=2, drafts=1)
     assert data["one_target"]["unique"] == _classes(claim_spec(), one)
     assert data["premise"]["complete"] and data["premise"]["classes"] > 0

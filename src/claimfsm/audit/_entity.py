@@ -37,6 +37,19 @@ every entry it asks:
   compared, ``count_out_of_range`` for a column), as the claim's audit names it.
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
+- With linked drafts, each change of a draft (an author's create, edit or approve, and a
+  dispatch) follows from the draft's history and changes no row (``draft_out_of_order``):
+  a draft is created once at version 1, an edit bumps the version by one and never
+  follows a dispatch, an approval approves a pending draft as it is, a dispatch marks
+  the draft the epoch pinned, at the version pinned, right after a transition declared
+  ``dispatches``. An edit of the pinned draft while the entity is in a state such a
+  transition leaves is ``pinned_draft_edited``. The guards over drafts are witnessed
+  where history holds the draft they read: ``draft_ready`` (the draft the take's request
+  key names, ``draft_not_ready``) and ``draft_pinned`` (the pinned one,
+  ``pinned_draft_changed``); a draft no entry shows (made before history recorded
+  drafts, or pruned away by a checkpoint that did not record it) is assumed. A take pins
+  the draft at the version history has (``request_key``). The declared ``pinned``
+  invariants hold after every entry (``invariant_pinned``).
 - The request key (where an event declares ``fresh_key``, or a take pins a linked draft):
   only such an event changes it, and a draw gives one the entity did not hold just before
   (``request_key``); a refusal records the one the entity holds. Readback's outcome the
@@ -57,19 +70,27 @@ from typing import Any
 from claimfsm.audit._kinds import broken, left_by_another, unexplained_refusal
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
-from claimfsm.spec._invariants import row_holds
+from claimfsm.spec._invariants import pinned_holds, row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
-from claimfsm.store._entity_drafts import drawn_of
+from claimfsm.store._entity_drafts import drawn_of, pin_of
 from claimfsm.store._entity_history import (
+    DRAFT_CREATE,
+    DRAFT_DISPATCH,
+    DRAFT_EDIT,
+    DRAFT_ENTRIES,
     Carried,
+    DraftSeen,
     checkpoint_carries,
+    checkpoint_drafts,
+    draft_change,
     facts_read,
     lease_recorded,
 )
 from claimfsm.store._entity_sql import row_extras
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
+from claimfsm.store._types import Draft
 
 #: The history columns the auditor reads, and the row columns before the declared ones
 #: (the token as its fingerprint, as history shows it).
@@ -91,6 +112,8 @@ WITNESSED = frozenset({"free", "epoch", "owner"})
 TOKEN_READERS = frozenset({"owner"})
 LEASE_READERS = frozenset({"live", "lapsed"})
 COLUMN_READERS = frozenset({"compare"})
+#: The kinds that read a linked draft: witnessed where history holds the draft.
+DRAFT_READERS = frozenset({"draft_ready", "draft_pinned"})
 
 
 @dataclass
@@ -109,6 +132,13 @@ class Entity:
     #: readback's outcome it records ("": none in this epoch); None: not known
     outcome: str | None = ""
     entries: int = 0
+    #: linked drafts: each as history left it (a draft no entry showed is not known)
+    drafts: dict[int, DraftSeen] = field(default_factory=dict)
+    #: the draft and version the epoch pinned, and the digest then (None: none or not known)
+    pin: tuple[int, int] | None = None
+    pin_digest: str | None = None
+    #: whether the last entry was a transition declared ``dispatches``
+    dispatching: bool = False
 
 
 class EntityRules:
@@ -133,6 +163,9 @@ class EntityRules:
             self.by_step.setdefault((t.event, t.source, t.dest), []).append(t.guards)
         self.rows = [i for i in spec.invariants.values() if i.kind == "row"]
         self.left = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
+        self.pinned = [i for i in spec.invariants.values() if i.kind == "pinned"]
+        self.pinning = spec.pinning_states()  # where the pinned draft may not be edited
+        self.dispatches = {(t.event, t.source, t.dest) for t in spec.transitions if t.dispatches}
 
     def begin(self, key: str) -> Entity:
         return Entity(key, self.spec.initial, columns=dict(self.defaults))
@@ -147,7 +180,15 @@ class EntityRules:
             ent.lease, ent.owner, ent.request_key = e[LEASE], e[OWNER], e[REQUEST_KEY]
             # the columns and the outcome, where the checkpoint recorded them
             ent.columns, ent.outcome = checkpoint_carries(e[FACTS], self.columns)
+            ent.drafts = checkpoint_drafts(e[FACTS])
+            self._pin(ent, e)
             return
+        if e[EVENT] in DRAFT_ENTRIES and e[REFUSED] is None and self.linked:
+            self._draft_entry(ent, e, report)
+            ent.dispatching = False
+            self._pinned_invariants(ent, seq, report)
+            return
+        ent.dispatching = False
         if e[REFUSED] is not None:
             why = self._unexplained(ent, e)
             if why is not None:
@@ -208,6 +249,10 @@ class EntityRules:
         ent.state, ent.epoch, ent.lease, ent.owner = dest, e[EPOCH], e[LEASE], e[OWNER]
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
+        if self.linked and event in self.takers:
+            self._pin(ent, e, report)
+        ent.dispatching = (event, source, dest) in self.dispatches
+        self._pinned_invariants(ent, seq, report)
         # the columns counted and the outcome recorded, as pruning replays them
         ent.columns, ent.outcome = self.carried.after(ent.columns, ent.outcome, event, e[FACTS])
         for inv in self.rows:
@@ -223,6 +268,124 @@ class EntityRules:
                     seq,
                     f"{inv.name}: {inv.column} is {value} in {dest} ({inv.meaning})",
                 )
+
+    def _pin(self, ent: Entity, e: tuple[Any, ...], report: Report | None = None) -> None:
+        """The draft and version the entry's request key names as the epoch's pin, and
+        its digest where history holds the draft at that version (``report``: a take,
+        which pins the draft as it is, so at the version history has)."""
+        key = e[REQUEST_KEY]
+        ent.pin = None if not self.linked or key is None else pin_of(ent.key, key)
+        seen = None if ent.pin is None else ent.drafts.get(ent.pin[0])
+        ent.pin_digest = None
+        if ent.pin is None or seen is None:
+            return
+        if seen.version == ent.pin[1]:
+            ent.pin_digest = seen.digest
+        elif report is not None:
+            report(
+                "request_key",
+                (e[SEQ],),
+                f"{e[EVENT]} pinned draft {ent.pin[0]} at version {ent.pin[1]}, where history"
+                f" has it at version {seen.version}",
+            )
+
+    def _draft_entry(self, ent: Entity, e: tuple[Any, ...], report: Report) -> None:
+        """A change of one of the entity's drafts (the rules above)."""
+        seq, event = (e[SEQ],), e[EVENT]
+
+        def wrong(why: str) -> None:
+            report("draft_out_of_order", seq, f"{event}: {why}")
+
+        if not e[SOURCE] == e[DEST] == ent.state or e[EPOCH] != ent.epoch:
+            wrong(
+                f"recorded {e[SOURCE]} -> {e[DEST]} at epoch {e[EPOCH]} where the entity was"
+                f" {ent.state} at epoch {ent.epoch}: a draft's change changes no row"
+            )
+        change = draft_change(event, e[FACTS])
+        if change is None:
+            wrong("the entry does not name the draft, its version and digest")
+            return
+        draft, after = change
+        before = ent.drafts.get(draft)
+        ent.drafts[draft] = after
+        if event == DRAFT_CREATE:
+            if before is not None:
+                wrong(f"draft {draft} was created before")
+            elif after.version != 1:
+                wrong(f"draft {draft} was created at version {after.version}, not 1")
+            return
+        if event == DRAFT_DISPATCH:
+            if not ent.dispatching:
+                wrong(f"draft {draft} dispatched, but not by a transition declared dispatches")
+            if ent.pin != (draft, after.version):
+                wrong(f"draft {draft} v{after.version} dispatched; the epoch pinned {ent.pin}")
+            if before is not None and before[1:] != after[1:]:
+                wrong(f"draft {draft} dispatched at another version or digest than it had")
+            return
+        if event == DRAFT_EDIT:
+            if ent.pin is not None and ent.pin[0] == draft and ent.state in self.pinning:
+                report(
+                    "pinned_draft_edited",
+                    seq,
+                    f"draft {draft} edited while epoch {ent.epoch}, which pinned it, is"
+                    f" {ent.state}, from where it may be dispatched",
+                )
+            if before is not None and before.status == "dispatched":
+                wrong(f"draft {draft} edited after it was dispatched")
+            elif before is not None and after.version != before.version + 1:
+                wrong(f"draft {draft} edited from version {before.version} to {after.version}")
+            return
+        # an approval
+        if before is not None and (before.status != "pending" or before[1:] != after[1:]):
+            wrong(f"draft {draft} approved, but it was {before.status} at version {before.version}")
+
+    def _pinned_invariants(self, ent: Entity, seq: tuple[int, ...], report: Report) -> None:
+        """The declared ``pinned`` invariants on the entity as history now leaves it,
+        where history holds the pinned draft."""
+        if not self.pinned or ent.pin is None or ent.pin[0] not in ent.drafts:
+            return
+        seen = ent.drafts[ent.pin[0]]
+        for inv in self.pinned:
+            holds = pinned_holds(inv, ent.state, (seen.status, seen.version), ent.pin[1])
+            if not holds or (ent.state in inv.states and seen.digest != ent.pin_digest):
+                report(
+                    "invariant_pinned",
+                    seq,
+                    f"{inv.name}: in {ent.state}, draft {ent.pin[0]} is {seen.status} at"
+                    f" version {seen.version}, pinned at version {ent.pin[1]} ({inv.meaning})",
+                )
+
+    def _draft_seen(self, ent: Entity, draft: int | None) -> Draft | None:
+        """A draft as the guards read it, as history leaves it (None: not known)."""
+        seen = None if draft is None else ent.drafts.get(draft)
+        if seen is None or draft is None:
+            return None
+        return Draft(draft, ent.key, seen.version, seen.digest, seen.status, "")
+
+    def _named(self, ent: Entity, e: tuple[Any, ...]) -> int | None:
+        """The draft a guard of entry ``e`` reads: a take's, the one its request key
+        names; any other's, the pinned one."""
+        if e[EVENT] in self.takers:
+            pin = None if e[REQUEST_KEY] is None else pin_of(ent.key, e[REQUEST_KEY])
+        else:
+            pin = ent.pin
+        return None if pin is None else pin[0]
+
+    def _views(self, ent: Entity, e: tuple[Any, ...]) -> tuple[RowView, CallerView]:
+        """The row before entry ``e`` and its caller, as the guards read them."""
+        lease = ent.lease if lease_recorded(ent.lease) else None
+        pin = ent.pin or (None, None)
+        row = RowView(
+            ent.state,
+            ent.epoch,
+            ent.holder,
+            lease,
+            ent.columns if ent.columns is not None else {},
+            *(pin[0], pin[1], ent.pin_digest),
+        )
+        draft = self._draft_seen(ent, self._named(ent, e)) if self.linked else None
+        facts = facts_read(e[FACTS]) or {}
+        return row, CallerView(e[EPOCH], e[TOKEN], facts, e[AT], draft=draft, target_id=ent.key)
 
     def _request_key(self, ent: Entity, e: tuple[Any, ...], report: Report) -> None:
         """An event declared ``fresh_key`` draws a request key no entry of the entity held
@@ -255,11 +418,7 @@ class EntityRules:
         self, ent: Entity, e: tuple[Any, ...], candidates: list[tuple[str, ...]]
     ) -> str | None:
         """None if some candidate's witnessed guards all hold; else the first that fails."""
-        lease = ent.lease if lease_recorded(ent.lease) else None
-        row = RowView(
-            ent.state, ent.epoch, ent.holder, lease, ent.columns if ent.columns is not None else {}
-        )
-        caller = CallerView(e[EPOCH], e[TOKEN], facts_read(e[FACTS]) or {}, e[AT])
+        row, caller = self._views(ent, e)
         first: str | None = None
         for guards in candidates:
             bad = [
@@ -285,10 +444,7 @@ class EntityRules:
         token's guard by the fingerprint recorded), or None where history cannot tell."""
         if self.spec.guards[guard].kind not in TOKEN_READERS and not self._witnessed(guard, e, ent):
             return None
-        lease = ent.lease if lease_recorded(ent.lease) else None
-        columns = ent.columns if ent.columns is not None else {}
-        row = RowView(ent.state, ent.epoch, ent.holder, lease, columns)
-        caller = CallerView(e[EPOCH], e[TOKEN], facts_read(e[FACTS]) or {}, e[AT])
+        row, caller = self._views(ent, e)
         return not self.guards[guard](row, caller)
 
     def _witnessed(self, guard: str, e: tuple[Any, ...], ent: Entity) -> bool:
@@ -300,6 +456,11 @@ class EntityRules:
             return True
         if g.kind in LEASE_READERS:
             return lease_recorded(ent.lease)
+        if g.kind in DRAFT_READERS:
+            named = self._named(ent, e)
+            if named is None or named not in ent.drafts:
+                return False
+            return g.kind == "draft_ready" or ent.pin_digest is not None
         if g.kind not in COLUMN_READERS:
             return False
         if g.fact is not None and e[FACTS] is None:

@@ -31,6 +31,11 @@ VIOLATIONS: dict[str, str] = {
     "invariant_row": "a declared row invariant did not hold after a transition",
     "invariant_left_only_by": "a state was left by an event its invariant does not allow",
     "request_key": "the request key changed other than by an event declared fresh_key",
+    "draft_not_ready": "an epoch was taken with a draft that was not approved",
+    "pinned_draft_changed": "an owner went on while its pinned draft was not as pinned",
+    "pinned_draft_edited": "a draft was edited while the epoch that pinned it may dispatch it",
+    "draft_out_of_order": "a draft's entry does not follow from its history",
+    "invariant_pinned": "a declared pinned invariant did not hold after an entry",
     "row_disagrees": "the row is not what its history leaves",
     "history_without_row": "history records transitions of an entity that has no row",
     "row_without_history": "a row that no history leads to",
@@ -44,6 +49,8 @@ _BROKEN = {
     "live": "lapsed_lease_used",
     "lapsed": "live_lease_lapsed",
     "free": "target_not_free",
+    "draft_ready": "draft_not_ready",
+    "draft_pinned": "pinned_draft_changed",
 }
 
 

@@ -751,7 +751,7 @@ class EntityStore:
             if swept is not None:
                 judged = self._caller(tx, key, view, view.epoch, None, {}, now, None)
                 first_taken, _ = self._agrees(sweep, view, judged, True)
-                self._dispatch(tx, key, first_taken, now)
+                first_dispatched = self._dispatch(tx, key, first_taken, now)
                 label = fingerprint(view.token_hash)
                 swept_record = (
                     key,
@@ -769,6 +769,8 @@ class EntityStore:
                     "",
                 )
                 tx.run(self._sql["append"], swept_record)
+                for found in first_dispatched:  # recorded after the transition that made it
+                    tx.run(self._sql["append"], drafting.dispatched(swept_record, found))
                 locked = self._locked(tx, key)
                 view = self._view(locked)
                 done = guarded(event, epoch, presented)
@@ -777,7 +779,7 @@ class EntityStore:
         caller = self._caller(tx, key, view, epoch, presented, facts, now, values.get("draft_id"))
         taken, failing = self._agrees(event, view, caller, done is not None)
         if done is not None and taken is not None:
-            self._dispatch(tx, key, taken, now)
+            made = self._dispatch(tx, key, taken, now)
             state, new_epoch, lease, owner = done[:4]
             shown = values.get("new_token_hash") or presented or view.token_hash
             left = locked  # the row as the write left it, as far as its request key goes
@@ -791,6 +793,8 @@ class EntityStore:
                 call.detail,
             )
             tx.defer(self._sql["append"], record)
+            for found in made:  # recorded after the transition that made it
+                tx.defer(self._sql["append"], drafting.dispatched(record, found))
             return record, (state, new_epoch)
         first = self.machine.stale_refusal(event, view, caller)
         if first is not None and first.startswith(STALE_STATE):
@@ -866,10 +870,15 @@ class EntityStore:
                 )
         return CallerView(epoch, presented, facts, now, draft=draft, target_id=key)
 
-    def _dispatch(self, tx: Tx, key: str, taken: TransitionDecl | None, now: float) -> None:
-        """The pinned draft made dispatched, where ``taken`` is declared ``dispatches``."""
+    def _dispatch(
+        self, tx: Tx, key: str, taken: TransitionDecl | None, now: float
+    ) -> list[tuple[Any, ...]]:
+        """The pinned draft made dispatched, where ``taken`` is declared ``dispatches`` and
+        the draft is still at the version pinned: (draft id, version, digest) of each draft
+        it made so, for history (none, or the one)."""
         if self._pins and taken is not None and taken.dispatches:
-            tx.run(self._drafts.dispatched(self.table), (now, key))
+            return tx.all(self._drafts.dispatched(self.table), (now, key))
+        return []
 
     def _locked(self, tx: Tx, key: str) -> tuple[Any, ...]:
         """The entity's row, locked for the rest of ``tx`` (its transaction id kept in

@@ -17,8 +17,12 @@ approved. Where the declaration allows one live draft per entity
 An author's operation locks the entity's row first (creating it, in the initial state,
 where it has none yet), then the draft's, in the order an event's transaction takes them,
 so an edit and a start of the same entity are ordered and never deadlock. History records
-the events, not the authors' operations; the audit cannot tell from history whether a
-guard over drafts held, and does not judge one.
+each change of a draft beside the events (``_entity_history.DRAFT_ENTRIES``): an author's
+create, edit and approve (approving an approved draft changes nothing and records
+nothing), and the dispatch, right after the entry of the transition that made it, each
+with the draft's id, version and digest as the change left them and the row as it is.
+So the audit judges the guards over drafts and the declared ``pinned`` invariants on
+history, as it judges the others.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from claimfsm.errors import InvalidArgument, NotFound
 from claimfsm.spec import Spec
+from claimfsm.store import _entity_history as entries
 from claimfsm.store import _validate as check
 from claimfsm.store._draft_rules import approve_refusal, edit_refusal, one_live_refusal
 from claimfsm.store._entity_drivers import Tx
-from claimfsm.store._tokens import content_digest
+from claimfsm.store._tokens import content_digest, fingerprint
 from claimfsm.store._types import Draft
 
 if TYPE_CHECKING:
@@ -71,10 +76,17 @@ def drawn_of(key: str, request_key: str) -> str:
 def pinned_of(key: str, request_key: str) -> int:
     """The draft named in ``request_key`` as :func:`request_key` made it for entity ``key``
     (0: none, where the key was not made so)."""
+    pin = pin_of(key, request_key)
+    return 0 if pin is None else pin[0]
+
+
+def pin_of(key: str, request_key: str) -> tuple[int, int] | None:
+    """The draft and version named in ``request_key`` as :func:`request_key` made it for
+    entity ``key`` (None: none, where the key was not made so)."""
     head = f"{key}#d"
     pin = request_key[len(head) :].partition("#")[0] if request_key.startswith(head) else ""
-    draft = pin.partition("v")[0]
-    return int(draft) if draft.isdigit() else 0
+    draft, _, version = pin.partition("v")
+    return (int(draft), int(version)) if draft.isdigit() and version.isdigit() else None
 
 
 def schema(table: str, name: str, serial: str) -> list[str]:
@@ -135,7 +147,7 @@ class DraftSql:
         pinned = f"SELECT draft_id, draft_version FROM {rows} WHERE key = {m}"  # noqa: S608
         return (
             f"UPDATE {self.table} SET status = 'dispatched', updated_at = {m}"  # noqa: S608
-            f" WHERE (draft_id, version) IN ({pinned})"
+            f" WHERE (draft_id, version) IN ({pinned}) RETURNING draft_id, version, digest"
         )
 
 
@@ -158,13 +170,37 @@ def _hold(store: EntityStore, tx: Tx, key: str) -> tuple[Any, ...]:
     return store._locked(tx, key)
 
 
+def _record(store: EntityStore, tx: Tx, row: tuple[Any, ...], event: str, d: Draft) -> None:
+    """The entry of an author's change of draft ``d`` on the entity's (held) ``row``."""
+    view = store._view(row)
+    record = (
+        *(row[0], view.epoch, event, view.state, view.state, store._now(tx), None),
+        *(fingerprint(view.token_hash), view.lease_deadline),
+        entries.draft_facts(d.draft_id, d.version, d.digest),
+        *(row[5] or "", store._request_key(row), ""),
+    )
+    tx.defer(store._sql["append"], record)
+
+
+def dispatched(record: tuple[Any, ...], found: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The entry of a dispatch (``found``: the draft's id, version and digest) that the
+    transition recorded as ``record`` made: the row as that transition left it."""
+    r = entries
+    state = record[r.DEST]
+    return (
+        *(record[r.KEY], record[r.EPOCH], r.DRAFT_DISPATCH, state, state, record[r.AT], None),
+        *(record[r.TOKEN], record[r.LEASE], r.draft_facts(*found)),
+        *(record[r.OWNER], record[r.REQUEST_KEY], ""),
+    )
+
+
 def create(store: EntityStore, key: str, content: str) -> Draft:
     check.text_id(key, "key")
     check.content(content)
     sql = store._drafts
 
     def body(tx: Tx) -> Draft:
-        _hold(store, tx, key)
+        row = _hold(store, tx, key)
         if store._one_live:
             live = tx.all(sql.live, (key,))
             if live:
@@ -172,7 +208,9 @@ def create(store: EntityStore, key: str, content: str) -> Draft:
                 entity = f"{store.spec.name} {key!r}"
                 raise one_live_refusal(entity, first.draft_id, first.status)
         now = store._now(tx)
-        return Draft(*tx.one(sql.insert, (key, content, content_digest(content), now)))
+        made = Draft(*tx.one(sql.insert, (key, content, content_digest(content), now)))
+        _record(store, tx, row, entries.DRAFT_CREATE, made)
+        return made
 
     return store._driver.rerun(body)
 
@@ -184,7 +222,8 @@ def edit(store: EntityStore, draft_id: int, content: str) -> Draft:
 
     def body(tx: Tx) -> Draft:
         key = _draft(tx, sql, draft_id).target_id  # a draft's entity never changes
-        row = store._view(_hold(store, tx, key))
+        held = _hold(store, tx, key)
+        row = store._view(held)
         draft = _draft(tx, sql, draft_id)  # as it is now, the entity held
         pinned = (row.draft_id, row.epoch, row.state)
         entity = f"{store.spec.name} {key!r}"
@@ -195,6 +234,7 @@ def edit(store: EntityStore, draft_id: int, content: str) -> Draft:
             draft_id, key, draft.version + 1, content_digest(content), "pending", content
         )
         _write(store, tx, edited)
+        _record(store, tx, held, entries.DRAFT_EDIT, edited)
         return edited
 
     return store._driver.rerun(body)
@@ -206,7 +246,7 @@ def approve(store: EntityStore, draft_id: int) -> Draft:
     sql = store._drafts
 
     def body(tx: Tx) -> Draft:
-        _hold(store, tx, _draft(tx, sql, draft_id).target_id)
+        held = _hold(store, tx, _draft(tx, sql, draft_id).target_id)
         draft = _draft(tx, sql, draft_id)
         refusal = approve_refusal(draft_id, draft.status)
         if refusal is not None:
@@ -221,6 +261,7 @@ def approve(store: EntityStore, draft_id: int) -> Draft:
                 draft.content,
             )
             _write(store, tx, draft)
+            _record(store, tx, held, entries.DRAFT_APPROVE, draft)
         return draft
 
     return store._driver.rerun(body)

@@ -3,19 +3,23 @@
 Every operation on an entity appends one entry: an event applied (``refused`` is None) or a
 stale caller's operation refused (``refused`` names the stale guard that failed, or, for an
 owner whose epoch is current but in a state declared ``stale``, that state as
-``state:NAME``, :data:`STALE_STATE`; the row did not change), and
-the ``checkpoint`` entries pruning leaves. An entry records the row as the operation left
-it: its ``epoch``, its state (``dest``; ``source`` is where it was), the token that holds it
-(as ``token_fingerprint``), its lease deadline (``lease_deadline``, None: no lease), the
-facts the caller brought (``facts``: the evidence a guard compares, such as a readback's
-``running``; empty for none; a ``checkpoint``'s record the row's declared ``columns`` and
-recorded ``outcome`` as pruning left them) and the name of the owner the row holds after it
-(``owner``; empty for none), as the claim's history records them, and the request key the
-row holds after it (``request_key``: the key a request to the remote carries, drawn by an
-event declared ``fresh_key``; empty while it is the entity's own key), and what the caller
-said of it (``detail``: why a job failed, say; empty for nothing). With the store's time
-(``at``) that is what an auditor needs to judge the guards of the entry, the lease's and the
-evidence's included, and the row its history leaves.
+``state:NAME``, :data:`STALE_STATE`; the row did not change), and the ``checkpoint`` entries
+pruning leaves, and, with linked drafts, each change of one of the entity's drafts
+(:data:`DRAFT_ENTRIES`: an author's create, edit or approve, and the dispatch a
+``dispatches`` transition makes, right after that transition's entry; the row does not
+change, and ``facts`` holds the draft as it left it, :func:`draft_facts`). An entry records
+the row as the operation left it: its ``epoch``, its state (``dest``; ``source`` is where it
+was), the token that holds it (as ``token_fingerprint``), its lease deadline
+(``lease_deadline``, None: no lease), the facts the caller brought (``facts``: the evidence
+a guard compares, such as a readback's ``running``; empty for none; a ``checkpoint``'s
+record the row's declared ``columns`` and recorded ``outcome`` as pruning left them) and the
+name of the owner the row holds after it (``owner``; empty for none), as the claim's history
+records them, and the request key the row holds after it (``request_key``: the key a request
+to the remote carries, drawn by an event declared ``fresh_key``; empty while it is the
+entity's own key), and what the caller said of it (``detail``: why a job failed, say; empty
+for nothing). With the store's time (``at``) that is what an auditor needs to judge the
+guards of the entry, the lease's and the evidence's included, and the row its history
+leaves.
 
 A history table made by an earlier claimfsm gains the columns it lacks when the store
 opens it (:func:`upgrades`); the entries it already holds are marked as not recording them:
@@ -31,7 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from claimfsm.store._core import CHECKPOINT
 
@@ -64,6 +68,30 @@ RECORD = COLUMNS[1:]
 UNRECORDED = float("-inf")
 
 
+#: The entries of a linked draft's changes (never a declared name: a name has no colon),
+#: each with the status it leaves the draft in.
+DRAFT_CREATE, DRAFT_EDIT, DRAFT_APPROVE, DRAFT_DISPATCH = (
+    "draft:create",
+    "draft:edit",
+    "draft:approve",
+    "draft:dispatch",
+)
+DRAFT_ENTRIES = {
+    DRAFT_CREATE: "pending",
+    DRAFT_EDIT: "pending",
+    DRAFT_APPROVE: "approved",
+    DRAFT_DISPATCH: "dispatched",
+}
+
+
+class DraftSeen(NamedTuple):
+    """A linked draft as its entity's history leaves it."""
+
+    status: str  # pending, approved or dispatched
+    version: int
+    digest: str
+
+
 #: ``facts`` of an entry whose caller brought none.
 NO_FACTS = "{}"
 
@@ -76,6 +104,21 @@ def lease_recorded(deadline: float | None) -> bool:
 def facts_text(facts: Mapping[str, Any]) -> str:
     """The ``facts`` column of an entry whose caller brought ``facts`` (JSON, keys sorted)."""
     return json.dumps(dict(facts), sort_keys=True, separators=(",", ":")) if facts else NO_FACTS
+
+
+def draft_facts(draft_id: int, version: int, digest: str) -> str:
+    """``facts`` of a draft's entry: the draft, its version and digest as the change left it."""
+    return facts_text({"draft": draft_id, "version": version, "digest": digest})
+
+
+def draft_change(event: str, facts: str | None) -> tuple[int, DraftSeen] | None:
+    """What a draft's entry (``event`` of :data:`DRAFT_ENTRIES`, recording ``facts``) makes
+    of a draft: its id and the draft as it leaves it; None where the entry does not say."""
+    read = facts_read(facts) or {}
+    draft, version, digest = read.get("draft"), read.get("version"), read.get("digest")
+    if type(draft) is not int or type(version) is not int or not isinstance(digest, str):
+        return None
+    return draft, DraftSeen(DRAFT_ENTRIES[event], version, digest)
 
 
 def facts_read(text: str | None) -> dict[str, Any] | None:
@@ -168,8 +211,10 @@ class Carried:
     key, in its ``facts``: the declared columns (``columns``) and readback's recorded
     outcome (``outcome``, "" for none, where an event records one) as its entity's last
     removed entry left them, each where known (an entry from before history recorded the
-    facts, or a checkpoint that did not record them, leaves it unknown). :meth:`after` is
-    how an entry moves them, for pruning and the audit alike."""
+    facts, or a checkpoint that did not record them, leaves it unknown), and with linked
+    drafts the drafts history showed (``drafts``: each as its last change left it; a
+    draft no entry showed is not known). :meth:`after` and :func:`drafts_after` are how
+    an entry moves them, for pruning and the audit alike."""
 
     def __init__(self, spec: Any) -> None:
         self.defaults = {c: spec.columns[c].default for c in spec.columns}
@@ -179,14 +224,22 @@ class Carried:
         self.recording = bool(self.records)
         #: key -> (columns, outcome), None where not known
         self.known: dict[str, tuple[dict[str, int] | None, str | None]] = {}
+        self.linked = spec.drafts is not None
+        #: key -> its drafts as history showed them
+        self.drafts: dict[str, dict[int, DraftSeen]] = {}
 
     def entry(self, key: str, event: str, refused: str | None, facts: str | None) -> None:
         """Apply one entry, in ``seq`` order; a key's first is where its history begins."""
         columns, outcome = self.known.setdefault(key, (dict(self.defaults), ""))
+        drafts = self.drafts.setdefault(key, {})
         if refused is not None:
             return  # a refusal changed nothing
         if event == CHECKPOINT:
             self.known[key] = checkpoint_carries(facts, tuple(self.defaults))
+            self.drafts[key] = checkpoint_drafts(facts)
+            return
+        if event in DRAFT_ENTRIES:
+            self.drafts[key] = drafts_after(drafts, event, facts)
             return
         self.known[key] = self.after(columns, outcome, event, facts)
 
@@ -212,7 +265,38 @@ class Carried:
             said["columns"] = columns
         if self.recording and outcome is not None:
             said["outcome"] = outcome
+        if self.linked:
+            drafts = self.drafts[key]
+            said["drafts"] = {str(d): list(seen) for d, seen in sorted(drafts.items())}
         return facts_text(said)
+
+
+def drafts_after(
+    drafts: dict[int, DraftSeen], event: str, facts: str | None
+) -> dict[int, DraftSeen]:
+    """An entity's drafts after a draft's entry (``event``, recording ``facts``): the
+    draft it names as the change left it (unchanged where it names none)."""
+    change = draft_change(event, facts)
+    return drafts if change is None else {**drafts, change[0]: change[1]}
+
+
+def checkpoint_drafts(facts: str | None) -> dict[int, DraftSeen]:
+    """The drafts a checkpoint's ``facts`` record (none known where it records none)."""
+    found = (facts_read(facts) or {}).get("drafts")
+    known: dict[int, DraftSeen] = {}
+    if not isinstance(found, dict):
+        return known
+    for draft, seen in found.items():
+        if (
+            draft.isdigit()
+            and isinstance(seen, list)
+            and len(seen) == 3
+            and seen[0] in ("pending", "approved", "dispatched")
+            and type(seen[1]) is int
+            and isinstance(seen[2], str)
+        ):
+            known[int(draft)] = DraftSeen(*seen)
+    return known
 
 
 def checkpoint_carries(

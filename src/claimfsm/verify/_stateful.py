@@ -52,6 +52,7 @@ from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.machine import LifecycleMachine as DeclaredMachine
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
+from claimfsm.store._entity_history import DRAFT_DISPATCH, DRAFT_ENTRIES
 from claimfsm.store._tokens import fingerprint, token_hash
 
 KEY = "entity-0"
@@ -355,13 +356,14 @@ def lifecycle_state_machine(
             moves = 1
             if expected is not None and model.explain is not None:
                 moves = len(model.explain(self.world, action, expected))
+            changes = _draft_changes(action, self.world, expected)
             if expected is not None:
                 if action[0] in ("take", "resend", "own", "wake") and not holds_handle(
                     expected.clients[action[1]]
                 ):
                     self.handles[action[1]] = None  # done with it, as the model's client is
                 self.world = expected
-            self._compare(before, did, moves, stale_record)
+            self._compare(before, did, moves, stale_record, changes)
             self.clean = True
 
         def _play(self, action: tuple[Any, ...]) -> tuple[str, str]:
@@ -460,7 +462,12 @@ def lifecycle_state_machine(
             )
 
         def _compare(
-            self, before: int, did: str, moves: int = 1, stale_record: str | None = None
+            self,
+            before: int,
+            did: str,
+            moves: int = 1,
+            stale_record: str | None = None,
+            changes: Sequence[str] = (),
         ) -> None:
             store = self.stores[0]
             row = store.row(KEY)
@@ -512,7 +519,12 @@ def lifecycle_state_machine(
                     assert current == ((mh.epoch, mh.token) == (want.epoch, want.token)), (
                         self._disagree(f"whether worker {c}'s handle is current")
                     )
-            grown = len(store.history(KEY)) - before
+            new = store.history(KEY)[before:]
+            made = [e.event for e in new if e.event in DRAFT_ENTRIES]
+            assert made == list(changes), self._disagree(
+                f"history recorded the drafts' changes {made}; the model made {list(changes)}"
+            )
+            grown = len(new) - len(made)
             if did == "took":
                 assert grown == moves, self._disagree(
                     f"history grew by {grown} for {moves} transition{'s' if moves > 1 else ''}"
@@ -520,7 +532,7 @@ def lifecycle_state_machine(
             elif did == "world":
                 assert grown == 0, self._disagree("history changed with no operation")
             elif did == "refused" and stale_record is not UNKNOWN:
-                refusals = [e.refused for e in store.history(KEY)[before:]]
+                refusals = [e.refused for e in new if e.event not in DRAFT_ENTRIES]
                 assert refusals == ([stale_record] if stale_record else []), self._disagree(
                     f"the refusal recorded {refusals}; the declaration's stale owner rule"
                     + (f" records {stale_record!r}" if stale_record else " records nothing")
@@ -542,6 +554,22 @@ def lifecycle_state_machine(
 
     LifecycleMachine.__name__ = f"{spec.name.replace('-', '_').title()}Lifecycle"
     return LifecycleMachine
+
+
+def _draft_changes(action: tuple[Any, ...], before: Any, after: Any) -> list[str]:
+    """The drafts' changes history must record for ``action``, which takes the model's
+    world ``before`` to ``after`` (None: refused): an author's change, or the dispatch of
+    each draft the step made dispatched."""
+    if after is None:
+        return []
+    if action[0] == "draft":
+        return [f"draft:{action[-1]}"]
+    was, now = before.rows[0], after.rows[0]
+    return [
+        DRAFT_DISPATCH
+        for (old, _), (new, _) in zip(was.drafts, now.drafts, strict=True)
+        if new == "d" and old != "d"
+    ]
 
 
 def _beyond_the_checker(
