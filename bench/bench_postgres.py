@@ -23,6 +23,10 @@ dropped at the end.
    succeed: 11 events, the first on a new entity), with each event as one
    statement (the default) against every event on the transaction path, in rounds back to
    back; the ratio is the median of the rounds' ratios.
+7. A lifecycle with linked drafts (examples/page.toml): events per second, timed over
+   the events alone (a revision created and approved, untimed; the page picked with it,
+   started, finished, which marks the revision dispatched: 3 events), each event as one
+   statement (the default) against every event on the transaction path, paired as in 6.
 """
 
 from __future__ import annotations
@@ -472,6 +476,33 @@ def lifecycle(schema: str, jobs: int, rounds: int) -> None:
     paired(rates, "events/s", width=18)
 
 
+def linked_drafts(schema: str, pages: int, rounds: int) -> None:
+    from pathlib import Path
+
+    from claimfsm.spec import load_spec
+    from claimfsm.store import open_entity_store
+
+    print("== 7. a lifecycle with linked drafts (examples/page.toml): events/s, one process ==")
+    spec = load_spec(Path(__file__).resolve().parents[1] / "examples" / "page.toml")
+    rates: dict[str, list[float]] = {"one statement": [], "transaction path": []}
+    for rnd in range(rounds):
+        for name in rates:
+            store = open_entity_store(spec, store_url(schema), prefix=f"b{rnd}{name[:3]}")
+            if name == "transaction path":
+                store._one_statement = {}
+            spent = 0.0  # in the events alone: the author's calls are the same on both
+            for n in range(pages):
+                key = f"page-{n}"
+                draft = store.approve_draft(store.create_draft(key, f"text {n}").draft_id)
+                start = time.perf_counter()
+                held = store.take(key, "pick", owner="bench", draft=draft.draft_id)
+                store.act(store.act(held, "start"), "finish")
+                spent += time.perf_counter() - start
+            rates[name].append(3 * pages / spent)
+            store.close()
+    paired(rates, "events/s", width=18)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -480,6 +511,7 @@ def main() -> None:
     try:
         throughput(schema, 300 if args.quick else 1000, 3 if args.quick else 5)
         lifecycle(schema, 30 if args.quick else 200, 3 if args.quick else 5)
+        linked_drafts(schema, 30 if args.quick else 200, 3 if args.quick else 5)
         processes(schema, 1.0 if args.quick else 4.0)
         advisory_locks(1000 if args.quick else 5000)
         if args.quick:

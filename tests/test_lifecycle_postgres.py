@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from claimfsm.errors import StaleClaim, StoreError
+from claimfsm.errors import DraftChanged, StaleClaim, StoreError
 from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityHistory, EntityStore, open_entity_store
 from claimfsm.store import _entity_drivers as drivers
@@ -143,6 +144,87 @@ def test_the_one_statement_writes_what_the_transaction_path_writes(
         "start",
         "succeed",
     ]
+
+
+PAGE = load_spec(Path(__file__).resolve().parents[1] / "examples" / "page.toml")
+
+
+def _a_page_run(store: EntityStore, clock: ManualClock) -> list[EntityHistory]:
+    """A page picked with a revision, a start refused once the revision was edited, a
+    stale owner's refusal, a publish that marks its revision dispatched, a lapse; the
+    history (without seq and token fingerprints)."""
+    first = store.approve_draft(store.create_draft("p", "v1").draft_id)
+    held = store.take("p", "pick", owner="w1", draft=first.draft_id, lease_seconds=30)
+    store.edit_draft(first.draft_id, "v2")
+    with pytest.raises(DraftChanged):
+        store.act(held, "start")
+    store.approve_draft(first.draft_id)
+    store.act(held, "give_back")
+    again = store.take("p", "pick", owner="w2", draft=first.draft_id, lease_seconds=30)
+    with pytest.raises(StaleClaim):
+        store.act(held, "start")
+    store.act(store.act(again, "start"), "finish")
+    other = store.approve_draft(store.create_draft("p", "another").draft_id)
+    store.take("p", "pick", owner="w3", draft=other.draft_id, lease_seconds=30)
+    clock.advance(31)
+    assert store.operate("p", "lapse") == "withdrawn"
+    assert store.draft(first.draft_id).status == "dispatched"
+    return [dataclasses.replace(h, seq=0, token_fingerprint="-") for h in store.history("p")]
+
+
+def test_with_drafts_the_one_statement_writes_what_the_transaction_path_writes(
+    pg_database: str,
+) -> None:
+    """A lifecycle with linked drafts runs on the one statement too (the draft its guards
+    read, read there): the same history, draft entries included, as statement by
+    statement."""
+    histories = []
+    for one in (True, False):
+        schema, found = pg_schema_url(pg_database)
+        clock = ManualClock()
+        store = open_entity_store(PAGE, found, clock=clock)
+        assert bool(store._one_statement) is True
+        if not one:
+            store._one_statement = {}
+        try:
+            histories.append(_a_page_run(store, clock))
+        finally:
+            store.close()
+            drop_schema(pg_database, schema)
+    assert histories[0] == histories[1]
+    assert [h.event for h in histories[0]] == [
+        *("draft:create", "draft:approve", "pick", "draft:edit", "draft:approve"),
+        *("give_back", "pick", "start", "start", "finish", "draft:dispatch"),
+        *("draft:create", "draft:approve", "pick", "lapse"),
+    ]
+    assert histories[0][7].refused == "owner_matches"  # the stale owner's start
+
+
+def test_with_drafts_an_event_is_still_one_statement(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pick and a start with linked drafts: BEGIN and the one statement, then history and
+    COMMIT; a finish that dispatches its revision adds the dispatch's statement."""
+    store = open_entity_store(PAGE, pg_url, clock=ManualClock())
+    draft = store.approve_draft(store.create_draft("p", "v1").draft_id)
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        sent.append(str(query).split(" ")[0])
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    held = store.take("p", "pick", owner="w", draft=draft.draft_id)
+    assert sent == ["BEGIN", "WITH", "INSERT", "COMMIT"], sent
+    sent.clear()
+    held = store.act(held, "start")
+    assert sent == ["BEGIN", "WITH", "INSERT", "COMMIT"], sent
+    sent.clear()
+    store.act(held, "finish")
+    assert sent == ["BEGIN", "WITH", "UPDATE", "INSERT", "INSERT", "COMMIT"], sent
+    monkeypatch.undo()
+    store.close()
 
 
 def test_a_rolled_back_transaction_is_run_again(

@@ -181,7 +181,10 @@ def test_every_event_is_one_compiled_statement_with_bound_values() -> None:
         assert "3" not in write.sql  # the attempts bound is a bound value, not SQL text
     lease = compile_event(spec, "lease", "lc_job")
     assert "attempts = attempts + 1" in lease.sql and "epoch = epoch + 1" in lease.sql
-    assert lease.params.count("const:attempts_left") == 3  # state, deadline, where
+    # both transitions lead to leased: the WHERE alone reads the guard, no CASE repeats it
+    assert "CASE" not in lease.sql and lease.params.count("const:attempts_left") == 1
+    renew = compile_event(spec, "renew", "lc_job")  # two destinations: the CASE says which
+    assert renew.sql.count("CASE") == 2
 
 
 def test_one_edit_of_a_guard_reaches_the_sql_the_machine_and_the_checker(tmp_path: Path) -> None:

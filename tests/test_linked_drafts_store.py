@@ -331,6 +331,38 @@ def test_an_edit_racing_a_start_never_leaves_changed_content_publishing(url: str
     author.close()
 
 
+def test_an_edit_racing_a_pick_never_leaves_a_pin_history_disowns(url: str) -> None:
+    """A pick reads the revision it names as the author who held the page last left it:
+    one that comes second to an edit is refused (the revision is pending again), one
+    that comes first pins version 1; the audit finds every pin where history has it."""
+    clock = ManualClock()
+    store, author = open_page(url, clock), open_page(url, clock)
+    for n in range(25):
+        key = f"page-{n}"
+        draft = store.approve_draft(store.create_draft(key, "v1").draft_id)
+        done: dict[str, bool] = {}
+        barrier = threading.Barrier(2)
+        pick = functools.partial(store.take, key, "pick", draft=draft.draft_id)
+        edit = functools.partial(author.edit_draft, draft.draft_id, "v2")
+        threads = [
+            threading.Thread(target=_race, args=(barrier, done, "pick", pick, DraftNotApproved)),
+            threading.Thread(target=_race, args=(barrier, done, "edit", edit, TargetBusy)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert done["edit"]  # an edit while merely reserved is the author's right
+        row = store.row(key)
+        assert row is not None
+        if done["pick"]:
+            assert (row.state, row.draft_version) == ("reserved", 1)
+    report = audit_store(store)
+    assert report.ok, report.violations
+    store.close()
+    author.close()
+
+
 @pytest.mark.parametrize("example", [PAGE, POST], ids=["page", "post"])
 def test_verify_plays_the_authors_and_the_pins_against_the_model(example: Path, url: str) -> None:
     spec = load_spec(example)

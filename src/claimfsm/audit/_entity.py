@@ -112,8 +112,10 @@ WITNESSED = frozenset({"free", "epoch", "owner"})
 TOKEN_READERS = frozenset({"owner"})
 LEASE_READERS = frozenset({"live", "lapsed"})
 COLUMN_READERS = frozenset({"compare"})
-#: The kinds that read a linked draft: witnessed where history holds the draft.
+#: The kinds that read a linked draft: witnessed where history holds the draft; of those,
+#: the kinds that also read the row's pin, witnessed where history holds its digest too.
 DRAFT_READERS = frozenset({"draft_ready", "draft_pinned"})
+PIN_READERS = frozenset({"draft_pinned"})
 
 
 @dataclass
@@ -460,7 +462,7 @@ class EntityRules:
             named = self._named(ent, e)
             if named is None or named not in ent.drafts:
                 return False
-            return g.kind == "draft_ready" or ent.pin_digest is not None
+            return g.kind not in PIN_READERS or ent.pin_digest is not None
         if g.kind not in COLUMN_READERS:
             return False
         if g.fact is not None and e[FACTS] is None:

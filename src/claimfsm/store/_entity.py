@@ -86,6 +86,7 @@ from claimfsm.store._entity_history import (
     facts_text,
 )
 from claimfsm.store._entity_sql import (
+    PRIOR,
     WORD,
     check_storable,
     compile_event,
@@ -230,13 +231,18 @@ class EntityStore:
         }
         self._durable = spec.durable_events()  # read by every write: once
         #: each event's write as one statement, where the database can also return the row
-        #: it replaced and create a new entity's (PostgreSQL), and the row keeps no linked
-        #: draft (those are judged on the transaction path, the draft read there)
+        #: it replaced and create a new entity's (PostgreSQL), with linked drafts the draft
+        #: its guards read too
         self._one_statement = (
-            {e: compile_one_statement(spec, e, self.table, driver.marker) for e in spec.events}
-            if driver.one_statement and not self._pins
+            {
+                e: compile_one_statement(spec, e, self.table, driver.marker, drafts)
+                for e in spec.events
+            }
+            if driver.one_statement
             else {}
         )
+        #: how many columns of the row it replaced the one statement returns
+        self._prior_width = len(PRIOR) + len(self._columns) + len(self._extras) + len(self._pins)
         #: how many times a transaction the database rolled back is run again
         self.retries = retries
         m, t, h = driver.marker, self.table, self.history_table
@@ -698,19 +704,40 @@ class EntityStore:
             if found is not None:
                 tx.transaction_id, found = found[-1], found[:-1]
                 state, new_epoch, lease, now = found[0], found[1], found[2], float(found[3])
-                prior = (key, *found[4:8], None, *found[8:-1])
+                width = 4 + self._prior_width  # the row it replaced, then its owner now
+                replaced, owner, tail = found[4:width], found[width], found[width + 1 :]
+                prior = (key, *replaced[:4], None, *replaced[4:])
                 view = self._view(prior)
-                caller = CallerView(view.epoch if call.current else epoch, presented, facts, now)
-                self._agrees(event, view, caller, True)
+                left, draft = prior, None
+                if self._pins:  # the pins it left, and the draft its guards read
+                    at = 6 + len(self._columns) + len(self._extras)
+                    left = (*prior[:at], tail[0], tail[1], None)
+                    named = tail[2:]  # the draft its guards read (NULLs: none)
+                    draft = None
+                    if named[0] is not None:
+                        draft_id, target_id, version, digest, status = named[:5]
+                        draft = Draft(draft_id, target_id, version, digest, status, "")
+                    self._named_draft(key, values.get("draft_id"), draft)
+                caller = CallerView(
+                    view.epoch if call.current else epoch,
+                    presented,
+                    facts,
+                    now,
+                    draft=draft,
+                    target_id=key,
+                )
+                taken, _ = self._agrees(event, view, caller, True)
+                made = self._dispatch(tx, key, taken, now)
                 shown = values.get("new_token_hash") or presented or view.token_hash
-                request_key = values.get("new_request_key") or self._request_key(prior)
                 record = (
                     *(key, new_epoch, event, view.state, state, now),
-                    *(None, fingerprint(shown), lease, facts_text(facts), found[-1] or ""),
-                    request_key,
+                    *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
+                    self._request_key(left, values.get("new_request_key")),
                     call.detail,
                 )
                 tx.defer(self._sql["append"], record)
+                for dispatched in made:  # recorded after the transition that made it
+                    tx.defer(self._sql["append"], drafting.dispatched(record, dispatched))
                 return record, (state, new_epoch)
         defaults = tuple(self.spec.columns[c].default for c in self._columns)
         tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
@@ -861,14 +888,18 @@ class EntityStore:
         if self._pins:
             which = named if named is not None else view.draft_id
             draft = None if which is None else drafting.read(tx, self._drafts, which)
-            if named is not None and draft is None:
-                raise NotFound(f"no draft {named}; create_draft returns the id to use")
-            if named is not None and draft is not None and draft.target_id != key:
-                raise InvalidArgument(
-                    f"draft {named} is {self.spec.name} {draft.target_id!r}'s, not {key!r}'s:"
-                    " a take names one of the entity's own drafts"
-                )
+            self._named_draft(key, named, draft)
         return CallerView(epoch, presented, facts, now, draft=draft, target_id=key)
+
+    def _named_draft(self, key: str, named: int | None, draft: Draft | None) -> None:
+        """A take names one of the entity's own drafts (``named``; ``draft``: as read)."""
+        if named is not None and draft is None:
+            raise NotFound(f"no draft {named}; create_draft returns the id to use")
+        if named is not None and draft is not None and draft.target_id != key:
+            raise InvalidArgument(
+                f"draft {named} is {self.spec.name} {draft.target_id!r}'s, not {key!r}'s:"
+                " a take names one of the entity's own drafts"
+            )
 
     def _dispatch(
         self, tx: Tx, key: str, taken: TransitionDecl | None, now: float

@@ -151,14 +151,21 @@ def _writes(
         # A taker's new epoch has no lease unless the event sets one.
         return "CAST(NULL AS DOUBLE PRECISION)" if taking else col("lease_deadline")
 
-    sets = {
-        "state": "CASE "
-        + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions)
-        + " END",
-        "lease_deadline": "CASE "
-        + " ".join(f"WHEN {cond(t)} THEN {deadline(t)}" for t in transitions)
-        + " END",
-    }
+    if len({t.dest for t in transitions}) == 1:
+        # One destination (a take out of each freeing state, say): the WHERE lets the
+        # write through only where some transition holds, and each leads to the same
+        # state and lease, so no CASE need say which (the statement stays short: psycopg
+        # converts a statement over 4,096 characters anew on every call).
+        sets = {"state": literal(transitions[0].dest), "lease_deadline": deadline(transitions[0])}
+    else:
+        sets = {
+            "state": "CASE "
+            + " ".join(f"WHEN {cond(t)} THEN '{t.dest}'" for t in transitions)
+            + " END",
+            "lease_deadline": "CASE "
+            + " ".join(f"WHEN {cond(t)} THEN {deadline(t)}" for t in transitions)
+            + " END",
+        }
     if taking:
         sets["epoch"] = f"{col('epoch')} + 1"
     if taking or "fresh_token" in effects:
@@ -210,14 +217,21 @@ def _renderer(
 
 
 def compile_birth(
-    spec: Spec, event: str, table: str, marker: str, clock: str, prior: str
+    spec: Spec,
+    event: str,
+    table: str,
+    marker: str,
+    clock: str,
+    prior: str,
+    drafts: str | None = None,
 ) -> CompiledEvent | None:
     """``event`` on an entity that has no row yet, as one ``INSERT … SELECT``: the row it
     would be created as (the initial state, epoch 0, no token or lease, the columns'
     defaults), the guards of the event's transitions from the initial state read on it,
     and the row the event leaves written, unless ``prior`` (the entity's row, locked) has
     one or a concurrent writer created it first. None: the event has no transition from
-    the initial state. Returns what :func:`compile_one_statement` returns."""
+    the initial state. Returns what :func:`compile_one_statement` returns (``drafts``:
+    the draft it read, as there)."""
     transitions = [t for t in spec.transitions if t.event == event and t.source == spec.initial]
     if not transitions:
         return None
@@ -232,7 +246,11 @@ def compile_birth(
         **{c: str(int(d.default)) for c, d in spec.columns.items()},
         **{c: "CAST(NULL AS TEXT)" for c in row_extras(spec)},
     }
-    sets, where_of = _writes(spec, event, transitions, p, fresh.__getitem__)
+    pins = PINS if drafts is not None else ()
+    if drafts is not None:
+        nulls = ("CAST(NULL AS BIGINT)", "CAST(NULL AS BIGINT)", "CAST(NULL AS TEXT)")
+        fresh.update(zip(PINS, nulls, strict=True))
+    sets, where_of = _writes(spec, event, transitions, p, fresh.__getitem__, drafts)
     key = p("key")
     kept = [c for c in fresh if c not in sets]  # what the event leaves as it was created
     names = ", ".join([*sets, "key", *kept])
@@ -240,8 +258,9 @@ def compile_birth(
     returning = ", ".join(
         [
             *("state", "epoch", "lease_deadline", clock),
-            *(fresh[c] for c in [*PRIOR, *spec.columns, *row_extras(spec)]),
+            *(fresh[c] for c in [*PRIOR, *spec.columns, *row_extras(spec), *pins]),
             "owner",  # the new row's
+            *(["draft_id", "draft_version", *NAMED_READ] if drafts is not None else []),
             TRANSACTION_ID,
         ]
     )
@@ -255,19 +274,37 @@ def compile_birth(
 
 #: What the one statement reads back of the row it replaced, besides the declared columns.
 PRIOR = ("state", "epoch", "token_hash", "lease_deadline")
+#: What it reads back of the draft its guards read (``Draft``'s fields but the content).
+NAMED = ("draft_id", "target_id", "version", "digest", "status")
+#: Each read from the statement's ``named``, as its ``RETURNING`` reads it.
+NAMED_READ = tuple(f"(SELECT {c} FROM named)" for c in NAMED)  # noqa: S608
 
 
-def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s") -> CompiledEvent:
+def compile_one_statement(
+    spec: Spec, event: str, table: str, marker: str = "%s", drafts: str | None = None
+) -> CompiledEvent:
     """``event``'s guarded write as one PostgreSQL statement on the server's clock (or the
     bound ``clock_now``), which also returns the row it replaced, locked first (``FOR
     UPDATE``), so that the declaration's machine can judge the write on it before the
     commit. Its columns are named ``"prior NAME"``, which no declared column can be. An
     entity with no row yet is created by the same statement where the event's transitions
     from the initial state allow (:func:`compile_birth`). Zero rows back: refused, or a
-    concurrent writer created the entity first; nothing changed."""
+    concurrent writer created the entity first; nothing changed.
+
+    ``drafts``: the drafts table, where the declaration has linked drafts. The statement
+    then reads the draft its guards read (a taker's, the one named by the bound
+    ``draft_id``; any other event's, the pinned one) into ``named``, locked (``FOR SHARE``)
+    only once the entity's row is, so that it reads the draft as the author who held the row
+    last left it, not as the statement's snapshot saw it (a lock that does not conflict with
+    an edit, ``FOR KEY SHARE``, would read the snapshot's: the race test catches that); the
+    guards and a take's pins read ``named``. After the row's columns it returns the pins the
+    write left and the draft read (:data:`NAMED`; NULLs: none)."""
     clock = "(SELECT now FROM clock)"
-    names = [*PRIOR, *spec.columns, *row_extras(spec)]
+    pins = PINS if drafts is not None else ()
+    names = [*PRIOR, *spec.columns, *row_extras(spec), *pins]
     priors = ", ".join(f'{c} AS "prior {c}"' for c in names)
+    read = "named" if drafts is not None else None
+    tail = ["cur.draft_id", "cur.draft_version", *NAMED_READ] if read else []
     write = compile_event(
         spec,
         event,
@@ -279,16 +316,31 @@ def compile_one_statement(spec: Spec, event: str, table: str, marker: str = "%s"
             [
                 *("state", "epoch", "lease_deadline", clock),
                 *(f'"prior {c}"' for c in names),
-                *("owner", TRANSACTION_ID),
+                "owner",
+                *tail,
+                TRANSACTION_ID,
             ]
         ),
+        drafts=read,
     )
     now = f"COALESCE(CAST({marker} AS DOUBLE PRECISION), {SERVER_NOW})"
     locked = f"SELECT {priors} FROM {table} WHERE key = {marker} FOR UPDATE"  # noqa: S608
     head = f"WITH clock AS MATERIALIZED (SELECT {now} AS now), prior AS ({locked})"
-    birth = compile_birth(spec, event, table, marker, clock, "prior")
+    params: list[str] = ["clock_now", "key"]
+    if drafts is not None:
+        columns = ", ".join(f"d.{c}" for c in NAMED)
+        if spec.role(event) == "taker":  # the draft named; the row locked first
+            params.append("draft_id")
+            source = (
+                f"{drafts} AS d WHERE d.draft_id = CAST({marker} AS BIGINT)"  # noqa: S608
+                " AND (SELECT count(*) FROM prior) >= 0"
+            )
+        else:  # the pinned draft, joined to the row locked
+            source = f'prior JOIN {drafts} AS d ON d.draft_id = prior."prior draft_id"'
+        head += f", named AS MATERIALIZED (SELECT {columns} FROM {source} FOR SHARE OF d)"  # noqa: S608
+    birth = compile_birth(spec, event, table, marker, clock, "prior", read)
     if birth is None:
-        return CompiledEvent(f"{head} {write.sql}", ("clock_now", "key", *write.params))
+        return CompiledEvent(f"{head} {write.sql}", (*params, *write.params))
     both = "SELECT * FROM w UNION ALL SELECT * FROM born"
     sql = f"{head}, w AS ({write.sql}), born AS ({birth.sql}) {both}"
-    return CompiledEvent(sql, ("clock_now", "key", *write.params, *birth.params))
+    return CompiledEvent(sql, (*params, *write.params, *birth.params))
