@@ -34,6 +34,7 @@ from claimfsm.store import EntityStore, open_entity_store
 from claimfsm.store._entity_drafts import drawn_of, pinned_of, request_key
 from claimfsm.store._tokens import fingerprint, token_hash
 from claimfsm.verify import ManualClock, verify
+from claimfsm.verify._stateful import play
 
 from .test_lifecycle_campaign import short
 
@@ -370,6 +371,24 @@ def test_verify_plays_the_authors_and_the_pins_against_the_model(example: Path, 
     assert result.ok, (result.failure, result.program)
     assert any("with draft" in step for step in result.program) or result.guided > 0
     assert result.guided_steps > 0 and result.steps_run > 0
+
+
+def test_readback_asks_about_the_request_of_the_pinned_draft(url: str) -> None:
+    """A post sent with its second draft, landed, then unanswered: readback must ask about
+    that draft's request (its key names the draft), so settling finds it posted. The
+    verify's evidence once asked about the entity's own key, right only for draft 0."""
+    spec = load_spec(POST)
+    path = [
+        ("take", 0, 0, 1, "pick"),
+        ("own", 0, "send"),
+        ("send", 0),
+        ("land", 0, 1, 2),
+        ("own", 0, "give_up"),
+        ("env", 0, "settle"),
+    ]
+    program, failure = play(spec, lambda clock: open_entity_store(spec, url, clock=clock), path)
+    assert failure == "", (failure, program)
+    assert program[-1].endswith("-> posted"), program
 
 
 @pytest.mark.parametrize(

@@ -1038,12 +1038,15 @@ def _split(world: EntityWorld) -> tuple[Shared, tuple[Handle | None, ...]]:
     return (world.rows, world.stale_changed, world.marks, world.overlap), world.clients
 
 
-def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict[str, Any]:
+def world_facts(
+    world: EntityWorld, key: int, remote: str | None = None, shape: KeyShape | None = None
+) -> dict[str, Any]:
     """The world's evidence about entity ``key`` (LIFECYCLE_FACTS), as an executor gives
     it: whether a run at the row's epoch is running at the executor (not one still due),
     whether one reached it (``ran``), and how far the executor (or the remote) is
     fenced; against a remote of mode ``remote`` also readback's ``outcome`` (did a
-    request with the entity's request key take effect?) and whether it deduplicates."""
+    request with the entity's request key take effect? ``shape``: how the world makes
+    that key, :func:`key_shape`, which names the pinned draft where drafts are linked)."""
     row = world.rows[key]
     facts: dict[str, Any] = {
         "running": _running(world, key),
@@ -1051,7 +1054,7 @@ def world_facts(world: EntityWorld, key: int, remote: str | None = None) -> dict
         "fenced_through": row.fence,
     }
     if remote is not None:
-        facts["outcome"] = _outcome(row)
+        facts["outcome"] = _outcome(row, shape or UNLINKED)
         facts["remote_dedups"] = remote == "dedup"
     return facts
 

@@ -314,7 +314,7 @@ def lifecycle_state_machine(
             if kind in ("own", "wake"):  # the handle, and the facts the store is given
                 caller = WorldCaller(row, acting(self.world, action)[1], True, {})
             else:  # a taker names no epoch; the operator, the sweep, a resend the current
-                facts = {} if kind == "take" else world_facts(self.world, 0, remote)
+                facts = {} if kind == "take" else world_facts(self.world, 0, remote, shape)
                 caller = WorldCaller(row, None, kind != "take", facts)
             return declared.stale_refusal(event, view, caller)
 
@@ -384,7 +384,7 @@ def lifecycle_state_machine(
                         event,
                         owner=f"worker {c}",
                         lease_seconds=LEASE_SECONDS,
-                        facts=world_facts(self.world, key, resolved.get("remote")),
+                        facts=world_facts(self.world, key, resolved.get("remote"), shape),
                     )
                     self.handles[c] = taken
                     return "took", taken.state
@@ -401,7 +401,7 @@ def lifecycle_state_machine(
                     return "took", acted.state
                 if kind == "env":
                     _, key, event = action
-                    facts = world_facts(self.world, key, resolved.get("remote"))  # readback
+                    facts = world_facts(self.world, key, resolved.get("remote"), shape)  # readback
                     return "took", self.stores[0].operate(KEY, event, facts=facts)
                 if kind == "draft":  # the author's, on the operator's connection
                     return self._author(action)
