@@ -6,7 +6,7 @@ commit, is run again or settled from history: never lost, never applied twice.""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,21 +116,31 @@ def test_the_transaction_path_learns_its_id_with_the_locked_row(
     store.close()
 
 
-def test_the_one_statement_writes_what_the_transaction_path_writes(
-    pg_database: str,
-) -> None:
+def _both_paths(
+    pg_database: str, spec: Any, run: Callable[[EntityStore, ManualClock], list[EntityHistory]]
+) -> list[list[EntityHistory]]:
+    """The history ``run`` leaves with each event as one statement, then with every event
+    on the transaction path, each in a schema of its own."""
     histories = []
     for one in (True, False):
         schema, found = pg_schema_url(pg_database)
         clock = ManualClock()
-        store = open_entity_store(JOB, found, clock=clock)
+        store = open_entity_store(spec, found, clock=clock)
+        assert bool(store._one_statement) is True
         if not one:
             store._one_statement = {}  # every event on the transaction path
         try:
-            histories.append(_a_job_run(store, clock))
+            histories.append(run(store, clock))
         finally:
             store.close()
             drop_schema(pg_database, schema)
+    return histories
+
+
+def test_the_one_statement_writes_what_the_transaction_path_writes(
+    pg_database: str,
+) -> None:
+    histories = _both_paths(pg_database, JOB, _a_job_run)
     assert histories[0] == histories[1]
     assert [h.event for h in histories[0]] == [
         "lease",
@@ -178,19 +188,7 @@ def test_with_drafts_the_one_statement_writes_what_the_transaction_path_writes(
     """A lifecycle with linked drafts runs on the one statement too (the draft its guards
     read, read there): the same history, draft entries included, as statement by
     statement."""
-    histories = []
-    for one in (True, False):
-        schema, found = pg_schema_url(pg_database)
-        clock = ManualClock()
-        store = open_entity_store(PAGE, found, clock=clock)
-        assert bool(store._one_statement) is True
-        if not one:
-            store._one_statement = {}
-        try:
-            histories.append(_a_page_run(store, clock))
-        finally:
-            store.close()
-            drop_schema(pg_database, schema)
+    histories = _both_paths(pg_database, PAGE, _a_page_run)
     assert histories[0] == histories[1]
     assert [h.event for h in histories[0]] == [
         *("draft:create", "draft:approve", "pick", "draft:edit", "draft:approve"),

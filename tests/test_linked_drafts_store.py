@@ -298,6 +298,21 @@ def _race(
         done[name] = False
 
 
+def _race_both(
+    first: tuple[str, Callable[[], object], type[Exception]],
+    second: tuple[str, Callable[[], object], type[Exception]],
+) -> dict[str, bool]:
+    """Two racers (name, call, its refusal) started together: whether each went through."""
+    done: dict[str, bool] = {}
+    barrier = threading.Barrier(2)
+    threads = [threading.Thread(target=_race, args=(barrier, done, *r)) for r in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done
+
+
 def test_an_edit_racing_a_start_never_leaves_changed_content_publishing(url: str) -> None:
     """The author's edit and the worker's start lock the entity's row in the same order:
     whichever comes second sees the first. Publishing with an edited revision pinned at
@@ -309,18 +324,9 @@ def test_an_edit_racing_a_start_never_leaves_changed_content_publishing(url: str
         key = f"page-{n}"
         draft = store.approve_draft(store.create_draft(key, "v1").draft_id)
         held = store.take(key, "pick", draft=draft.draft_id, lease_seconds=60)
-        done: dict[str, bool] = {}
-        barrier = threading.Barrier(2)
         start = functools.partial(store.act, held, "start")
         edit = functools.partial(author.edit_draft, draft.draft_id, "v2")
-        threads = [
-            threading.Thread(target=_race, args=(barrier, done, "start", start, DraftChanged)),
-            threading.Thread(target=_race, args=(barrier, done, "edit", edit, TargetBusy)),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        done = _race_both(("start", start, DraftChanged), ("edit", edit, TargetBusy))
         row, now = store.row(key), store.draft(draft.draft_id)
         assert row is not None
         outcomes.add((done["start"], done["edit"]))
@@ -341,18 +347,9 @@ def test_an_edit_racing_a_pick_never_leaves_a_pin_history_disowns(url: str) -> N
     for n in range(25):
         key = f"page-{n}"
         draft = store.approve_draft(store.create_draft(key, "v1").draft_id)
-        done: dict[str, bool] = {}
-        barrier = threading.Barrier(2)
         pick = functools.partial(store.take, key, "pick", draft=draft.draft_id)
         edit = functools.partial(author.edit_draft, draft.draft_id, "v2")
-        threads = [
-            threading.Thread(target=_race, args=(barrier, done, "pick", pick, DraftNotApproved)),
-            threading.Thread(target=_race, args=(barrier, done, "edit", edit, TargetBusy)),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        done = _race_both(("pick", pick, DraftNotApproved), ("edit", edit, TargetBusy))
         assert done["edit"]  # an edit while merely reserved is the author's right
         row = store.row(key)
         assert row is not None

@@ -82,6 +82,8 @@ DRAFT_ENTRIES = {
     DRAFT_APPROVE: "approved",
     DRAFT_DISPATCH: "dispatched",
 }
+#: The entry of each of an author's operations, by the name the checker's world gives it.
+AUTHORED = {"create": DRAFT_CREATE, "edit": DRAFT_EDIT, "approve": DRAFT_APPROVE}
 
 
 class DraftSeen(NamedTuple):
@@ -291,7 +293,7 @@ def checkpoint_drafts(facts: str | None) -> dict[int, DraftSeen]:
             draft.isdigit()
             and isinstance(seen, list)
             and len(seen) == 3
-            and seen[0] in ("pending", "approved", "dispatched")
+            and seen[0] in DRAFT_ENTRIES.values()
             and type(seen[1]) is int
             and isinstance(seen[2], str)
         ):

@@ -52,7 +52,7 @@ from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.machine import LifecycleMachine as DeclaredMachine
 from claimfsm.spec import Spec
 from claimfsm.store import EntityStore, Handle
-from claimfsm.store._entity_history import DRAFT_DISPATCH, DRAFT_ENTRIES
+from claimfsm.store._entity_history import AUTHORED, DRAFT_DISPATCH, DRAFT_ENTRIES
 from claimfsm.store._tokens import fingerprint, token_hash
 
 KEY = "entity-0"
@@ -563,7 +563,7 @@ def _draft_changes(action: tuple[Any, ...], before: Any, after: Any) -> list[str
     if after is None:
         return []
     if action[0] == "draft":
-        return [f"draft:{action[-1]}"]
+        return [AUTHORED[action[-1]]]
     was, now = before.rows[0], after.rows[0]
     return [
         DRAFT_DISPATCH
