@@ -101,7 +101,11 @@ def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
             '[events.begin_send]\ndurable = "yes"',
             "durable must",
         ),
-        ('sets = ["lease"]', 'sets = ["lease"]\nwrites = 1', "unknown keys"),
+        (
+            '[events.renew]\nsets = ["lease"]',
+            '[events.renew]\nsets = ["lease"]\nwrites = 1',
+            "unknown keys",
+        ),
     ],
 )
 def test_a_bad_event_table_is_one_error_naming_the_file_and_line(
@@ -270,3 +274,27 @@ def test_first_must_name_the_sweeps_event_from_busy_states(tmp_path: Path) -> No
     other = edited(tmp_path, "[events.reconcile]\n", '[events.reconcile]\nfirst = "lapse"\n')
     with pytest.raises(SpecError, match="applies an event first on the claim's 'acquire' only"):
         ClaimMachine(load_spec(other))
+
+
+def test_an_acquire_that_declares_no_lease_is_refused_by_every_claim_consumer(
+    tmp_path: Path,
+) -> None:
+    """The claim's new epoch is leased because ``claim.toml`` says so (``sets = ["lease"]``
+    on acquire): without it the machine, the checker's world and its Promela refuse the
+    declaration by name, rather than giving the epoch a lease nobody declared."""
+    from claimfsm.checker._spin_claim import claim_promela
+
+    path = edited(
+        tmp_path,
+        'sets = ["lease"]  # every new epoch is leased',
+        "# no lease declared",
+    )
+    spec = load_spec(path)
+    said = r"declare sets = \[\"lease\"\] on \[events.acquire\]"
+    with pytest.raises(SpecError, match=said):
+        ClaimMachine(spec)
+    with pytest.raises(SpecError, match=said):
+        claim_model(spec)
+    with pytest.raises(SpecError, match=said):
+        claim_promela(spec, ClaimModelConfig())
+    assert str(path) in str(pytest.raises(SpecError, ClaimMachine, spec).value)

@@ -55,6 +55,7 @@ from claimfsm.spec._vocabulary import (
     ClaimSteps,
     Event,
     State,
+    acquire_leases,
     claim_steps,
     claim_wakes,
     require_claim_world,
@@ -408,6 +409,7 @@ def claim_model(
         return False
 
     retry_sets = spec.effects[e_retry].sets if e_retry in spec.effects else ()
+    leases = acquire_leases(spec, e_acquire)  # a new epoch's lease, as declared (required)
     seen_comparisons: dict[tuple[Any, ...], frozenset[str]] = {}
 
     def compared(
@@ -665,7 +667,7 @@ def claim_model(
                 targets=put(
                     w.targets,
                     t,
-                    Target(epoch, dest, token, True, d, version, 0, ""),
+                    Target(epoch, dest, token, leases, d, version, 0, ""),
                 )
             )
             first: tuple[int, ...] = (d, version, 0) if send_first and own_keys else ()

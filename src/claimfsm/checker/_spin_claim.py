@@ -46,7 +46,7 @@ from claimfsm.checker._promela import Operand, Reading, conjunction, promela_gua
 from claimfsm.checker._spin import Promela, ltl_observer
 from claimfsm.errors import SpecError
 from claimfsm.spec import ABSENT, PRESENT, RemoteRules, Spec
-from claimfsm.spec._vocabulary import Event, State, claim_steps
+from claimfsm.spec._vocabulary import Event, State, acquire_leases, claim_steps
 
 PHASE = {"": 0, "R": 1, "S": 2, "W": 3, "A": 4, "P": 5, "Q": 6}
 DRAFT = {"-": 0, "a": 1, "p": 2, "d": 3}
@@ -165,6 +165,8 @@ class _Generator:
         starts = [e for e in spec.events if spec.work(e) == "starts"]
         self.send_first = starts == [self.event_of[Event.ACQUIRE]]
         self.fresh_key = any("fresh_key" in d.sets for d in spec.effects.values())
+        #: a new epoch's lease, as declared (the claim world requires it)
+        self.acquire_leases = acquire_leases(spec, self.event_of[Event.ACQUIRE])
         self.retry_sets = (
             spec.effects[self.event_of[Event.RETRY]].sets
             if self.event_of[Event.RETRY] in spec.effects
@@ -533,7 +535,7 @@ class _Generator:
             f"t_epoch[{t}] = t_epoch[{t}] + 1",
             f"t_state[{t}] = {self.sid[self.state_of[State.RESERVED]]}",
             f"t_token[{t}] = t_token[{t}] + 1",
-            f"t_lease[{t}] = 1",
+            f"t_lease[{t}] = {int(self.acquire_leases)}",
             f"t_draft[{t}] = {d + 1}",
             f"t_version[{t}] = {self.version(str(t), d)}",
             f"t_nonce[{t}] = 0",

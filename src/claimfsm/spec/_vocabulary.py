@@ -1,7 +1,7 @@
 """The claim protocol's typed face: the names code uses for its steps and states.
 
-Code needs to name a few of the claim's steps (a store sets a lease on acquire, the
-dispatcher records the intent to send); :class:`Event` and :class:`State` make such names
+Code needs to name a few of the claim's steps (a store writes acquire's new epoch, with
+the lease it declares, the dispatcher records the intent to send); :class:`Event` and :class:`State` make such names
 typo-proof, and their values are ``claim.toml``'s. The declaration owns what they mean,
 how they connect and what they are called: :func:`claim_steps` finds each of the claim's
 steps in a declaration by its shape and its declared roles, so the checker's model, the
@@ -360,4 +360,18 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
             f" {steps.event(Event.ACQUIRE)!r} only; this declaration declares first on"
             f" {firsts}: leave it out of the others"
         )
+    acquire = steps.event(Event.ACQUIRE)
+    if not acquire_leases(spec, acquire):
+        where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+        raise SpecError(
+            f"{where}: {what} gives every new epoch of the claim's {acquire!r} a lease (its"
+            f' claim row keeps a lease deadline); declare sets = ["lease"] on'
+            f" [events.{acquire}], as specs/claim.toml does"
+        )
     return steps
+
+
+def acquire_leases(spec: Any, acquire: str) -> bool:
+    """Whether the claim's ``acquire`` (as ``spec`` names it) declares the lease it sets."""
+    decl = getattr(spec, "effects", {}).get(acquire)
+    return decl is not None and "lease" in decl.sets
