@@ -104,7 +104,7 @@ def test_the_report_and_spec_show_the_same_events_table(report_file: Path) -> No
     assert header == ("event", "by", "work", "remote", "writes")
     written = {row[0]: row[-1] for row in rows}
     assert written["begin_send"] == "(durable)" and written["renew"] == "lease"
-    assert written["acquire"] == "lapse first"
+    assert written["acquire"] == "lapse first, lease"
     assert written["retry"] == "owner, fresh_token, lease (durable)"
     table = re.search(r"<table id='events'>(.*?)</table>", report_file.read_text(), re.S)
     assert table is not None
