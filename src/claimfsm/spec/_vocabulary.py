@@ -1,12 +1,12 @@
 """The claim protocol's typed face: the names code uses for its steps and states.
 
-Code needs to name a few of the claim's steps (a store writes acquire's new epoch, with
-the lease it declares, the dispatcher records the intent to send); :class:`Event` and :class:`State` make such names
-typo-proof, and their values are ``claim.toml``'s. The declaration owns what they mean,
-how they connect and what they are called: :func:`claim_steps` finds each of the claim's
-steps in a declaration by its shape and its declared roles, so the checker's model, the
-machine, the stores and the replays run a renamed copy of ``claim.toml`` as the same
-protocol, in its own names.
+Code needs to name a few of the claim's steps (a store writes acquire's new epoch, with the
+lease it declares, the dispatcher records the intent to send); :class:`Event` and
+:class:`State` make such names typo-proof, and their values are ``claim.toml``'s. The
+declaration owns what they mean, how they connect and what they are called:
+:func:`claim_steps` finds each of the claim's steps in a declaration by its shape and its
+declared roles, so the checker's model, the machine, the stores and the replays run a
+renamed copy of ``claim.toml`` as the same protocol, in its own names.
 """
 
 from __future__ import annotations
