@@ -313,13 +313,21 @@ def test_one_event_may_reach_one_state_from_two_sources(url: str, tmp_path: Path
 
 
 def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
+    """The claim's declaration without its pseudo initial state (``claim.toml`` declares
+    ``unclaimed`` so, and a lifecycle's store keeps it: ``test_pseudo_initial``): its
+    freeing states could never be taken from in one row per entity."""
+    from dataclasses import replace
+
     from claimfsm.spec import claim_spec
 
+    claim = claim_spec()
+    unclaimed = replace(claim.states[claim.initial], pseudo=False)
+    unflagged = replace(claim, states={**claim.states, claim.initial: unclaimed})
     with pytest.raises(
         SpecError,
         match="state 'confirmed' is flagged frees_target, and no transition with a free guard",
     ):
-        open_entity_store(claim_spec(), "sqlite:///" + str(tmp_path / "x"))
+        open_entity_store(unflagged, "sqlite:///" + str(tmp_path / "x"))
     # refused before the store opens anything: no database file is left behind
     assert not (tmp_path / "x").exists()
     # a store given a driver owns it: refusing the declaration closes it
@@ -333,7 +341,7 @@ def test_what_a_store_cannot_keep_is_refused_by_name(tmp_path: Path) -> None:
         SpecError,
         match="state 'confirmed' is flagged frees_target, and no transition with a free guard",
     ):
-        EntityStore(claim_spec(), driver)
+        EntityStore(unflagged, driver)
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
         driver._db.conn.execute("SELECT 1")
     with pytest.raises(InvalidArgument, match=r"spec must be a declaration, not PosixPath"):

@@ -148,6 +148,7 @@ class EntityRules:
     seq order, then :meth:`finish` with its row."""
 
     def __init__(self, spec: Spec) -> None:
+        spec = spec.lifecycle_view()  # as the store ran it: a pseudo state's takers
         self.spec = spec
         self.guards = build_guards(spec)
         self.columns = tuple(spec.columns)

@@ -274,6 +274,7 @@ Action = tuple[Any, ...]
 def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[EntityWorld, Action]:
     """The checker model of any declaration, with the declaration's invariants."""
     _refuse_what_this_world_cannot_answer(spec)  # the declaration's problems first
+    spec = spec.lifecycle_view()  # one row per entity: a pseudo initial state's takers
     cfg = (config or EntityModelConfig()).resolved(spec)
     workers, keys, epochs, counts = cfg["workers"], cfg["keys"], cfg["epochs"], cfg["counts"]
     retries = cfg.get("retries", 0)
@@ -542,6 +543,26 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         return world.marks.union(found) if found else world.marks
 
     firsts = {e: spec.first(e) for e in spec.events if spec.first(e) is not None}
+    # the examples that name an event ``by = "refusal"`` (the claim's discard): met where
+    # a client's operation is refused as a stale owner's, which the stores record
+    records = frozenset(
+        inv.name for inv in by_event if inv.event is not None and roles[inv.event] == "refusal"
+    )
+    recorded_as: dict[tuple[str, str, str], bool] = {}
+
+    def refused_marks(world: EntityWorld, row: Row, event: str, failing: str) -> frozenset[str]:
+        """The world's marks once a client's ``event`` was refused on ``row`` (``failing``:
+        the guards that failed): a stale owner's refusal is recorded (``Spec.stale_owner``)."""
+        if not records or records <= world.marks:
+            return world.marks
+        situation = (event, row.state, failing)
+        found = recorded_as.get(situation)
+        if found is None:
+            failed = frozenset(failing.split(", ")) if failing else frozenset()
+            found = recorded_as[situation] = (
+                spec.stale_owner(event, row.state, lambda g: g in failed) is not None
+            )
+        return world.marks | records if found else world.marks
 
     def fire_first(
         world: EntityWorld,
@@ -596,11 +617,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             dest, row = result
             idle = world.clients[c]
             saved = () if idle is None else idle.saved
-            if resend:
+            if resend or (rules is not None and spec.work(event) == "starts"):
+                # it sends at once: a resend, or a take whose work starts with it (the
+                # claim's intent_after_send: no intent is recorded before the send)
                 row = _starts(row, row.epoch)
                 clients[c] = Handle(
                     key, row.epoch, row.token, dest, True, "S", saved, shape.current(row)
                 )
+            elif spec.work(event) == "starts":  # its work is due at the executor at once
+                clients[c] = Handle(key, row.epoch, row.token, dest, False, "D", saved)
             else:  # a handle from which its holder can do nothing more is forgotten at once
                 clients[c] = (
                     Handle(key, row.epoch, row.token, dest, saved=saved)
@@ -626,8 +651,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 clients[c] = resting(h.saved)
                 if h.working:
                     rows[h.key] = _stops(rows[h.key], h.epoch)
+                marks = refused_marks(world, before, event, "" if result is None else result[1])
                 return EntityWorld(
-                    tuple(rows), tuple(clients), world.stale_changed, world.marks, world.overlap
+                    tuple(rows), tuple(clients), world.stale_changed, marks, world.overlap
                 ), False
             dest, row = result
             stale = (h.epoch, h.token) != (before.epoch, before.token)

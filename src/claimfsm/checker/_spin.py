@@ -84,8 +84,9 @@ def promela(
     run may stop where no fair step is possible; the formula is the obligation under weak
     fairness of each class: if a class is possible from some point on, it is taken
     infinitely often."""
-    cfg = (config or EntityModelConfig()).resolved(spec)
     model = entity_model(spec, config)  # validates the declaration as the built-in engine does
+    spec = spec.lifecycle_view()  # as the built-in world reads it: a pseudo state's takers
+    cfg = (config or EntityModelConfig()).resolved(spec)
     # The remote (a declaration with one): per row, how many requests of each epoch and
     # request key are in flight (fly) and took effect (took), at index epoch * nkeys + key,
     # which is the built-in model's sorted tuples of (epoch, key); per client, its
@@ -463,6 +464,30 @@ def promela(
         """Client ``c``'s handle, as a guard reads it."""
         return (f"c[{c}].ep", f"c[{c}].tok")
 
+    # the examples naming an event ``by = "refusal"`` (the claim's discard): a step whose
+    # refusal is a stale owner's, and so recorded, sets their bit, as in the built-in world
+    records = [
+        f"took_{n} = 1"
+        for n, inv in enumerate(event_examples)
+        if inv.event is not None and roles[inv.event] == "refusal"
+    ]
+
+    def recorded(e: str, k: str, c: int) -> list[str]:
+        """Client ``c``'s ``e``, refused on entity ``k``'s row: what marks it recorded,
+        by the declaration's stale owner rule (``Spec.stale_owner``) read on the row."""
+        if not records:
+            return []
+        ways = []
+        for s in sid:
+            stale = [f"!({guard(g, k, mine(c), True)})" for g in spec.stale_guards(e, s)]
+            if spec.stale_state_refuses(e, s):
+                stale.append("true")
+            if stale:
+                ways.append(conjunction([f"r[{k}].st == {sid[s]}", any_of(stale)]))
+        if not ways:
+            return []
+        return [f"if :: {any_of(ways)} -> {'; '.join(records)} :: else -> skip fi"]
+
     def owner_option(
         action: Action,
         c: int,
@@ -514,7 +539,7 @@ def promela(
             action,
             possible,
             f"({fires} && {cut_of(e, sk, False, tests)})",
-            [*load, *chain(branches, drop(c))],
+            [*load, *chain(branches, [*recorded(e, k, c), *drop(c)])],
         )
 
     # (the built-in model's action, when it is possible, when a bound cuts it, its body)
@@ -536,7 +561,9 @@ def promela(
                 branches, bodies = [], []
                 for t in by_event[e]:
                     body = apply(e, k, t, not resend, draft)
-                    if t.dest in owner_events:  # else the taker is done with it at once
+                    # a take whose work starts with it keeps its handle to do the work
+                    starts = not resend and spec.work(e) == "starts"
+                    if t.dest in owner_events or starts:  # else the taker is done at once
                         body += [
                             f"c[{c}].has = 1",
                             f"c[{c}].key = {k}",
@@ -544,7 +571,9 @@ def promela(
                             f"c[{c}].tok = r[{k}].tok",
                             f"c[{c}].seen = {sid[t.dest]}",
                         ]
-                    if resend:
+                    if starts and rules is None:  # due at the executor at once
+                        body.append(f"c[{c}].due = 1")
+                    if resend or (starts and rules is not None):  # it sends at once
                         body += [f"c[{c}].working = 1", f"c[{c}].phase = 1"]
                         if keyed:
                             body.append(f"c[{c}].rk = {row_key(f'r[{k}]')}")
@@ -1040,7 +1069,8 @@ def spin_check(
         raise SpinUnavailable(why)
     model: Model[Any, Any]
     generate: Callable[[str | None], Promela]
-    if not runs_on_the_claim_model(spec):
+    if isinstance(config, EntityModelConfig) or not runs_on_the_claim_model(spec):
+        # a lifecycle of your own, or the claim (``pseudo``) on the lifecycle's world
         if isinstance(config, ClaimModelConfig):
             raise TypeError("a lifecycle of your own takes an EntityModelConfig")
         model = entity_model(spec, config)
@@ -1048,8 +1078,6 @@ def spin_check(
     else:
         from claimfsm.checker._spin_claim import claim_promela
 
-        if isinstance(config, EntityModelConfig):
-            raise TypeError("the claim protocol takes a ClaimModelConfig")
         model = claim_model(spec, config)
         generate = lambda liveness: claim_promela(spec, config, liveness)  # noqa: E731
     generated = generate(None)

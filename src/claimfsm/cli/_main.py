@@ -215,7 +215,7 @@ def spec(declaration: str | None, as_json: bool) -> None:
         from claimfsm.spec import shipped
 
         s = _declaration(declaration or "claim", shipped())
-    flags = ("terminal", "frees_target", "lease", "stale")
+    flags = ("terminal", "frees_target", "lease", "stale", "pseudo")
     if as_json:
         data = {
             "name": s.name,

@@ -82,6 +82,7 @@ class LifecycleMachine:
     store that asks beside every write runs the machine once per situation, not per write."""
 
     def __init__(self, spec: Spec) -> None:
+        spec = spec.lifecycle_view()  # a pseudo initial state's takers, out of every state
         self.spec = spec
         #: Each guard's predicate, compiled from its kind (the one compiler: spec._predicates).
         self.guards: dict[str, Guard] = build_guards(spec)

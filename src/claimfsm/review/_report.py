@@ -156,7 +156,7 @@ def _declaration(spec: Spec) -> str:
     rows = []
     for s in spec.states.values():
         flags = ", ".join(
-            f for f in ("terminal", "frees_target", "lease", "stale") if getattr(s, f)
+            f for f in ("terminal", "frees_target", "lease", "stale", "pseudo") if getattr(s, f)
         )
         rows.append(
             f"<tr><td><code>{_e(s.name)}</code></td><td>{_e(s.meaning)}</td>"

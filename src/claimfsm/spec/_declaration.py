@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from claimfsm.spec._effects import EFFECTS
@@ -24,6 +24,9 @@ class StateDecl:
     frees_target: bool = False  # the next epoch may be acquired from here
     lease: bool = False  # the lease deadline governs this state
     stale: bool = False  # an owner coming back to this state is a stale owner
+    #: the initial state only: the state before an epoch exists, whose takers' transitions
+    #: begin the next epoch whatever state the entity is in (their guards decide)
+    pseudo: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,35 @@ class Spec:
     def events(self) -> tuple[str, ...]:
         """Event names in declaration order."""
         return tuple(dict.fromkeys(t.event for t in self.transitions))
+
+    def lifecycle_view(self) -> Spec:
+        """The declaration as a lifecycle's one row per entity runs it. Where the initial
+        state is declared ``pseudo`` (the state before an epoch exists: the claim's
+        ``unclaimed``), a taker's transition out of it begins the next epoch from whatever
+        state the entity is in, its guards alone (a ``free`` guard) keeping a busy entity:
+        the view declares it, after the transitions declared there, out of every other
+        state. Any other declaration is its own view. Every lifecycle consumer (its
+        machine, store, audit, checker world and Promela) reads the view; the diagrams and
+        the claim's own consumers read the declaration."""
+        initial = self.states[self.initial]
+        if not initial.pseudo:
+            return self
+        takes = [
+            t
+            for t in self.transitions
+            if t.source == self.initial and not t.internal and self.role(t.event) == "taker"
+        ]
+        copies = tuple(
+            replace(t, source=s) for s in self.states if s != self.initial for t in takes
+        )
+        states = {**self.states, self.initial: replace(initial, pseudo=False)}
+        return replace(
+            self,
+            states=states,
+            transitions=self.transitions + copies,
+            _by_event_source={},
+            _source_by_dest={},
+        )
 
     def transitions_for(self, event: str, source: str) -> tuple[TransitionDecl, ...]:
         """The transitions ``event`` may take from ``source``, tried in declaration order."""

@@ -34,7 +34,7 @@ from claimfsm.spec._roles import (
     parse_world,
 )
 
-_STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale"}
+_STATE_KEYS = {"meaning", "terminal", "frees_target", "lease", "stale", "pseudo"}
 _GUARD_KEYS = {"meaning", "kind", "refusal", "stale", "hint", "fact", "op", "column", "value"}
 _TRANSITION_KEYS = {"event", "source", "dest", "guards", "internal", "dispatches"}
 _TOP_KEYS = {
@@ -188,8 +188,8 @@ def runs_on_the_claim_model(spec: Spec) -> bool:
         e.value for e in Event
     }:
         return True
-    if lifecycle_problem(spec) is None:
-        return False
+    if lifecycle_problem(spec) is None and not spec.states[spec.initial].pseudo:
+        return False  # a lifecycle's consumers run it (the claim's pseudo state aside)
     try:
         claim_steps(spec)
     except SpecError:
@@ -412,7 +412,76 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     )
     _terminal_left_by_no_owner(spec, numbers, fail)
     _first_is_the_sweeps(spec, fail)
+    _pseudo_is_the_initial_takers(spec, fail)
+    _refusal_is_a_record(spec, fail)
     return spec
+
+
+def _refusal_is_a_record(spec: Spec, fail: Any) -> None:
+    """An event ``by = "refusal"`` is the record of a stale owner's refused operation: no
+    one takes it, so no guard can fail it, and it writes nothing."""
+    for event, decl in spec.effects.items():
+        if decl.by != "refusal":
+            continue
+        guarded = sorted({g for t in spec.transitions if t.event == event for g in t.guards})
+        if guarded:
+            raise fail(
+                f'event {event!r} is by = "refusal", the record of a stale owner\'s refused'
+                f" operation, which is always made, and its transitions name guards"
+                f" {guarded}: drop them"
+            )
+        writes = [
+            key
+            for key, value in (
+                ("sets", decl.sets),
+                ("bumps", decl.bumps),
+                ("work", decl.work),
+                ("remote", decl.remote),
+                ("first", decl.first),
+                ("durable", decl.durable),
+            )
+            if value
+        ]
+        if writes:
+            raise fail(
+                f'event {event!r} is by = "refusal", a record that changes no row, and'
+                f" declares {writes}: drop them"
+            )
+
+
+def _pseudo_is_the_initial_takers(spec: Spec, fail: Any) -> None:
+    """``pseudo`` marks the state before an epoch exists: only the initial state may be
+    it, no transition enters it, and only takers' transitions leave it (each begins the
+    next epoch from whatever state the entity is in: ``Spec.lifecycle_view``)."""
+    for name, state in spec.states.items():
+        if not state.pseudo:
+            continue
+        if name != spec.initial:
+            raise fail(
+                f"state {name!r} is declared pseudo, and only the initial state"
+                f" ({spec.initial!r}) can be the state before an epoch exists: drop pseudo"
+                f" = true from {name!r}"
+            )
+        entering = sorted({t.event for t in spec.transitions if t.dest == name and not t.internal})
+        if entering:
+            raise fail(
+                f"state {name!r} is declared pseudo (before an epoch exists), and {entering}"
+                " lead into it: no epoch goes back to before it existed; lead them into a"
+                " state of its own, or drop pseudo = true"
+            )
+        leaving = sorted(
+            {
+                t.event
+                for t in spec.transitions
+                if t.source == name and not t.internal and spec.role(t.event) != "taker"
+            }
+        )
+        if leaving:
+            raise fail(
+                f"state {name!r} is declared pseudo (before an epoch exists), and {leaving}"
+                ' leave it without beginning an epoch: declare them by = "taker" (or give'
+                " them a free guard), or drop pseudo = true"
+            )
 
 
 def _first_is_the_sweeps(spec: Spec, fail: Any) -> None:

@@ -35,6 +35,10 @@ ROLES: dict[str, str] = {
     "taker": "an idle client: a new epoch begins and the taker holds it (a fresh token)",
     "operator": "the operator or a reconciler, naming the current epoch, holding no token",
     "sweep": "the store's sweep, acting on the row as the store clock finds it",
+    "refusal": (
+        "no one: the record of a stale owner's refused operation (the claim's discard),"
+        " which changes no row; a checker world marks the refusal as a step that took it"
+    ),
 }
 
 #: What an event does to the owner's external work.
@@ -349,8 +353,11 @@ def inert_frees_target(spec: Any) -> str | None:
     """A state flagged ``frees_target`` that no transition with a ``free`` guard leaves
     (None: none). The claim protocol's world begins the next epoch from any such state by
     its acquire out of the initial state; a lifecycle of your own keeps one row per entity
-    and begins it by a transition out of the state itself, so there the flag would mean
-    nothing: the key could never be taken from it."""
+    and begins it by a transition out of the state itself (or, where the initial state is
+    declared ``pseudo``, by a taker's out of the initial state, from any state), so there
+    the flag would mean nothing: the key could never be taken from it."""
+    if spec.states[spec.initial].pseudo:
+        return None  # a taker out of the initial state takes the entity from any state
     free = set(spec.guards_of_kind("free"))
     for name, state in spec.states.items():
         if not state.frees_target or name == spec.initial:
@@ -363,8 +370,9 @@ def inert_frees_target(spec: Any) -> str | None:
             f"state {name!r} is flagged frees_target, and no transition with a free guard"
             f" leaves it: a lifecycle of your own begins the next epoch by a transition out"
             f" of the state itself (the claim's world alone begins it from the initial"
-            f" state), so declare {leave} from {name!r} with a free guard, or leave the"
-            " flag out"
+            f" state), so declare {leave} from {name!r} with a free guard, declare the"
+            f" initial state {spec.initial!r} pseudo = true (its takers then take the entity"
+            " from any state), or leave the flag out"
         )
     return None
 

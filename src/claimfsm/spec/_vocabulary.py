@@ -69,8 +69,9 @@ CLAIM_FACTS = frozenset({"outcome", "fenced_through", "remote_dedups"})
 def _beyond_the_claim_row(spec: object) -> str:
     """What a declaration with the claim's names says that the claim's stores and model
     do not read: declared columns, invariants over them (``row``) or assuming fair what the
-    claim world does not schedule (``clock``, ``fence``), guards over other facts, or the
-    ``[world]`` option ``counts``."""
+    claim world does not schedule (``clock``; a ``fence`` is part of its reconciler's
+    readback, so a fair fence assumes nothing a fair readback does not), guards over other
+    facts, or the ``[world]`` option ``counts``."""
     found = []
     if getattr(spec, "columns", None):
         found.append(f"columns {sorted(spec.columns)}")  # type: ignore[attr-defined]
@@ -79,11 +80,11 @@ def _beyond_the_claim_row(spec: object) -> str:
     if rows:
         found.append(f"invariants {rows} of kind 'row' (over columns the claim row lacks)")
 
-    unfair = sorted(n for n, inv in invariants.items() if {"clock", "fence"} & set(inv.fair))
+    unfair = sorted(n for n, inv in invariants.items() if "clock" in inv.fair)
     if unfair:
         found.append(
-            f"invariants {unfair} assuming clock or fence fair (the claim world's fairness"
-            " lists events and steps)"
+            f"invariants {unfair} assuming clock fair (the claim world's fairness lists"
+            " events and steps)"
         )
     if "counts" in getattr(spec, "world_declared", ()):
         found.append("[world] counts (the claim world bounds epochs, retries and edits)")
@@ -333,7 +334,9 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
     the claim's world by the declaration's shape, whatever its names; ``SpecError`` when
     the shape is not the claim's, or the declaration says more than that world reads."""
 
-    if lifecycle_problem(spec) is None:
+    initial = getattr(spec, "states", {}).get(getattr(spec, "initial", None))
+    pseudo = bool(getattr(initial, "pseudo", False))  # the claim's own: its world's first
+    if lifecycle_problem(spec) is None and not pseudo:
         where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
         raise SpecError(
             f"{where}: {what} is built for the claim protocol and its variants (a world of"

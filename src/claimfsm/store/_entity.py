@@ -196,6 +196,7 @@ class EntityStore:
     ) -> None:
         """Compile ``spec``'s writes for ``driver``, then create or check the tables."""
         check_storable(spec)
+        spec = spec.lifecycle_view()  # a pseudo initial state's takers, out of every state
         self.spec = spec
         #: The declaration's ``transitions`` machine: it explains what the SQL refused.
         self.machine = LifecycleMachine(spec)
@@ -603,6 +604,11 @@ class EntityStore:
                 f"{self.spec.name} has no event {event!r}; its events: {list(self.spec.events)}"
             )
         actual = self.spec.role(event)
+        if actual == "refusal":
+            raise InvalidArgument(
+                f"event {event!r} is the record of a stale owner's refused operation"
+                ' (by = "refusal"): no one takes it; the store records a refusal itself'
+            )
         if actual not in ((role,) if isinstance(role, str) else role):
             use = {"taker": "take(key, event)", "owner": "act(handle, event)"}.get(actual) or (
                 "take_over(key, event)" if self._fresh(event) else "operate(key, event)"

@@ -139,9 +139,21 @@ def _writes(
         assert drafts is not None  # the loader refuses a guard over drafts without [drafts]
         return drafts
 
+    # transitions alike but for their source (a pseudo initial state's takers, out of
+    # every state: ``Spec.lifecycle_view``) are written once, over all their sources
+    grouped = _by_sources(transitions)
+    sources = {id(t): group for t, group in grouped}
+    transitions = [t for t, _ in grouped]
+
     def cond(t: TransitionDecl) -> str:
         guards = [guard_predicate(spec, g, p, col, table, draft_joined=False) for g in t.guards]
-        return " AND ".join([f"{col('state')} = {literal(t.source)}", *guards])
+        group = sources[id(t)]
+        where = (
+            f"{col('state')} = {literal(t.source)}"
+            if len(group) == 1
+            else f"{col('state')} IN ({', '.join(literal(s) for s in group)})"
+        )
+        return " AND ".join([where, *guards])
 
     def deadline(t: TransitionDecl) -> str:
         if t.dest not in lease_states:
@@ -188,6 +200,27 @@ def _writes(
         sets.update(draft_id=named("draft_id"), draft_version=named("version"))
         sets["draft_digest"] = named("digest")
     return sets, lambda: " OR ".join(f"({cond(t)})" for t in transitions)
+
+
+def _by_sources(
+    transitions: list[TransitionDecl],
+) -> list[tuple[TransitionDecl, tuple[str, ...]]]:
+    """``transitions`` in order, each that differs from an earlier one by its source alone
+    joined to it (its sources listed), where no transition between them leaves its source,
+    so that the first whose guards hold from any state is still the one declared first."""
+    groups: list[tuple[TransitionDecl, list[str]]] = []
+    for t in transitions:
+        alike = (t.event, t.dest, t.guards, t.internal, t.dispatches)
+        for first, group in groups:
+            if (first.event, first.dest, first.guards, first.internal, first.dispatches) != alike:
+                continue
+            between = transitions[transitions.index(first) + 1 : transitions.index(t)]
+            if all(b.source != t.source for b in between):
+                group.append(t.source)
+                break
+        else:
+            groups.append((t, [t.source]))
+    return [(t, tuple(group)) for t, group in groups]
 
 
 def _renderer(

@@ -209,6 +209,7 @@ def lifecycle_state_machine(
     handle and may wake up and act on it, as a restarted process that saved it does."""
     config = _beyond_the_checker(spec, workers, epochs, crashes=crashes, wakes=wakes)
     model = entity_model(spec, config)
+    spec = spec.lifecycle_view()  # as the model and the store read it
     # What a single step can break: the state invariants (an ``eventually`` obligation is
     # about whole runs; the checker proves it).
     always = [p for p in model.properties if p.kind == "always"]

@@ -1,0 +1,92 @@
+"""The claim's verdicts do not rest on the claim world's Python alone: the lifecycle's
+world, which has no line about the claim, reads ``claim.toml`` and each wrong design from
+the declaration (its ``pseudo`` initial state, its ``by = "refusal"`` discard, its acquire
+that starts the send in ``intent_after_send``) and reaches the same verdict on every
+invariant and example, at the same bounds. The one difference is the data model's: the
+claim keeps a row per epoch, a lifecycle one row per entity, so where a design acquires a
+busy target (``update_returning_claim``) the lifecycle's row leaves ``uncertain`` by the
+acquire, and the uncertain epoch is never reconciled, which the claim's rows per epoch do
+not show. SPIN's twin of the lifecycle world reaches the built-in engine's states on the
+claim too."""
+
+from __future__ import annotations
+
+import pytest
+
+from claimfsm.checker import (
+    Checker,
+    ClaimModelConfig,
+    EntityModelConfig,
+    claim_model,
+    entity_model,
+    spin_check,
+)
+from claimfsm.spec import declarations_dir, designs, load_spec
+
+from .conftest import needs_spin
+
+#: Where one row per entity judges otherwise than a row per epoch: (claim's, lifecycle's).
+ONE_ROW = {
+    "update_returning_claim": {
+        "uncertain_left_only_with_evidence": ("holds", "violated"),
+        "uncertain_is_reconciled": ("holds", "violated"),
+    }
+}
+
+
+def _declaration(name: str) -> object:
+    folder = declarations_dir()
+    return load_spec(folder / "claim.toml" if name == "claim" else folder / f"wrong/{name}.toml")
+
+
+@pytest.mark.parametrize("name", ["claim", *designs()])
+def test_both_worlds_give_each_design_the_same_verdicts(name: str) -> None:
+    spec = _declaration(name)
+    bounds = {"workers": 2, "epochs": 2, "drafts": 2, "retries": 1}
+    edits = name != "fresh_key_retry"  # (its fresh keys alone make the world ten times larger)
+    claims = claim_model(spec, ClaimModelConfig.declared(spec, edits=edits, **bounds))  # type: ignore[arg-type]
+    lifecycles = entity_model(spec, EntityModelConfig(edits=edits, **bounds))  # type: ignore[arg-type]
+    theirs, ours = Checker(claims).run(), Checker(lifecycles).run()
+    assert theirs.complete and ours.complete
+    claim_says = {p.name: theirs.outcome(p) for p in claims.properties}
+    lifecycle_says = {p.name: ours.outcome(p) for p in lifecycles.properties}
+    assert set(claim_says) == set(lifecycle_says)  # the same declared properties
+    differ = {
+        n: (claim_says[n], lifecycle_says[n])
+        for n in claim_says
+        if claim_says[n] != lifecycle_says[n]
+    }
+    assert differ == ONE_ROW.get(name, {})
+    assert (theirs.deadlock is None) == (ours.deadlock is None)
+    if name != "claim":  # each wrong design is caught in the lifecycle's world too
+        wrong = [
+            n
+            for n, said in lifecycle_says.items()
+            if said in ("violated", "never happens") and n not in ONE_ROW.get(name, {})
+        ]
+        assert wrong or ours.deadlock is not None, lifecycle_says
+    else:
+        assert all(s in ("holds", "found") for s in lifecycle_says.values()), lifecycle_says
+        # a stale owner's refusal, not anyone taking the discard, meets the example
+        path = ours.discoveries["stale_owner_discarded"].path
+        assert path[-1].action is not None and path[-1].action[0] in ("own", "wake")
+        assert path[-1].state.rows == path[-2].state.rows
+
+
+def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim() -> None:
+    """The lifecycle world's Promela, generated from ``claim.toml`` (the acquire out of
+    every state, the refusal's mark), has exactly the built-in engine's states and
+    verdicts."""
+    needs_spin()
+    spec = load_spec(declarations_dir() / "claim.toml")
+    config = EntityModelConfig(workers=2, epochs=2, drafts=1, edits=False)
+    model = entity_model(spec, config)
+    ours = Checker(model).symmetry(False).run()
+    theirs, _ = spin_check(spec, config)
+    assert (theirs.unique, theirs.depth) == (ours.unique, ours.depth)
+    assert {p.name: theirs.outcome(p) for p in model.properties} == {
+        p.name: ours.outcome(p) for p in model.properties
+    }
+    assert ours.outcome(next(p for p in model.properties if p.name == "stale_owner_discarded")) == (
+        "found"
+    )
