@@ -171,6 +171,25 @@ def test_the_eventually_kind_reads_from_and_to_in_the_claim_world(tmp_path: Path
         assert (found is not None) == (verdict == "violated")
 
 
+def test_a_fair_fence_assumes_nothing_more_than_reconcile_in_the_claim_world(
+    tmp_path: Path,
+) -> None:
+    """The claim world's reconcile fences the remote itself where its readback finds
+    nothing, so ``fence`` beside ``reconcile`` changes no verdict there, and the report
+    says so rather than the lifecycle world's separate fencing step."""
+    config = ClaimModelConfig(workers=2, epochs=2)
+    alone = edited(tmp_path, 'fair = ["reconcile", "fence"]', 'fair = ["reconcile"]')
+    both, one = claim_model(claim_spec(), config), claim_model(load_spec(alone), config)
+    name = "uncertain_is_reconciled"
+    for model in (both, one):
+        report = Checker(model).run()
+        assert report.complete
+        assert {p.name: report.outcome(p) for p in model.properties}[name] == "holds"
+    said = {p.name: p.fairness for p in both.properties}[name]
+    assert "a reconcile that finds nothing fences the remote itself" in said
+    assert "fences the executor" not in said
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [

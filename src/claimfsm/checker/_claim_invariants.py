@@ -198,10 +198,15 @@ def _effect_once(w: Any) -> bool:
 
 
 def fair_words(spec: Spec, fair: tuple[str, ...]) -> str:
-    """The fairness an invariant assumes, in words, for reports."""
+    """The fairness an invariant assumes, in words, for reports. The claim world's reconcile
+    fences a fencing remote itself where its readback finds nothing, then reads again, so a
+    fair ``fence`` assumes nothing more here than a fair reconcile (a lifecycle's world
+    fences as a step of its own: ``FAIR_STEPS``)."""
     words = []
     for name in fair:
-        if name in FAIR_STEPS:
+        if name == "fence":
+            words.append("fence (here a reconcile that finds nothing fences the remote itself)")
+        elif name in FAIR_STEPS:
             words.append(FAIR_STEPS[name])
         else:
             role = spec.role(name)

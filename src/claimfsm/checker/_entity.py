@@ -48,6 +48,13 @@ entity's request key as it is now took effect; the operator's fence is the remot
 ``exclusive_work`` is that no request arrived while another epoch's was in flight
 (``overlap``), ``effect_once`` that one request took effect at most, under any key.
 
+The world runs the declaration's lifecycle view (``Spec.lifecycle_view``): where the initial
+state is declared ``pseudo`` (the claim's ``unclaimed``, the state before an epoch exists),
+a taker's transitions out of it are taken from every state, its guards deciding. An event
+declared ``by = "refusal"`` (the claim's ``discard``) is taken by no one: it records a stale
+owner's refused operation, and the world marks a step refused as a stale owner's
+(``Spec.stale_owner``) as taking it, for a ``reachable`` example that names it.
+
 The world splits for the packed and array searches (``Processes``): the rows are the
 shared part and each client's handle its part. A client's action reads and changes the
 rows and its own handle alone; the work running on an entity is kept in its row

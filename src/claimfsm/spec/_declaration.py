@@ -103,12 +103,15 @@ class Spec:
     )
     #: the [world] options the declaration names (the rest are defaults)
     world_declared: frozenset[str] = frozenset()
+    # Derived, never given: ``replace`` builds them afresh for the copy it makes.
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
-        default_factory=dict, repr=False, compare=False
+        init=False, default_factory=dict, repr=False, compare=False
     )
     _source_by_dest: dict[tuple[str, str], str] = field(
-        default_factory=dict, repr=False, compare=False
+        init=False, default_factory=dict, repr=False, compare=False
     )
+    #: :meth:`lifecycle_view`, once made (every lifecycle consumer asks for it)
+    _view: list[Spec] = field(init=False, default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[tuple[str, str], list[TransitionDecl]] = {}
@@ -135,6 +138,8 @@ class Spec:
         initial = self.states[self.initial]
         if not initial.pseudo:
             return self
+        if self._view:
+            return self._view[0]
         takes = [
             t
             for t in self.transitions
@@ -144,13 +149,8 @@ class Spec:
             replace(t, source=s) for s in self.states if s != self.initial for t in takes
         )
         states = {**self.states, self.initial: replace(initial, pseudo=False)}
-        return replace(
-            self,
-            states=states,
-            transitions=self.transitions + copies,
-            _by_event_source={},
-            _source_by_dest={},
-        )
+        self._view.append(replace(self, states=states, transitions=self.transitions + copies))
+        return self._view[0]
 
     def transitions_for(self, event: str, source: str) -> tuple[TransitionDecl, ...]:
         """The transitions ``event`` may take from ``source``, tried in declaration order."""

@@ -181,15 +181,15 @@ def runs_on_the_claim_model(spec: Spec) -> bool:
     (``claim_steps`` finds every step). The checker's claim model, the claim machine and
     the claim stores run such a declaration, whatever its names."""
     from claimfsm.errors import SpecError
-    from claimfsm.spec._roles import lifecycle_problem
+    from claimfsm.spec._roles import a_lifecycle_of_its_own
     from claimfsm.spec._vocabulary import Event, State, claim_steps
 
     if set(spec.states) == {s.value for s in State} and set(spec.events) == {
         e.value for e in Event
     }:
         return True
-    if lifecycle_problem(spec) is None and not spec.states[spec.initial].pseudo:
-        return False  # a lifecycle's consumers run it (the claim's pseudo state aside)
+    if a_lifecycle_of_its_own(spec):
+        return False
     try:
         claim_steps(spec)
     except SpecError:

@@ -283,6 +283,17 @@ def drafts_problem(spec: Any) -> str | None:
     return None
 
 
+def a_lifecycle_of_its_own(spec: Any) -> bool:
+    """Whether the lifecycle's consumers (its world, its store) run ``spec`` by default,
+    rather than the claim protocol's: nothing in it is the claim world's alone
+    (:func:`lifecycle_problem`), and its initial state is not a ``pseudo`` one, the
+    claim's epoch shape, which is tried for the claim's steps first. The one rule the
+    loader's routing (``runs_on_the_claim_model``) and the claim's consumers
+    (``require_claim_world``) read."""
+    initial = getattr(spec, "states", {}).get(getattr(spec, "initial", None))
+    return lifecycle_problem(spec) is None and not bool(getattr(initial, "pseudo", False))
+
+
 def lifecycle_problem(spec: Any) -> str | None:
     """What in ``spec`` only the claim protocol's world has, which neither the checker's
     model of a lifecycle of your own nor its store can read (None: nothing): linked drafts

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from claimfsm.errors import SpecError
-from claimfsm.spec._roles import lifecycle_problem, step_events, wake_events
+from claimfsm.spec._roles import a_lifecycle_of_its_own, step_events, wake_events
 
 
 class State(StrEnum):
@@ -333,10 +333,7 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
     """The claim's steps in ``spec`` for ``what`` (the checker's claim model), which reads
     the claim's world by the declaration's shape, whatever its names; ``SpecError`` when
     the shape is not the claim's, or the declaration says more than that world reads."""
-
-    initial = getattr(spec, "states", {}).get(getattr(spec, "initial", None))
-    pseudo = bool(getattr(initial, "pseudo", False))  # the claim's own: its world's first
-    if lifecycle_problem(spec) is None and not pseudo:
+    if a_lifecycle_of_its_own(spec):
         where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
         raise SpecError(
             f"{where}: {what} is built for the claim protocol and its variants (a world of"

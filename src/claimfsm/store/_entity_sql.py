@@ -208,19 +208,18 @@ def _by_sources(
     """``transitions`` in order, each that differs from an earlier one by its source alone
     joined to it (its sources listed), where no transition between them leaves its source,
     so that the first whose guards hold from any state is still the one declared first."""
-    groups: list[tuple[TransitionDecl, list[str]]] = []
-    for t in transitions:
+    groups: list[tuple[int, TransitionDecl, list[str]]] = []  # (where the first is, ...)
+    for at, t in enumerate(transitions):
         alike = (t.event, t.dest, t.guards, t.internal, t.dispatches)
-        for first, group in groups:
+        for where, first, group in groups:
             if (first.event, first.dest, first.guards, first.internal, first.dispatches) != alike:
                 continue
-            between = transitions[transitions.index(first) + 1 : transitions.index(t)]
-            if all(b.source != t.source for b in between):
+            if all(b.source != t.source for b in transitions[where + 1 : at]):
                 group.append(t.source)
                 break
         else:
-            groups.append((t, [t.source]))
-    return [(t, tuple(group)) for t, group in groups]
+            groups.append((at, t, [t.source]))
+    return [(t, tuple(group)) for _, t, group in groups]
 
 
 def _renderer(
