@@ -376,3 +376,26 @@ def approved_draft(store: Store, target: str = "acct", content: str = "hello") -
     draft = store.create_draft(target, content)
     store.approve_draft(draft.draft_id)
     return draft.draft_id
+
+
+def forge_history(
+    store: Any, key: str, epoch: int, event: str, source: str, dest: str, **kw: Any
+) -> None:
+    """A history entry written past a lifecycle's store, as a bug or a hand edit would
+    (history takes inserts; its triggers refuse only updates and deletes). ``kw``: ``at``,
+    ``refused``, ``fp`` (the token fingerprint), ``lease``, ``facts``, ``owner`` and ``rk``
+    (the request key; None, the default, leaves it unrecorded)."""
+    m = store._driver.marker
+    entry = (
+        *(key, epoch, event, source, dest, kw.get("at", 2e6), kw.get("refused")),
+        *(kw.get("fp", "-"), kw.get("lease"), kw.get("facts", "{}"), kw.get("owner", "")),
+        kw.get("rk"),
+    )
+    store._driver.rerun(
+        lambda tx: tx.run(
+            f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
+            " token_fingerprint, lease_deadline, facts, owner, request_key)"
+            f" VALUES ({', '.join([m] * len(entry))})",
+            entry,
+        )
+    )

@@ -523,6 +523,7 @@ def test_where_the_send_may_start_is_declared_not_a_model_option(tmp_path: Path)
     assert found.drafts == () and not found.changed
     assert found.lines() == [
         "event acquire: work none → starts",
+        "event acquire: durable false → true",  # work may begin as it commits
         "event begin_send: work starts → none",
     ]
     flag = tmp_path / "flag.toml"
@@ -535,7 +536,7 @@ def test_where_the_send_may_start_is_declared_not_a_model_option(tmp_path: Path)
     elsewhere = tmp_path / "elsewhere.toml"
     elsewhere.write_text(
         f'base = "{base}"\ndescription = "send on renew"\n'
-        '[events.renew]\nsets = ["lease"]\nwork = "starts"\n'
+        '[events.renew]\nsets = ["lease"]\nwork = "starts"\ndurable = true\n'
     )
     with pytest.raises(SpecError, match="lets the send start after begin_send or after acquire"):
         claim_model(load_spec(elsewhere))

@@ -74,10 +74,17 @@ def test_dropping_an_effect_reaches_the_sql_and_every_store(tmp_path: Path) -> N
 
 
 def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
-    """begin_send without ``durable``: its commit is no longer synced in full."""
-    spec = load_spec(edited(tmp_path, "[events.begin_send]\ndurable = true", "[events.begin_send]"))
-    assert spec.durable_events() == {"retry"}
-    for s, full in ((claim_spec(), True), (spec, False)):
+    """renew declared ``durable``: its commit is synced in full too. (The events after
+    which work may begin must be durable: the loader refuses begin_send without it.)"""
+    spec = load_spec(
+        edited(
+            tmp_path,
+            '[events.renew]\nsets = ["lease"]',
+            '[events.renew]\nsets = ["lease"]\ndurable = true',
+        )
+    )
+    assert spec.durable_events() == {"begin_send", "retry", "renew"}
+    for s, full in ((claim_spec(), False), (spec, True)):
         clock = FakeClock()
         store = SQLiteStore(tmp_path / f"{full}.sqlite", clock=clock, machine=ClaimMachine(s))
         draft = store.create_draft("t", "x")
@@ -85,9 +92,11 @@ def test_durable_is_read_from_the_declaration(tmp_path: Path) -> None:
         claim = store.acquire("t", draft.draft_id, "w", 30)
         trace: list[str] = []
         store._db.conn.set_trace_callback(trace.append)
-        claim.begin_send()
+        claim.renew(30)
         assert ("PRAGMA synchronous = FULL" in trace) == full
         store.close()
+    with pytest.raises(SpecError, match=r'begin_send.*declares work = "starts"'):
+        load_spec(edited(tmp_path, "[events.begin_send]\ndurable = true", "[events.begin_send]"))
 
 
 @pytest.mark.parametrize(

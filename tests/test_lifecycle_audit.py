@@ -20,6 +20,8 @@ from claimfsm.store import EntityStore, Handle, open_entity_store
 from claimfsm.store._tokens import fingerprint, token_hash
 from claimfsm.verify import ManualClock, verify
 
+from .conftest import forge_history
+
 JOB = load_spec(declarations_dir() / "job.toml")
 
 
@@ -63,32 +65,8 @@ def test_a_store_run_through_the_library_audits_clean(url: str) -> None:
     assert (report.entries, report.targets, report.claims) == (6, 3, 3)
 
 
-def _forge(
-    store: EntityStore, key: str, epoch: int, event: str, source: str, dest: str, **kw: Any
-) -> None:
-    """A history entry written past the store (history takes inserts; its triggers refuse
-    only updates and deletes)."""
-    m = store._driver.marker
-    entry = (
-        key,
-        epoch,
-        event,
-        source,
-        dest,
-        kw.get("at", 2e6),
-        kw.get("refused"),
-        kw.get("fp", "-"),
-        kw.get("lease"),
-        kw.get("facts", "{}"),
-        kw.get("owner", ""),
-    )
-    store._driver.rerun(
-        lambda tx: tx.run(
-            f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            f" token_fingerprint, lease_deadline, facts, owner) VALUES ({', '.join([m] * 11)})",
-            entry,
-        )
-    )
+#: A history entry written past the store (its request key unrecorded).
+_forge = forge_history
 
 
 def _set_row(store: EntityStore, key: str, **values: Any) -> None:

@@ -301,6 +301,7 @@ refusal = "InsufficientEvidence"
 by = "operator"
 sets = ["owner", "fresh_token", "lease"]
 remote = "resends"
+durable = true  # the send follows at once
 
 [[transitions]]
 event = "retry"

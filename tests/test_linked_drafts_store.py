@@ -36,6 +36,7 @@ from claimfsm.store._tokens import fingerprint, token_hash
 from claimfsm.verify import ManualClock, verify
 from claimfsm.verify._stateful import play
 
+from .conftest import forge_history
 from .test_lifecycle_campaign import short
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -138,20 +139,9 @@ def test_a_page_is_published_from_the_revision_it_pinned(url: str) -> None:
 def _forge(
     store: EntityStore, key: str, epoch: int, event: str, source: str, dest: str, **kw: Any
 ) -> None:
-    """A history entry written past the store, as a bug or a hand edit would."""
-    m = store._driver.marker
-    entry = (
-        *(key, epoch, event, source, dest, kw.get("at", 2e6), None, kw.get("fp", "-")),
-        *(kw.get("lease"), kw.get("facts", "{}"), kw.get("owner", ""), kw.get("rk", "")),
-    )
-    store._driver.rerun(
-        lambda tx: tx.run(
-            f"INSERT INTO {store.history_table} (key, epoch, event, source, dest, at, refused,"  # noqa: S608
-            " token_fingerprint, lease_deadline, facts, owner, request_key)"
-            f" VALUES ({', '.join([m] * 12)})",
-            entry,
-        )
-    )
+    """A history entry written past the store, as a bug or a hand edit would (its request
+    key the entity's own unless ``rk`` says)."""
+    forge_history(store, key, epoch, event, source, dest, **{"rk": "", **kw})
 
 
 def test_each_kind_of_draft_damage_is_found_and_named(url: str) -> None:

@@ -146,3 +146,23 @@ def test_an_unreachable_state_is_refused() -> None:
     r["states"]["limbo"] = {"meaning": "nothing leads here"}
     with pytest.raises(SpecError, match=r"states \['limbo'\] cannot be reached"):
         parse_spec(r)
+
+
+@pytest.mark.parametrize(
+    ("event", "says"),
+    [("begin_send", 'declares work = "starts"'), ("retry", 'declares remote = "resends"')],
+)
+def test_an_event_after_which_work_may_begin_must_be_durable(
+    tmp_path: Path, event: str, says: str
+) -> None:
+    """Work may begin as soon as such an event commits: a commit that power loss could undo
+    would leave the row saying no work started while it ran, so the loader asks for it."""
+    text = (declarations_dir() / "claim.toml").read_text()
+    at = text.index(f"[events.{event}]")
+    cut = text.index("durable = true\n", at)
+    path = tmp_path / "claim.toml"
+    path.write_text(text[:cut] + text[cut + len("durable = true\n") :])
+    with pytest.raises(SpecError, match=r"claim\.toml") as err:
+        load_spec(path)
+    assert says in str(err.value)
+    assert f"add durable = true under [events.{event}]" in str(err.value)

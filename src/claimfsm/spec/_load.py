@@ -414,7 +414,24 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     _first_is_the_sweeps(spec, fail)
     _pseudo_is_the_initial_takers(spec, fail)
     _refusal_is_a_record(spec, fail)
+    _work_starts_durably(spec, fail)
     return spec
+
+
+def _work_starts_durably(spec: Spec, fail: Any) -> None:
+    """An event after which external work may begin at once (``work = "starts"``, or a
+    resend, ``remote = "resends"``) is committed durably: a commit lost to power loss
+    after the work began would leave the row saying no work started while it ran."""
+    for event, decl in spec.effects.items():
+        starts = "work = \"starts\"" if decl.work == "starts" else None
+        if decl.remote == "resends":
+            starts = 'remote = "resends"'
+        if starts and not decl.durable:
+            raise fail(
+                f"event {event!r} declares {starts}: external work may begin as soon as it"
+                " commits, so its commit must survive power loss; add durable = true under"
+                f" [events.{event}]"
+            )
 
 
 def _refusal_is_a_record(spec: Spec, fail: Any) -> None:
