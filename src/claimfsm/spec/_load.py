@@ -423,7 +423,7 @@ def _work_starts_durably(spec: Spec, fail: Any) -> None:
     resend, ``remote = "resends"``) is committed durably: a commit lost to power loss
     after the work began would leave the row saying no work started while it ran."""
     for event, decl in spec.effects.items():
-        starts = "work = \"starts\"" if decl.work == "starts" else None
+        starts = 'work = "starts"' if decl.work == "starts" else None
         if decl.remote == "resends":
             starts = 'remote = "resends"'
         if starts and not decl.durable:
