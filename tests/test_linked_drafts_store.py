@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claimfsm.audit import audit_store
+from claimfsm.audit import audit_lifecycle, audit_store
 from claimfsm.campaign import LifecycleFindings, run_campaign
 from claimfsm.cli import main
 from claimfsm.errors import (
@@ -32,7 +32,7 @@ from claimfsm.errors import (
 from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityStore, open_entity_store
 from claimfsm.store._entity_drafts import drawn_of, pinned_of, request_key
-from claimfsm.store._tokens import fingerprint, token_hash
+from claimfsm.store._tokens import content_digest, fingerprint, token_hash
 from claimfsm.verify import ManualClock, verify
 from claimfsm.verify._stateful import play
 
@@ -215,13 +215,64 @@ def test_each_kind_of_draft_damage_is_found_and_named(url: str) -> None:
     assert {"pinned_draft_edited", "invariant_pinned"} <= found["b"]
     assert {"pinned_draft_changed", "invariant_pinned"} <= found["c"]
     assert "draft_out_of_order" in found["d"]
-    # the rows disagree with the forged entries too; nothing else is named
+    # the rows, and the drafts table, disagree with the forged entries too (b's edit and
+    # d's dispatch are not in the table); nothing else is named
     assert found == {
         "a": {"draft_not_ready", "row_disagrees"},
-        "b": {"pinned_draft_edited", "invariant_pinned"},
+        "b": {"pinned_draft_edited", "invariant_pinned", "draft_disagrees"},
         "c": {"pinned_draft_changed", "invariant_pinned", "row_disagrees"},
-        "d": {"draft_out_of_order"},
+        "d": {"draft_out_of_order", "draft_disagrees"},
     }, found
+    store.close()
+
+
+def test_a_drafts_table_changed_behind_the_store_is_found(url: str) -> None:
+    """The drafts table must be what history leaves, and each draft's content what its
+    digest names: each change written past the store is named ``draft_disagrees`` on its
+    entity, by the streamed audit and by the store's own, and nothing else is."""
+    clock = ManualClock()
+    store = open_page(url, clock)
+    made = {}
+    for key in ("ok", "content", "status", "version", "gone", "late"):
+        draft = store.approve_draft(store.create_draft(key, f"{key}'s text").draft_id)
+        made[key] = draft.draft_id
+    store.act(
+        store.act(store.take("ok", "pick", draft=made["ok"], lease_seconds=10), "start"), "finish"
+    )
+    assert audit_store(store).ok and audit_lifecycle(store.spec, url).ok
+    table, m = store._drafts.table, store._driver.marker
+
+    def behind(statement: str, *params: Any) -> None:
+        store._driver.rerun(lambda tx: tx.run(statement, params))
+
+    behind(f"UPDATE {table} SET content = {m} WHERE draft_id = {m}", "other", made["content"])  # noqa: S608
+    behind(f"UPDATE {table} SET status = {m} WHERE draft_id = {m}", "dispatched", made["status"])  # noqa: S608
+    behind(f"UPDATE {table} SET version = 2 WHERE draft_id = {m}", made["version"])  # noqa: S608
+    behind(f"DELETE FROM {table} WHERE draft_id = {m}", made["gone"])  # noqa: S608
+    behind(  # a draft of an entity that has no row (an author's first draft makes one)
+        f"INSERT INTO {table} (target_id, content, version, digest, status, updated_at)"  # noqa: S608
+        f" VALUES ({m}, {m}, 1, {m}, 'pending', 0)",
+        "nobody",
+        "x",
+        content_digest("x"),
+    )
+    expected = {
+        "content": "content is not the content its digest names",
+        "status": "is dispatched at version 1 (history: approved at version 1)",
+        "version": "is approved at version 2 (history: approved at version 1)",
+        "gone": "is in history but not in the drafts table",
+        "nobody": "names 'nobody', which has no row",
+    }
+    streamed = audit_lifecycle(store.spec, url)
+    for report in (streamed, audit_store(store)):
+        said = {v.target_id: v.message for v in report.violations}
+        kinds = {v.kind for v in report.violations}
+        if report is not streamed:  # the store's own audit reads drafts by their rows
+            expected.pop("nobody")
+        assert kinds == {"draft_disagrees"}, report.violations
+        assert set(said) == set(expected), said
+        for key, words in expected.items():
+            assert words in said[key], (key, said[key])
     store.close()
 
 

@@ -5,7 +5,8 @@ claim row; the invariants history can show must have held: epochs strictly incre
 stale owner or stale epoch changed anything, leases were used only while live, and
 ``uncertain`` was left only with readback evidence. ``_rules`` says exactly what is
 checked and how (``_entity`` for a lifecycle of your own; ``_kinds`` names the violations
-both report); ``_read`` streams the two tables from one snapshot.
+both report, ``_drafts`` how a lifecycle's drafts table must agree with its history);
+``_read`` streams the tables from one snapshot.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from claimfsm.audit._drafts import with_drafts
 from claimfsm.audit._kinds import VIOLATIONS
 from claimfsm.audit._read import streams
 from claimfsm.audit._rules import Rules, Violation
@@ -117,11 +119,20 @@ def audit_lifecycle(
     row_columns = ", ".join([ROW, *spec.columns])
     older = frozenset(ADDED)  # a store made before history recorded the lease or facts
     extras = row_extras(spec)  # a request key, which a table made before may lack
-    with entity_streams(url, table, HISTORY, row_columns, older, extras) as (history, rows):
+    orphans: list[tuple[str, int]] | None = [] if spec.drafts is not None else None
+    found = _keeper(report, keep)
+    with entity_streams(url, table, HISTORY, row_columns, older, extras, orphans) as streams:
         report.entries, report.targets, report.claims = walk(
-            EntityRules(spec), history, rows, _keeper(report, keep), progress
+            EntityRules(spec), *streams, found, progress
         )
+    _orphan_drafts(orphans or [], found)
     return report
+
+
+def _orphan_drafts(orphans: list[tuple[str, int]], found: Found) -> None:
+    """A draft whose entity has no row (an author's first draft makes it)."""
+    for key, draft_id in orphans:
+        found("draft_disagrees", key, (), f"draft {draft_id} names {key!r}, which has no row")
 
 
 def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
@@ -144,10 +155,20 @@ def audit_store(store: EntityStore, *, keep: int = 1000) -> AuditReport:
     history.sort(key=lambda e: (e[1], e[0]))  # by key (code points: byte order), then seq
     # sorted here too: the database's ORDER BY key may follow its locale
     extras = row_extras(store.spec)
-    rows = sorted(_row_fields(r, extras) for r in store.rows())
+    rows: list[tuple[Any, ...]] = sorted(_row_fields(r, extras) for r in store.rows())
+    found = _keeper(report, keep)
+    orphans: list[tuple[str, int]] = []
+    if store.spec.drafts is not None:  # each row's drafts, read as the audit reads them
+        drafts = [
+            (d.target_id, d.draft_id, d.version, d.digest, d.status, d.content)
+            for row in rows
+            for d in store.drafts(row[0])
+        ]
+        rows = list(with_drafts(rows, drafts, orphans))
     report.entries, report.targets, report.claims = walk(
-        EntityRules(store.spec), history, rows, _keeper(report, keep)
+        EntityRules(store.spec), history, rows, found
     )
+    _orphan_drafts(orphans, found)
     return report
 
 

@@ -58,7 +58,9 @@ every entry it asks:
 
 At the end of an entity, its row must be what its history leaves, its lease, owner,
 request key and recorded outcome included (``row_disagrees``); a row with no history must
-be as the declaration begins it, and history needs a row (``history_without_row``).
+be as the declaration begins it, and history needs a row (``history_without_row``). With
+linked drafts, its drafts table must be what history leaves too (``_drafts``:
+``draft_disagrees``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from claimfsm.audit._drafts import draft_differences
 from claimfsm.audit._kinds import broken, left_by_another, unexplained_refusal
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
@@ -473,12 +476,18 @@ class EntityRules:
     def finish(self, ent: Entity | None, row: tuple[Any, ...] | None, report: Report) -> None:
         """``row``: (state, epoch, token fingerprint or None, lease deadline, owner,
         *declared columns, then the request key where the row keeps one, "" for the
-        entity's own, and readback's outcome where it records one, "" for none), or None:
-        no row."""
+        entity's own, and readback's outcome where it records one, "" for none, and with
+        linked drafts the entity's drafts as its table holds them, ``_drafts.TableDraft``),
+        or None: no row."""
         if row is None:
             if ent is not None:
                 report("history_without_row", (), f"history of {ent.key!r} but no row")
             return
+        if self.linked:
+            *row_fields, table = row
+            for said in draft_differences(ent.drafts if ent is not None else {}, table):
+                report("draft_disagrees", (), said)
+            row = tuple(row_fields)
         state, epoch, token, lease, owner, *values = row
         found = {
             "state": state,

@@ -37,6 +37,8 @@ VIOLATIONS: dict[str, str] = {
     "draft_out_of_order": "a draft's entry does not follow from its history",
     "invariant_pinned": "a declared pinned invariant did not hold after an entry",
     "row_disagrees": "the row is not what its history leaves",
+    "draft_disagrees": "a linked draft is not what its history leaves, or its content not"
+    " what its digest names",
     "history_without_row": "history records transitions of an entity that has no row",
     "row_without_history": "a row that no history leads to",
 }

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from claimfsm.audit import _drafts as drafts_read
 from claimfsm.audit._rules import COLUMNS
 from claimfsm.errors import InvalidArgument, NotFound, SchemaVersionError, StoreError
 from claimfsm.store import _entity_history as entries
@@ -52,33 +53,34 @@ def entity_streams(
     row_columns: str,
     unrecorded: frozenset[str] = frozenset(),
     row_extras: tuple[str, ...] = (),
+    orphans: list[tuple[str, int]] | None = None,
 ) -> Iterator[Streams]:
     """A lifecycle store's (history entries ordered by key then seq, rows ordered by key),
     from its tables ``table`` and ``table_history`` (names the store checked);
     ``NotFound`` when they do not exist. A column of ``unrecorded`` that an older history
     table lacks reads as what marks it not recorded (``entries.unrecorded``: the store adds
     it so when opened). ``row_extras``: row columns read after ``row_columns``; one an older
-    row table lacks reads as NULL (the store adds it when opened: a request key)."""
+    row table lacks reads as NULL (the store adds it when opened: a request key). With
+    ``orphans`` (a declaration with linked drafts), each row ends with its entity's drafts
+    from ``table_drafts`` (``_drafts.with_drafts``), and a draft whose key has no row is
+    added to ``orphans``."""
     with _snapshot(url) as (conn, path, schema):
         if path is not None:
-            found = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()
-            if found is None:
+            if not _exists(conn, path, table, schema):
                 raise NotFound(
                     f"no table {table} in {str(path)!r}: check the URL and the declaration"
                 )
             driver: type[Driver] = SQLite
-            qualified, order = table, "key"
+            qualified, order, draft_order = table, "key", "target_id"
         else:
-            found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
-            if found is None or found[0] is None:
+            if not _exists(conn, path, table, schema):
                 raise NotFound(
                     f"no table {table} in schema {schema!r}: check the URL (?schema=name) and"
                     " the declaration"
                 )
             driver = Postgres
             qualified, order = f'"{schema}".{table}', _c_order(conn, "key")
+            draft_order = _c_order(conn, "target_id")
         # the store's own catalog query and literal: the reader keeps no copy of them
         found = conn.execute(driver.columns_sql, (f"{qualified}_history",)).fetchall()
         present = {r[0] for r in found}
@@ -93,23 +95,39 @@ def entity_streams(
             else c
             for c in history_columns
         )
-        queries = (
+        queries = [
             f"SELECT {selected} FROM {qualified}_history ORDER BY {order}, seq",  # noqa: S608
             f"SELECT {row_columns} FROM {qualified} ORDER BY {order}",  # noqa: S608
-        )
+        ]
+        if orphans is not None and _exists(conn, path, f"{table}_drafts", schema):
+            queries.append(
+                f"SELECT {drafts_read.SELECT} FROM {qualified}_drafts"  # noqa: S608
+                f" ORDER BY {draft_order}, draft_id"
+            )
+        streamed: list[Iterable[tuple[Any, ...]]] = []
         if path is not None:
-            conn.execute("BEGIN")  # one snapshot for both streams
-            yield _batched(conn.execute(queries[0])), _batched(conn.execute(queries[1]))
-            return
-        cursors = []
-        for name, query in zip(
-            ("claimfsm_audit_history", "claimfsm_audit_rows"), queries, strict=True
-        ):
-            cur = conn.cursor(name=name)  # server-side: streamed in batches
-            cur.itersize = BATCH
-            cur.execute(query)
-            cursors.append(cur)
-        yield cursors[0], cursors[1]
+            conn.execute("BEGIN")  # one snapshot for every stream
+            streamed = [_batched(conn.execute(query)) for query in queries]
+        else:
+            names = ("claimfsm_audit_history", "claimfsm_audit_rows", "claimfsm_audit_drafts")
+            for name, query in zip(names, queries, strict=False):
+                cur = conn.cursor(name=name)  # server-side: streamed in batches
+                cur.itersize = BATCH
+                cur.execute(query)
+                streamed.append(cur)
+        history, rows = streamed[0], streamed[1]
+        if orphans is not None:  # (no drafts table: none made yet, as history says)
+            rows = drafts_read.with_drafts(rows, streamed[2] if streamed[2:] else (), orphans)
+        yield history, rows
+
+
+def _exists(conn: Any, path: Path | None, table: str, schema: str) -> bool:
+    """Whether ``table`` is in the SQLite file (``path``) or in ``schema``."""
+    if path is not None:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return conn.execute(query, (table,)).fetchone() is not None
+    found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
+    return found is not None and found[0] is not None
 
 
 @contextmanager
