@@ -743,3 +743,35 @@ def test_what_a_caller_says_of_an_operation_is_recorded(url: str) -> None:
     assert checkpoint.event == "checkpoint" and "was pruned" in (checkpoint.detail or "")
     assert audit_store(store).ok
     store.close()
+
+
+def test_rows_in_states_the_declaration_no_longer_declares_are_refused_at_open(
+    url: str, tmp_path: Path
+) -> None:
+    """A store written under one declaration, opened with a copy that renamed a state its
+    rows are in: refused at open, naming the state, how many rows, and what to do, by the
+    library and the CLI alike (no KeyError from the first operation on such a row), and
+    nothing lost: the declaration that wrote it opens it as before."""
+    job = load_spec(JOB_PATH)
+    store = open_entity_store(job, url, clock=ManualClock())
+    store.act(store.take("j1", "lease", lease_seconds=10), "start")
+    store.take("j2", "lease", lease_seconds=10)
+    store.close()
+    renamed = JOB.replace("[states.running]", "[states.executing]")
+    for end in ("source", "dest"):
+        renamed = renamed.replace(f'{end} = "running"', f'{end} = "executing"')
+    path = tmp_path / "job.toml"
+    path.write_text(renamed)
+    says = "does not declare: 'running' (1 row)"
+    with pytest.raises(SpecError, match=re.escape(says)) as err:
+        open_entity_store(load_spec(path), url, clock=ManualClock())
+    assert str(path) in str(err.value) and "declare those states again" in str(err.value)
+    for command in ("history", "sweep"):
+        result = CliRunner().invoke(main, [command, str(path), "--db", url])
+        assert result.exit_code == 1 and says in result.output, result.output
+        assert "Traceback" not in result.output
+    again = open_entity_store(job, url, clock=ManualClock())
+    assert [r.state for r in again.rows()] == ["running", "leased"]
+    assert audit_store(again).ok
+    again.drop()
+    again.close()

@@ -52,6 +52,7 @@ from claimfsm.errors import (
     InvalidArgument,
     NotFound,
     Refused,
+    SpecError,
     StaleClaim,
 )
 from claimfsm.machine._entity import CallerView, LifecycleMachine, RowView
@@ -279,7 +280,7 @@ class EntityStore:
         #: the evidence its callers may bring (the remote's too, where it declares one)
         self._facts = lifecycle_facts(spec)
         if create:
-            driver.rerun(self._create)
+            driver.rerun(lambda tx: self._prepare(tx, create=True))
         elif not driver.has_table(table):
             raise NotFound(
                 f"no {spec.name} store here: table {self.table} does not exist; open it"
@@ -287,7 +288,7 @@ class EntityStore:
                 " URL and the declaration"
             )
         else:
-            driver.rerun(self._upgrade)
+            driver.rerun(lambda tx: self._prepare(tx, create=False))
 
     # -- the three ways to act -------------------------------------------------------------
     def take(
@@ -1007,6 +1008,36 @@ class EntityStore:
             self.history_table, present, driver.minus_infinity, driver.add_column
         ):
             tx.run(statement, ())
+
+    def _prepare(self, tx: Tx, *, create: bool) -> None:
+        """The tables made where missing (``create``) or upgraded, and their rows checked
+        against the declaration: one transaction."""
+        if create:
+            self._create(tx)
+        else:
+            self._upgrade(tx)
+        self._rows_declared(tx)
+
+    def _rows_declared(self, tx: Tx) -> None:
+        """Every row is in a state the declaration declares: a row a changed declaration
+        no longer knows would fail deep inside the first operation on it, and the sweep
+        would pass it by. ``SpecError`` naming the states (and how many rows each), in the
+        transaction that made or upgraded the tables, so nothing of the opening is kept."""
+        states = tuple(self.spec.states)
+        m = self._driver.marker
+        found = tx.all(
+            f"SELECT state, COUNT(*) FROM {self.table}"  # noqa: S608
+            f" WHERE state NOT IN ({', '.join([m] * len(states))}) GROUP BY state ORDER BY state",
+            states,
+        )
+        if found:
+            said = ", ".join(f"{state!r} ({n} row{'' if n == 1 else 's'})" for state, n in found)
+            raise SpecError(
+                f"{self.spec.path or self.spec.name}: table {self.table} has rows in states this"
+                f" declaration does not declare: {said}. The declaration changed since they"
+                " were written: declare those states again, or move those rows on with the"
+                " declaration that wrote them, then open the store with this one"
+            )
 
     def _typed_pins(self) -> list[tuple[str, str]]:
         """The pins' columns with their SQL types (none without linked drafts)."""
