@@ -1,0 +1,99 @@
+"""Where the lifecycle world's states on claim.toml come from: prints figures, asserts nothing.
+
+``.venv/bin/python bench/worlds_gap.py [WORKERS]`` (default 2; about 20 s and 2 GB at 2).
+
+Both checker worlds run ``specs/claim.toml`` at its declared bounds but the workers
+(without symmetry): the claim world reaches the pinned counts, the lifecycle world
+(``entity_model``) more, since it keeps what the claim world folds away. Retiring the claim
+world needs the lifecycle world to reach the pinned counts state for state; this prints,
+for each part of the lifecycle world's state, how many distinct states are left when that
+part alone is ignored, so the parts that tell most states apart are the ones to look at
+first. Ignoring a part is not a sound reduction: it only shows where the states differ.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from claimfsm.checker import Checker, ClaimModelConfig, EntityModelConfig, claim_model, entity_model
+from claimfsm.checker._entity import EntityWorld, Handle, Row
+from claimfsm.spec import declarations_dir, load_spec
+
+
+def reachable(model: Any) -> set[EntityWorld]:
+    """Every world ``model`` reaches, breadth-first."""
+    seen = set(model.init_states())
+    queue = list(seen)
+    for world in queue:
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if after is not None and after not in seen:
+                seen.add(after)
+                queue.append(after)
+    return seen
+
+
+def without(seen: set[EntityWorld], part: Callable[[EntityWorld], Any]) -> int:
+    return len({part(w) for w in seen})
+
+
+def main() -> None:
+    workers = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    spec = load_spec(declarations_dir() / "claim.toml")
+    start = time.perf_counter()
+    claims = Checker(claim_model(spec, ClaimModelConfig.declared(spec, workers=workers)))
+    report = claims.symmetry(False).run()
+    took = time.perf_counter() - start
+    print(f"claim world, K={workers}: {report.unique:,} unique states ({took:.1f} s)")
+    start = time.perf_counter()
+    seen = reachable(entity_model(spec, EntityModelConfig(workers=workers)))
+    total = len(seen)
+    took = time.perf_counter() - start
+    print(f"lifecycle world, K={workers}: {total:,} unique states ({took:.1f} s)")
+    print(f"ratio lifecycle / claim: {total / report.unique:.2f}")
+    print("\nstates left when one part is ignored (lifecycle world):")
+    rows: list[tuple[str, int]] = []
+    for i, name in enumerate(Row._fields):
+        rows.append(
+            (
+                f"row.{name}",
+                without(
+                    seen,
+                    lambda w, i=i: (  # type: ignore[misc]
+                        tuple(r[:i] + r[i + 1 :] for r in w.rows),
+                        w.clients,
+                        w.stale_changed,
+                        w.marks,
+                        w.overlap,
+                    ),
+                ),
+            )
+        )
+    for i, name in enumerate(Handle._fields):
+        rows.append(
+            (
+                f"handle.{name}",
+                without(
+                    seen,
+                    lambda w, i=i: (  # type: ignore[misc]
+                        w.rows,
+                        tuple(None if h is None else h[:i] + h[i + 1 :] for h in w.clients),
+                        w.stale_changed,
+                        w.marks,
+                        w.overlap,
+                    ),
+                ),
+            )
+        )
+    rows.append(("marks", without(seen, lambda w: (w.rows, w.clients, w.stale_changed, w.overlap))))
+    for name, left in sorted(rows, key=lambda r: r[1]):
+        if left < total:
+            print(f"  {name:<22} {left:>10,}  ({left / total:.2f})")
+    print("  (every other part: no state told apart by it alone)")
+
+
+if __name__ == "__main__":
+    main()
