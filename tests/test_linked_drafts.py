@@ -26,6 +26,7 @@ from claimfsm.store import open_entity_store
 
 from .conftest import needs_spin
 from .test_lifecycle_checker import run as outcomes  # each property's outcome, bounds given
+from .test_lifecycle_remote import load_spec_text
 
 PAGE = Path(__file__).resolve().parents[1] / "examples" / "page.toml"
 POST = Path(__file__).resolve().parents[1] / "examples" / "post.toml"
@@ -379,3 +380,33 @@ def test_spin_keys_requests_by_the_pinned_draft_as_the_builtin_engine_does(
     assert theirs.complete and theirs.unique == ours.unique
     verdicts = {p.name: ours.outcome(p) for p in ours.model.properties}
     assert {p.name: theirs.outcome(p) for p in theirs.model.properties} == verdicts
+
+
+def test_a_deduplicating_remote_settles_an_unanswered_post_by_resending_it() -> None:
+    """post.toml's promise in the claim's three tiers: against a fencing remote every
+    invariant holds; against a deduplicating one the operator resends an unanswered post
+    with its revision's key, so nothing is stuck in ``unknown`` and each revision takes
+    effect once, though a late request may arrive beside a later epoch's (so
+    ``one_request_at_a_time`` is declared against a fencing remote only: without that,
+    the resend's path breaks it); against a plain remote nothing settles an unanswered
+    post, and the checker finds that deadlock."""
+    spec = load_spec(POST)
+    reports = {
+        remote: Checker(entity_model(spec, EntityModelConfig(remote=remote))).run()
+        for remote in ("fencing", "dedup", "plain")
+    }
+    said = {
+        remote: {p.name: r.outcome(p) for p in r.model.properties} for remote, r in reports.items()
+    }
+    assert reports["fencing"].verdict == "ok" and reports["fencing"].deadlock is None
+    assert said["fencing"]["one_request_at_a_time"] == "holds"
+    assert reports["dedup"].verdict == "ok" and reports["dedup"].deadlock is None
+    assert said["dedup"]["each_revision_posted_once"] == "holds"
+    assert "one_request_at_a_time" not in said["dedup"]  # not promised there
+    unscoped = load_spec_text(POST.read_text().replace('remote = ["fencing"]  #', "#"))
+    model = entity_model(unscoped, EntityModelConfig(remote="dedup"))
+    overlapped = Checker(model).run()
+    path = overlapped.discoveries["one_request_at_a_time"].path
+    assert any(s.action is not None and "resend" in s.action for s in path), path
+    stuck = reports["plain"].deadlock
+    assert stuck is not None and stuck[-1].state.rows[0].state == "unknown"

@@ -33,7 +33,7 @@ from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import EntityStore, open_entity_store
 from claimfsm.store._entity_drafts import drawn_of, pinned_of, request_key
 from claimfsm.store._tokens import content_digest, fingerprint, token_hash
-from claimfsm.verify import ManualClock, verify
+from claimfsm.verify import ManualClock, guided_paths, verify
 from claimfsm.verify._stateful import play
 
 from .conftest import forge_history
@@ -492,3 +492,20 @@ def test_claimfsm_verify_runs_a_lifecycle_with_drafts_and_leaves_nothing(tmp_pat
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert not {t for t in tables if t.startswith("verify_page")}, tables
+
+
+def test_the_store_resends_an_unanswered_post_to_a_deduplicating_remote(
+    url: str, tmp_path: Path
+) -> None:
+    """post.toml in a world with a deduplicating remote: the model's shortest path to the
+    operator's resend (unknown -> sending, the same revision's key) and random programs
+    play on the store, which agrees step by step."""
+    text = POST.read_text()
+    assert text.count('remote = "fencing"') == 1
+    (tmp_path / "post.toml").write_text(text.replace('remote = "fencing"', 'remote = "dedup"'))
+    spec = load_spec(tmp_path / "post.toml")
+    reached = [what for what, _ in guided_paths(spec, workers=2)]
+    assert "resend: unknown -> sending" in reached, reached
+    result = verify(spec, lambda clock: open_entity_store(spec, url, clock=clock), examples=5)
+    assert result.ok, (result.failure, result.program)
+    assert result.guided == len(reached)

@@ -46,7 +46,9 @@ event only then. An idle client takes a ``resends`` event to hold the current ep
 a fresh token and send again. Readback's ``outcome`` is whether a request with the
 entity's request key as it is now took effect; the operator's fence is the remote's;
 ``exclusive_work`` is that no request arrived while another epoch's was in flight
-(``overlap``), ``effect_once`` that one request took effect at most, under any key.
+(``overlap``), ``effect_once`` that one request took effect at most, under any key. An
+invariant that names remote modes (``remote = ["fencing"]``: the promise's tiers) is checked
+only against a remote of one of them, as in the claim world and the campaign's verdict.
 
 The world runs the declaration's lifecycle view (``Spec.lifecycle_view``): where the initial
 state is declared ``pseudo`` (the claim's ``unclaimed``, the state before an epoch exists),
@@ -876,6 +878,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         return False
 
     for inv in spec.invariants.values():
+        if rules is not None and not inv.applies(cfg["remote"]):
+            continue  # not promised against this remote (the promise's tiers)
         if inv.kind == "eventually":
             properties.append(_obligation(inv, or_bounded, roles, steps))
         elif inv.kind == "taken":
