@@ -18,22 +18,34 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from claimfsm.checker import Checker, ClaimModelConfig, EntityModelConfig, claim_model, entity_model
+from claimfsm.checker import (
+    Checker,
+    ClaimModelConfig,
+    EntityModelConfig,
+    claim_model,
+    entity_model,
+    reachable,
+)
 from claimfsm.checker._entity import EntityWorld, Handle, Row
 from claimfsm.spec import declarations_dir, load_spec
 
 
-def reachable(model: Any) -> set[EntityWorld]:
-    """Every world ``model`` reaches, breadth-first."""
-    seen = set(model.init_states())
-    queue = list(seen)
-    for world in queue:
-        for action in model.actions(world):
-            after = model.next_state(world, action)
-            if after is not None and after not in seen:
-                seen.add(after)
-                queue.append(after)
-    return seen
+def _ignoring_row_part(i: int) -> Callable[[EntityWorld], Any]:
+    """The world with part ``i`` of every row left out."""
+    return lambda w: (tuple(r[:i] + r[i + 1 :] for r in w.rows), w.clients, *_flags(w))
+
+
+def _ignoring_handle_part(i: int) -> Callable[[EntityWorld], Any]:
+    """The world with part ``i`` of every handle left out."""
+    return lambda w: (
+        w.rows,
+        tuple(None if h is None else h[:i] + h[i + 1 :] for h in w.clients),
+        *_flags(w),
+    )
+
+
+def _flags(w: EntityWorld) -> tuple[Any, ...]:
+    return (w.stale_changed, w.marks, w.overlap)
 
 
 def without(seen: set[EntityWorld], part: Callable[[EntityWorld], Any]) -> int:
@@ -57,37 +69,9 @@ def main() -> None:
     print("\nstates left when one part is ignored (lifecycle world):")
     rows: list[tuple[str, int]] = []
     for i, name in enumerate(Row._fields):
-        rows.append(
-            (
-                f"row.{name}",
-                without(
-                    seen,
-                    lambda w, i=i: (  # type: ignore[misc]
-                        tuple(r[:i] + r[i + 1 :] for r in w.rows),
-                        w.clients,
-                        w.stale_changed,
-                        w.marks,
-                        w.overlap,
-                    ),
-                ),
-            )
-        )
+        rows.append((f"row.{name}", without(seen, _ignoring_row_part(i))))
     for i, name in enumerate(Handle._fields):
-        rows.append(
-            (
-                f"handle.{name}",
-                without(
-                    seen,
-                    lambda w, i=i: (  # type: ignore[misc]
-                        w.rows,
-                        tuple(None if h is None else h[:i] + h[i + 1 :] for h in w.clients),
-                        w.stale_changed,
-                        w.marks,
-                        w.overlap,
-                    ),
-                ),
-            )
-        )
+        rows.append((f"handle.{name}", without(seen, _ignoring_handle_part(i))))
     rows.append(("marks", without(seen, lambda w: (w.rows, w.clients, w.stale_changed, w.overlap))))
     for name, left in sorted(rows, key=lambda r: r[1]):
         if left < total:

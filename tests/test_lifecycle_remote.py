@@ -21,6 +21,7 @@ from claimfsm.checker import (
     EntityModelConfig,
     entity_model,
     promela,
+    reachable,
     replay,
     spin_available,
     spin_check,
@@ -465,17 +466,8 @@ def test_spin_bounds_resends_alike(retry_spec: Spec, retries: int) -> None:
     assert "byte rs" in promela(retry_spec, config).text
 
 
-def _reachable(model: Any) -> set[Any]:
-    """Every world ``model`` reaches (a small one), breadth-first."""
-    seen = set(model.init_states())
-    queue = list(seen)
-    for world in queue:
-        for action in model.actions(world):
-            after = model.next_state(world, action)
-            if after is not None and after not in seen:
-                seen.add(after)
-                queue.append(after)
-    return seen
+#: Every world a (small) model reaches, breadth-first.
+_reachable = reachable
 
 
 #: The resend with a fresh request key (``fresh_key``): the claim's known-wrong

@@ -138,7 +138,12 @@ ENDS = 'work = "ends"'
         # one role, where every event that ends the work needs one
         (ENDS, ENDS + '\nremote = "answered"', 1, "events ['fail'] end the work but declare no"),
         # a resend takes the epoch over: its resender holds it with a token of its own
-        ('by = "operator"', 'by = "operator"\nremote = "resends"', 1, "it sets fresh_token"),
+        (
+            'by = "operator"',
+            'by = "operator"\nremote = "resends"\ndurable = true',
+            1,
+            "it sets fresh_token",
+        ),
         # only the client that sent the request hears its answer
         ('by = "sweep"', 'by = "sweep"\nremote = "answered"', 1, "['lapse'] declare a remote role"),
         # both ends give up waiting: nothing is ever answered

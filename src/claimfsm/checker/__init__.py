@@ -30,6 +30,7 @@ from claimfsm.checker._engine import (
     Step,
     explained,
     path_from,
+    reachable,
     replay,
 )
 from claimfsm.checker._entity import (
@@ -85,6 +86,7 @@ __all__ = [
     "path_from",
     "path_steps",
     "promela",
+    "reachable",
     "refusal_recorded",
     "replay",
     "resends_in",

@@ -80,6 +80,21 @@ class Model(Generic[S, A]):
     processes: Processes[S, A] | None = None
 
 
+def reachable(model: Model[S, A]) -> set[S]:
+    """Every state ``model`` reaches, breadth-first, as the model gives them (no symmetry,
+    no packing): for a small model's states themselves, in a test or a study of them
+    (``bench/worlds_gap.py``); ``Checker`` is the search."""
+    seen = set(model.init_states())
+    queue = list(seen)
+    for state in queue:
+        for action in model.actions(state):
+            after = model.next_state(state, action)
+            if after is not None and after not in seen:
+                seen.add(after)
+                queue.append(after)
+    return seen
+
+
 def explained(model: Model[S, A], path: Sequence[Step[S, A]]) -> list[tuple[str, str]]:
     """A path as numbered steps (text, state after): step 0 is the start; an action that
     makes several state changes gives one step for each."""
