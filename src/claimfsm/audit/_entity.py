@@ -38,18 +38,12 @@ every entry it asks:
 - The declared invariants that history shows hold after each transition: ``row``
   (``invariant_row``) and ``left_only_by`` (``invariant_left_only_by``).
 - With linked drafts, each change of a draft (an author's create, edit or approve, and a
-  dispatch) follows from the draft's history and changes no row (``draft_out_of_order``):
-  a draft is created once at version 1, an edit bumps the version by one and never
-  follows a dispatch, an approval approves a pending draft as it is, a dispatch marks
-  the draft the epoch pinned, at the version pinned, right after a transition declared
-  ``dispatches``. An edit of the pinned draft while the entity is in a state such a
-  transition leaves is ``pinned_draft_edited``. The guards over drafts are witnessed
-  where history holds the draft they read: ``draft_ready`` (the draft the take's request
-  key names, ``draft_not_ready``) and ``draft_pinned`` (the pinned one,
-  ``pinned_draft_changed``); a draft no entry shows (made before history recorded
-  drafts, or pruned away by a checkpoint that did not record it) is assumed. A take pins
-  the draft at the version history has (``request_key``). The declared ``pinned``
-  invariants hold after every entry (``invariant_pinned``).
+  dispatch), each take's pin and the declared ``pinned`` invariants are judged by
+  ``_drafts.DraftRules`` (``draft_out_of_order``, ``pinned_draft_edited``,
+  ``request_key``, ``invariant_pinned``), and the guards over drafts are witnessed where
+  history holds the draft they read: ``draft_ready`` (the draft the take's request key
+  names, ``draft_not_ready``) and ``draft_pinned`` (the pinned one,
+  ``pinned_draft_changed``); a draft no entry shows is assumed.
 - The request key (where an event declares ``fresh_key``, or a take pins a linked draft):
   only such an event changes it, and a draw gives one the entity did not hold just before
   (``request_key``); a refusal records the one the entity holds. Readback's outcome the
@@ -69,31 +63,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimfsm.audit._drafts import draft_differences
+from claimfsm.audit._drafts import DraftRules
 from claimfsm.audit._kinds import broken, left_by_another, unexplained_refusal
 from claimfsm.machine._entity import CallerView, RowView
 from claimfsm.spec import Spec
-from claimfsm.spec._invariants import pinned_holds, row_holds
+from claimfsm.spec._invariants import row_holds
 from claimfsm.spec._predicates import build_guards
 from claimfsm.store import _entity_history as entries
 from claimfsm.store._core import CHECKPOINT
-from claimfsm.store._entity_drafts import drawn_of, pin_of
+from claimfsm.store._entity_drafts import drawn_of
 from claimfsm.store._entity_history import (
-    DRAFT_CREATE,
-    DRAFT_DISPATCH,
-    DRAFT_EDIT,
     DRAFT_ENTRIES,
     Carried,
     DraftSeen,
     checkpoint_carries,
     checkpoint_drafts,
-    draft_change,
     facts_read,
     lease_recorded,
 )
 from claimfsm.store._entity_sql import row_extras
 from claimfsm.store._tokens import FINGERPRINT_LENGTH
-from claimfsm.store._types import Draft
 
 #: The history columns the auditor reads, and the row columns before the declared ones
 #: (the token as its fingerprint, as history shows it).
@@ -169,8 +158,8 @@ class EntityRules:
             self.by_step.setdefault((t.event, t.source, t.dest), []).append(t.guards)
         self.rows = [i for i in spec.invariants.values() if i.kind == "row"]
         self.left = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
-        self.pinned = [i for i in spec.invariants.values() if i.kind == "pinned"]
-        self.pinning = spec.pinning_states()  # where the pinned draft may not be edited
+        #: the rules over linked drafts (``_drafts``)
+        self.drafting = DraftRules(spec)
         self.dispatches = {(t.event, t.source, t.dest) for t in spec.transitions if t.dispatches}
 
     def begin(self, key: str) -> Entity:
@@ -187,12 +176,14 @@ class EntityRules:
             # the columns and the outcome, where the checkpoint recorded them
             ent.columns, ent.outcome = checkpoint_carries(e[FACTS], self.columns)
             ent.drafts = checkpoint_drafts(e[FACTS])
-            self._pin(ent, e)
+            self.drafting.pin(ent, e[EVENT], e[REQUEST_KEY], seq)
             return
         if e[EVENT] in DRAFT_ENTRIES and e[REFUSED] is None and self.linked:
-            self._draft_entry(ent, e, report)
+            self.drafting.change(
+                ent, seq, e[EVENT], (e[SOURCE], e[DEST], e[EPOCH]), e[FACTS], report
+            )
             ent.dispatching = False
-            self._pinned_invariants(ent, seq, report)
+            self.drafting.pinned_invariants(ent, seq, report)
             return
         ent.dispatching = False
         if e[REFUSED] is not None:
@@ -256,9 +247,9 @@ class EntityRules:
         if event in self.takers or event in self.fresh:
             ent.holder = e[TOKEN]
         if self.linked and event in self.takers:
-            self._pin(ent, e, report)
+            self.drafting.pin(ent, event, e[REQUEST_KEY], seq, report)
         ent.dispatching = (event, source, dest) in self.dispatches
-        self._pinned_invariants(ent, seq, report)
+        self.drafting.pinned_invariants(ent, seq, report)
         # the columns counted and the outcome recorded, as pruning replays them
         ent.columns, ent.outcome = self.carried.after(ent.columns, ent.outcome, event, e[FACTS])
         for inv in self.rows:
@@ -275,108 +266,6 @@ class EntityRules:
                     f"{inv.name}: {inv.column} is {value} in {dest} ({inv.meaning})",
                 )
 
-    def _pin(self, ent: Entity, e: tuple[Any, ...], report: Report | None = None) -> None:
-        """The draft and version the entry's request key names as the epoch's pin, and
-        its digest where history holds the draft at that version (``report``: a take,
-        which pins the draft as it is, so at the version history has)."""
-        key = e[REQUEST_KEY]
-        ent.pin = None if not self.linked or key is None else pin_of(ent.key, key)
-        seen = None if ent.pin is None else ent.drafts.get(ent.pin[0])
-        ent.pin_digest = None
-        if ent.pin is None or seen is None:
-            return
-        if seen.version == ent.pin[1]:
-            ent.pin_digest = seen.digest
-        elif report is not None:
-            report(
-                "request_key",
-                (e[SEQ],),
-                f"{e[EVENT]} pinned draft {ent.pin[0]} at version {ent.pin[1]}, where history"
-                f" has it at version {seen.version}",
-            )
-
-    def _draft_entry(self, ent: Entity, e: tuple[Any, ...], report: Report) -> None:
-        """A change of one of the entity's drafts (the rules above)."""
-        seq, event = (e[SEQ],), e[EVENT]
-
-        def wrong(why: str) -> None:
-            report("draft_out_of_order", seq, f"{event}: {why}")
-
-        if not e[SOURCE] == e[DEST] == ent.state or e[EPOCH] != ent.epoch:
-            wrong(
-                f"recorded {e[SOURCE]} -> {e[DEST]} at epoch {e[EPOCH]} where the entity was"
-                f" {ent.state} at epoch {ent.epoch}: a draft's change changes no row"
-            )
-        change = draft_change(event, e[FACTS])
-        if change is None:
-            wrong("the entry does not name the draft, its version and digest")
-            return
-        draft, after = change
-        before = ent.drafts.get(draft)
-        ent.drafts[draft] = after
-        if event == DRAFT_CREATE:
-            if before is not None:
-                wrong(f"draft {draft} was created before")
-            elif after.version != 1:
-                wrong(f"draft {draft} was created at version {after.version}, not 1")
-            return
-        if event == DRAFT_DISPATCH:
-            if not ent.dispatching:
-                wrong(f"draft {draft} dispatched, but not by a transition declared dispatches")
-            if ent.pin != (draft, after.version):
-                wrong(f"draft {draft} v{after.version} dispatched; the epoch pinned {ent.pin}")
-            if before is not None and before[1:] != after[1:]:
-                wrong(f"draft {draft} dispatched at another version or digest than it had")
-            return
-        if event == DRAFT_EDIT:
-            if ent.pin is not None and ent.pin[0] == draft and ent.state in self.pinning:
-                report(
-                    "pinned_draft_edited",
-                    seq,
-                    f"draft {draft} edited while epoch {ent.epoch}, which pinned it, is"
-                    f" {ent.state}, from where it may be dispatched",
-                )
-            if before is not None and before.status == "dispatched":
-                wrong(f"draft {draft} edited after it was dispatched")
-            elif before is not None and after.version != before.version + 1:
-                wrong(f"draft {draft} edited from version {before.version} to {after.version}")
-            return
-        # an approval
-        if before is not None and (before.status != "pending" or before[1:] != after[1:]):
-            wrong(f"draft {draft} approved, but it was {before.status} at version {before.version}")
-
-    def _pinned_invariants(self, ent: Entity, seq: tuple[int, ...], report: Report) -> None:
-        """The declared ``pinned`` invariants on the entity as history now leaves it,
-        where history holds the pinned draft."""
-        if not self.pinned or ent.pin is None or ent.pin[0] not in ent.drafts:
-            return
-        seen = ent.drafts[ent.pin[0]]
-        for inv in self.pinned:
-            holds = pinned_holds(inv, ent.state, (seen.status, seen.version), ent.pin[1])
-            if not holds or (ent.state in inv.states and seen.digest != ent.pin_digest):
-                report(
-                    "invariant_pinned",
-                    seq,
-                    f"{inv.name}: in {ent.state}, draft {ent.pin[0]} is {seen.status} at"
-                    f" version {seen.version}, pinned at version {ent.pin[1]} ({inv.meaning})",
-                )
-
-    def _draft_seen(self, ent: Entity, draft: int | None) -> Draft | None:
-        """A draft as the guards read it, as history leaves it (None: not known)."""
-        seen = None if draft is None else ent.drafts.get(draft)
-        if seen is None or draft is None:
-            return None
-        return Draft(draft, ent.key, seen.version, seen.digest, seen.status, "")
-
-    def _named(self, ent: Entity, e: tuple[Any, ...]) -> int | None:
-        """The draft a guard of entry ``e`` reads: a take's, the one its request key
-        names; any other's, the pinned one."""
-        if e[EVENT] in self.takers:
-            pin = None if e[REQUEST_KEY] is None else pin_of(ent.key, e[REQUEST_KEY])
-        else:
-            pin = ent.pin
-        return None if pin is None else pin[0]
-
     def _views(self, ent: Entity, e: tuple[Any, ...]) -> tuple[RowView, CallerView]:
         """The row before entry ``e`` and its caller, as the guards read them."""
         lease = ent.lease if lease_recorded(ent.lease) else None
@@ -389,7 +278,11 @@ class EntityRules:
             ent.columns if ent.columns is not None else {},
             *(pin[0], pin[1], ent.pin_digest),
         )
-        draft = self._draft_seen(ent, self._named(ent, e)) if self.linked else None
+        draft = (
+            self.drafting.seen(ent, self.drafting.named(ent, e[EVENT], e[REQUEST_KEY]))
+            if self.linked
+            else None
+        )
         facts = facts_read(e[FACTS]) or {}
         return row, CallerView(e[EPOCH], e[TOKEN], facts, e[AT], draft=draft, target_id=ent.key)
 
@@ -463,7 +356,7 @@ class EntityRules:
         if g.kind in LEASE_READERS:
             return lease_recorded(ent.lease)
         if g.kind in DRAFT_READERS:
-            named = self._named(ent, e)
+            named = self.drafting.named(ent, e[EVENT], e[REQUEST_KEY])
             if named is None or named not in ent.drafts:
                 return False
             return g.kind not in PIN_READERS or ent.pin_digest is not None
@@ -485,8 +378,7 @@ class EntityRules:
             return
         if self.linked:
             *row_fields, table = row
-            for said in draft_differences(ent.drafts if ent is not None else {}, table):
-                report("draft_disagrees", (), said)
+            self.drafting.table(ent.drafts if ent is not None else {}, table, report)
             row = tuple(row_fields)
         state, epoch, token, lease, owner, *values = row
         found = {
