@@ -149,8 +149,10 @@ class EntityRules:
         self.carried = Carried(spec)  # how an entry moves the columns and the outcome
         self.fresh = spec.events_setting("fresh_token")
         self.draws = spec.events_setting("fresh_key")
-        #: linked drafts: a request key names the pinned draft, which a take changes
-        self.linked = spec.drafts is not None
+        #: the rules over linked drafts (``_drafts``); with them, a request key names the
+        #: pinned draft, which a take changes
+        self.drafting = DraftRules(spec)
+        self.linked = self.drafting.linked
         #: the row's columns after the declared ones
         self.extras = row_extras(spec)
         self.by_step: dict[tuple[str, str, str], list[tuple[str, ...]]] = {}
@@ -158,8 +160,6 @@ class EntityRules:
             self.by_step.setdefault((t.event, t.source, t.dest), []).append(t.guards)
         self.rows = [i for i in spec.invariants.values() if i.kind == "row"]
         self.left = [i for i in spec.invariants.values() if i.kind == "left_only_by"]
-        #: the rules over linked drafts (``_drafts``)
-        self.drafting = DraftRules(spec)
         self.dispatches = {(t.event, t.source, t.dest) for t in spec.transitions if t.dispatches}
 
     def begin(self, key: str) -> Entity:
