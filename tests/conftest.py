@@ -219,6 +219,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         drop_schema(database, schema)
 
 
+#: For a heavy test of the ``url`` fixture: SQLite in the quick suite, PostgreSQL in the
+#: slow one (CI runs both). The PostgreSQL store's own SQL is covered by the quick suite's
+#: lighter tests; what such a test adds is its long program, which the backends share.
+sqlite_quick_postgresql_slow = pytest.mark.parametrize(
+    "url", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)], indirect=True
+)
+
+
 def pg_schema_url(database_url: str) -> tuple[str, str]:
     """A new schema name in the test database, and the store URL that uses it."""
     schema = f"t_{secrets.token_hex(6)}"

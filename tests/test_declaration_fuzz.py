@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -54,14 +55,26 @@ def mutated(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(
-    max_examples=200,
-    deadline=None,
-    # verify runs its own Hypothesis test inside this one
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.nested_given],
-)
+#: verify runs its own Hypothesis test inside these
+NESTED = [HealthCheck.function_scoped_fixture, HealthCheck.nested_given]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=NESTED)
 @given(text=mutated())
 def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str) -> None:
+    _every_command_on(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=NESTED)
+@given(text=mutated())
+def test_many_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str) -> None:
+    """The same, on more mutants (the slow suite)."""
+    _every_command_on(text)
+
+
+def _every_command_on(text: str) -> None:
+    """spec, diagram, check, verify and the store commands that open a store, on ``text``."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "claim.toml").write_text(CLAIM)  # what a variant's base names
         (Path(tmp) / "wrong").mkdir()
@@ -92,11 +105,25 @@ def test_mutated_declarations_give_an_error_or_a_run_never_a_traceback(text: str
         )
 
 
-@settings(max_examples=20, deadline=None)  # a report checks and draws: seconds each
+@settings(max_examples=8, deadline=None)  # a report checks and draws: seconds each
 @given(text=mutated())
 def test_mutated_declarations_in_the_report_and_the_other_store_commands(text: str) -> None:
     """The report (which checks the declaration and draws it) and the store commands that
     read history, each on the same mutants: an error or a run, never a traceback."""
+    _report_and_history_commands_on(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(text=mutated())
+def test_many_mutated_declarations_in_the_report_and_the_other_store_commands(
+    text: str,
+) -> None:
+    """The same, on more mutants (the slow suite)."""
+    _report_and_history_commands_on(text)
+
+
+def _report_and_history_commands_on(text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "claim.toml").write_text(CLAIM)
         (Path(tmp) / "wrong").mkdir()

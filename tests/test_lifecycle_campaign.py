@@ -89,6 +89,7 @@ def test_a_job_campaign_on_sqlite_keeps_every_declared_promise(tmp_path: Path) -
     assert not [t[:6] for t in tokens if t in elsewhere]
 
 
+@pytest.mark.slow  # a campaign of worker processes; the README's campaigns run in the quick suite
 def test_the_campaign_catches_the_job_that_requeues_without_evidence(tmp_path: Path) -> None:
     """The wrong design the checker catches is caught on real processes too: a run that
     outlives its lease, an orphaned job requeued at once, a second worker running it."""
@@ -193,6 +194,7 @@ def test_what_a_campaign_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
         run_campaign(short(tmp_path, str(tmp_path / "workless.toml")))
 
 
+@pytest.mark.slow  # a campaign of worker processes; the README's campaigns run in the quick suite
 def test_a_charge_is_made_once_against_a_fencing_processor_and_twice_unfenced(
     tmp_path: Path,
 ) -> None:
@@ -223,6 +225,7 @@ def test_a_charge_is_made_once_against_a_fencing_processor_and_twice_unfenced(
     assert g.audit_violations == 0  # the store kept its promises: the flaw is the design's
 
 
+@pytest.mark.slow  # a campaign of worker processes; the README's campaigns run in the quick suite
 def test_the_operator_resends_an_unknown_charge_to_a_deduplicating_processor(
     tmp_path: Path,
 ) -> None:

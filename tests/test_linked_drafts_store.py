@@ -36,7 +36,7 @@ from claimfsm.store._tokens import content_digest, fingerprint, token_hash
 from claimfsm.verify import ManualClock, guided_paths, verify
 from claimfsm.verify._stateful import play
 
-from .conftest import forge_history
+from .conftest import forge_history, sqlite_quick_postgresql_slow
 from .test_lifecycle_campaign import short
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -402,6 +402,7 @@ def test_an_edit_racing_a_pick_never_leaves_a_pin_history_disowns(url: str) -> N
     author.close()
 
 
+@sqlite_quick_postgresql_slow
 @pytest.mark.parametrize("example", [PAGE, POST], ids=["page", "post"])
 def test_verify_plays_the_authors_and_the_pins_against_the_model(example: Path, url: str) -> None:
     spec = load_spec(example)
@@ -460,6 +461,7 @@ def test_verify_fails_a_store_that_leaves_out_a_piece_of_the_drafts(
     assert result.program  # the failing program, step by step
 
 
+@pytest.mark.slow  # a campaign of worker processes; the README's campaigns run in the quick suite
 def test_a_page_campaign_authors_pins_and_publishes(tmp_path: Path) -> None:
     """The campaign's workers write and approve revisions, edit live ones now and then,
     and pick a page naming one: every promise holds, and each published page's pinned
@@ -494,6 +496,7 @@ def test_claimfsm_verify_runs_a_lifecycle_with_drafts_and_leaves_nothing(tmp_pat
     assert not {t for t in tables if t.startswith("verify_page")}, tables
 
 
+@sqlite_quick_postgresql_slow
 def test_the_store_resends_an_unanswered_post_to_a_deduplicating_remote(
     url: str, tmp_path: Path
 ) -> None:

@@ -20,6 +20,8 @@ from claimfsm.spec import declarations_dir, load_spec
 from claimfsm.store import open_entity_store
 from claimfsm.verify import guided_paths, verify
 
+from .conftest import sqlite_quick_postgresql_slow
+
 CLAIM = (declarations_dir() / "claim.toml").read_text()
 FLAG = next(line for line in CLAIM.splitlines() if line.startswith("pseudo = true"))
 JOB = (declarations_dir() / "job.toml").read_text()
@@ -97,6 +99,7 @@ def test_a_take_begins_the_next_epoch_from_a_freeing_state_only(url: str) -> Non
         store.close()
 
 
+@sqlite_quick_postgresql_slow
 def test_the_lifecycle_store_runs_the_claim_as_the_lifecycle_world_models_it(url: str) -> None:
     """The generated stateful test of ``claim.toml`` on the lifecycle store: the model's
     shortest path to every transition, refusal and invariant violation it can reach, then

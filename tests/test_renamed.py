@@ -209,7 +209,10 @@ def test_no_name_of_the_claim_protocol_is_written_in_src() -> None:
     assert found == []
 
 
-@pytest.mark.parametrize("design", ["lapse_reclaims_sending", "release_by_target"])
+@pytest.mark.parametrize(
+    "design",
+    ["lapse_reclaims_sending", pytest.param("release_by_target", marks=pytest.mark.slow)],
+)
 def test_spin_searches_a_renamed_wrong_design_to_the_same_counterexample(
     renamed: Path, design: str
 ) -> None:

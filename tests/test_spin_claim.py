@@ -207,6 +207,7 @@ def test_one_edit_of_the_declaration_reaches_the_promela(tmp_path: Path) -> None
     assert "no_overlapping_sends" in report.discoveries and report.verdict == "violated"
 
 
+@pytest.mark.slow  # the README's spin command runs in the quick suite
 def test_check_engine_spin_on_the_claim_from_the_command_line(tmp_path: Path) -> None:
     kept = tmp_path / "spin"
     result = CliRunner().invoke(

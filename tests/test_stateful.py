@@ -463,7 +463,8 @@ class DedupOnPostgres(OnPostgres):
 
 
 @pytest.mark.parametrize("machine", [FencingOnPostgres, DedupOnPostgres], ids=["fencing", "dedup"])
-@pytest.mark.parametrize("route", ["direct", "pgbouncer"])
+#: through PgBouncer in the slow suite: the quick suite's store tests run through it too
+@pytest.mark.parametrize("route", ["direct", pytest.param("pgbouncer", marks=pytest.mark.slow)])
 def test_postgresql_agrees_with_the_reference_model(
     pg_database: str, machine: type[OnPostgres], route: str, request: pytest.FixtureRequest
 ) -> None:
