@@ -1,14 +1,24 @@
 """Where the lifecycle world's states on claim.toml come from: prints figures, asserts nothing.
 
-``.venv/bin/python bench/worlds_gap.py [WORKERS]`` (default 2; about 20 s and 2 GB at 2).
+``.venv/bin/python bench/worlds_gap.py [WORKERS]`` (default 2; about a minute and 3 GB at 2).
 
 Both checker worlds run ``specs/claim.toml`` at its declared bounds but the workers
 (without symmetry): the claim world reaches the pinned counts, the lifecycle world
 (``entity_model``) more, since it keeps what the claim world folds away. Retiring the claim
 world needs the lifecycle world to reach the pinned counts state for state; this prints,
-for each part of the lifecycle world's state, how many distinct states are left when that
-part alone is ignored, so the parts that tell most states apart are the ones to look at
-first. Ignoring a part is not a sound reduction: it only shows where the states differ.
+for each part of each world's state, how many distinct states are left when that part
+alone is ignored, so the parts that tell most states apart are the ones to look at first:
+in the lifecycle world what the claim world folds away, and in the claim world what the
+lifecycle world does not keep. Ignoring a part is not a sound reduction: it only shows
+where the states differ.
+
+Then it maps both worlds' states onto what they share (:func:`claim_common`,
+:func:`lifecycle_common`: the row, each worker's phase and epoch and whether it holds the
+current claim, the sticky marks; request keys and raw tokens left out) and prints how many
+states each reaches that the other does not, with each shared part ignored in turn. And it
+checks the claim world's lease bit where the row's state has no lease: every pair of
+states that differ only there is compared action by action (the same actions, successors
+that again differ only there, the same value of every property), so such a bit is dead.
 """
 
 from __future__ import annotations
@@ -19,15 +29,16 @@ from collections.abc import Callable
 from typing import Any
 
 from claimfsm.checker import (
-    Checker,
     ClaimModelConfig,
     EntityModelConfig,
+    Model,
     claim_model,
     entity_model,
     reachable,
 )
+from claimfsm.checker._claim import Ghosts, Remote, Target, Worker, World
 from claimfsm.checker._entity import EntityWorld, Handle, Row
-from claimfsm.spec import declarations_dir, load_spec
+from claimfsm.spec import Spec, declarations_dir, load_spec
 
 
 def _ignoring_row_part(i: int) -> Callable[[EntityWorld], Any]:
@@ -52,31 +63,206 @@ def without(seen: set[EntityWorld], part: Callable[[EntityWorld], Any]) -> int:
     return len({part(w) for w in seen})
 
 
+def _claim_parts() -> dict[str, Callable[[World], Any]]:
+    """For each part of the claim world's state, the world without it."""
+
+    def field_of(kind: str, cls: Any, i: int) -> Callable[[World], Any]:
+        def cut(w: World) -> Any:
+            parts: list[Any] = list(w)
+            at = World._fields.index(kind)
+            parts[at] = tuple(x[:i] + x[i + 1 :] for x in parts[at])
+            return tuple(parts)
+
+        return cut
+
+    parts: dict[str, Callable[[World], Any]] = {}
+    for kind, cls in (("targets", Target), ("workers", Worker), ("remote", Remote)):
+        for i, name in enumerate(cls._fields):
+            parts[f"{kind[:-1] if kind != 'remote' else kind}.{name}"] = field_of(kind, cls, i)
+    for i, name in enumerate(Ghosts._fields):
+        parts[f"ghosts.{name}"] = _ignoring_ghost(i)
+    parts["drafts"] = lambda w: (w.targets, w.workers, w.remote, w.ghosts)
+    return parts
+
+
+def _ignoring_ghost(i: int) -> Callable[[World], Any]:
+    """The claim world with sticky fact ``i`` left out."""
+    return lambda w: (*w[:4], w.ghosts[:i] + w.ghosts[i + 1 :])
+
+
+def _entity_parts() -> dict[str, Callable[[EntityWorld], Any]]:
+    """For each part of the lifecycle world's state, the world without it."""
+    parts: dict[str, Callable[[EntityWorld], Any]] = {}
+    for i, name in enumerate(Row._fields):
+        parts[f"row.{name}"] = _ignoring_row_part(i)
+    for i, name in enumerate(Handle._fields):
+        parts[f"handle.{name}"] = _ignoring_handle_part(i)
+    parts["marks"] = lambda w: (w.rows, w.clients, w.stale_changed, w.overlap)
+    return parts
+
+
+def _print_parts(seen: set[Any], parts: dict[str, Callable[[Any], Any]]) -> None:
+    total = len(seen)
+    rows = [(name, without(seen, part)) for name, part in parts.items()]
+    for name, left in sorted(rows, key=lambda r: r[1]):
+        if left < total:
+            print(f"  {name:<22} {left:>10,}  ({left / total:.2f})")
+    print("  (every other part: no state told apart by it alone)")
+
+
+def _lease_dead(spec: Spec) -> Callable[[World], World]:
+    """The claim world's state with its lease bit cleared where the row's state has none."""
+    leased = {name for name, d in spec.states.items() if d.lease}
+
+    def cleared(w: World) -> World:
+        t = w.targets[0]
+        if t.lease_live and t.state not in leased:
+            return w._replace(targets=(t._replace(lease_live=False),))
+        return w
+
+    return cleared
+
+
+def dead_lease_pairs(model: Model[World, Any], claims: set[World], spec: Spec) -> tuple[int, int]:
+    """How many pairs of claim-world states differ only in the lease bit of a state without
+    a lease, and of those how many a step or a property tells apart."""
+    cleared = _lease_dead(spec)
+    groups: dict[World, list[World]] = {}
+    for w in claims:
+        groups.setdefault(cleared(w), []).append(w)
+    pairs = [g for g in groups.values() if len(g) == 2]
+
+    def steps(w: World) -> dict[Any, World | None]:
+        found = {}
+        for action in model.actions(w):
+            after = model.next_state(w, action)
+            found[action] = None if after is None else cleared(after)
+        return found
+
+    told = 0
+    for a, b in pairs:
+        same_props = all(
+            p.holds(a) == p.holds(b) and (p.trigger is None or p.trigger(a) == p.trigger(b))
+            for p in model.properties
+        )
+        told += not same_props or steps(a) != steps(b)
+    return len(pairs), told
+
+
+#: a lifecycle handle's (state it saw, request phase) as the claim world's worker phase
+_PHASES = {
+    ("reserved", ""): "R",
+    ("sending", "S"): "S",
+    ("sending", "W"): "W",
+    ("sending", "A"): "A",
+}
+
+
+def claim_common(spec: Spec) -> Callable[[World], tuple[Any, ...]]:
+    """A claim-world state (one target) as what both worlds keep."""
+    cleared = _lease_dead(spec)
+
+    def common(w: World) -> tuple[Any, ...]:
+        w = cleared(w)
+        t, r, g = w.targets[0], w.remote[0], w.ghosts
+        row = (
+            *(t.state, t.epoch, t.lease_live, r.fence, w.drafts[0], t.draft, t.version),
+            tuple(sorted(q.epoch for q in r.in_flight)),
+            tuple(sorted(q.epoch for q in r.landed)),
+            *(t.outcome, t.retries),
+        )
+        workers: list[tuple[Any, ...]] = []
+        for k in w.workers:
+            saved = (k.saved[1], k.saved[1:] == (t.epoch, t.token)) if k.saved else None
+            if k.target == -1:
+                workers.append(("idle", saved))
+            else:
+                current = (k.epoch, k.token) == (t.epoch, t.token)
+                workers.append((k.phase, k.epoch, current, saved))
+        return row, tuple(workers), (g.overlap, g.stale_changed, g.escaped, g.discarded)
+
+    return common
+
+
+def lifecycle_common(spec: Spec) -> Callable[[EntityWorld], tuple[Any, ...]]:
+    """A lifecycle-world state (one entity) as what both worlds keep."""
+    leased = {name for name, d in spec.states.items() if d.lease}
+    left = {i.name for i in spec.invariants.values() if i.kind == "left_only_by"}
+    discarded = {i.name for i in spec.invariants.values() if i.kind == "reachable" and i.event}
+
+    def common(w: EntityWorld) -> tuple[Any, ...]:
+        t = w.rows[0]
+        row = (
+            *(t.state, t.epoch, t.live and t.state in leased, t.fence, t.drafts, t.draft),
+            t.version,
+            tuple(sorted(e for e, _ in t.in_flight)),
+            tuple(sorted(e for e, _ in t.landed)),
+            *(t.outcome, t.resent),
+        )
+        workers: list[tuple[Any, ...]] = []
+        for h in w.clients:
+            if h is None or h.key == -1:
+                saved = None
+                if h is not None and h.saved:
+                    saved = (h.saved[1], h.saved[1:] == (t.epoch, t.token))
+                workers.append(("idle", saved))
+                continue
+            saved = (h.saved[1], h.saved[1:] == (t.epoch, t.token)) if h.saved else None
+            phase = _PHASES.get((h.seen, h.phase), f"{h.seen}/{h.phase}")
+            current = (h.epoch, h.token) == (t.epoch, t.token)
+            workers.append((phase, h.epoch, current, saved))
+        marks = (bool(w.marks & left), bool(w.marks & discarded))
+        return row, tuple(workers), (w.overlap, w.stale_changed, *marks)
+
+    return common
+
+
+def _ignoring_common_row_part(i: int) -> Callable[[tuple[Any, ...]], Any]:
+    return lambda x: (x[0][:i] + x[0][i + 1 :], x[1], x[2])
+
+
+def _print_common(claims: set[tuple[Any, ...]], lifecycle: set[tuple[Any, ...]]) -> None:
+    both = len(claims & lifecycle)
+    print(f"  claim world {len(claims):,}, lifecycle world {len(lifecycle):,}, both {both:,}")
+    names = ["state", "epoch", "lease", "fence", "drafts", "draft", "version"]
+    names += ["in_flight", "landed", "outcome", "retries"]
+    cuts = [(f"row.{n}", _ignoring_common_row_part(i)) for i, n in enumerate(names)]
+    cuts.append(("workers' current", lambda x: (x[0], tuple(k[:2] for k in x[1]), x[2])))
+    cuts.append(("marks", lambda x: (x[0], x[1])))
+    print(f"  {'ignoring':<22} {'claim only':>10} {'lifecycle only':>15}")
+    print(f"  {'(nothing)':<22} {len(claims - lifecycle):>10,} {len(lifecycle - claims):>15,}")
+    for name, cut in cuts:
+        a, b = {cut(x) for x in claims}, {cut(x) for x in lifecycle}
+        print(f"  {name:<22} {len(a - b):>10,} {len(b - a):>15,}")
+
+
 def main() -> None:
     workers = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     spec = load_spec(declarations_dir() / "claim.toml")
     start = time.perf_counter()
-    claims = Checker(claim_model(spec, ClaimModelConfig.declared(spec, workers=workers)))
-    report = claims.symmetry(False).run()
+    model = claim_model(spec, ClaimModelConfig.declared(spec, workers=workers))
+    claims = reachable(model)
     took = time.perf_counter() - start
-    print(f"claim world, K={workers}: {report.unique:,} unique states ({took:.1f} s)")
+    print(f"claim world, K={workers}: {len(claims):,} unique states ({took:.1f} s)")
     start = time.perf_counter()
     seen = reachable(entity_model(spec, EntityModelConfig(workers=workers)))
     total = len(seen)
     took = time.perf_counter() - start
     print(f"lifecycle world, K={workers}: {total:,} unique states ({took:.1f} s)")
-    print(f"ratio lifecycle / claim: {total / report.unique:.2f}")
+    print(f"ratio lifecycle / claim: {total / len(claims):.2f}")
     print("\nstates left when one part is ignored (lifecycle world):")
-    rows: list[tuple[str, int]] = []
-    for i, name in enumerate(Row._fields):
-        rows.append((f"row.{name}", without(seen, _ignoring_row_part(i))))
-    for i, name in enumerate(Handle._fields):
-        rows.append((f"handle.{name}", without(seen, _ignoring_handle_part(i))))
-    rows.append(("marks", without(seen, lambda w: (w.rows, w.clients, w.stale_changed, w.overlap))))
-    for name, left in sorted(rows, key=lambda r: r[1]):
-        if left < total:
-            print(f"  {name:<22} {left:>10,}  ({left / total:.2f})")
-    print("  (every other part: no state told apart by it alone)")
+    _print_parts(seen, _entity_parts())
+    print("\nstates left when one part is ignored (claim world):")
+    _print_parts(claims, _claim_parts())
+    pairs, told = dead_lease_pairs(model, claims, spec)
+    print(
+        f"\nclaim world: {pairs:,} pairs of states differ only in the lease bit of a state"
+        f" without a lease; a step or a property tells {told:,} of them apart"
+    )
+    print("\nboth worlds on what they share (lease bit cleared where the state has none):")
+    _print_common(
+        {claim_common(spec)(w) for w in claims}, {lifecycle_common(spec)(w) for w in seen}
+    )
 
 
 if __name__ == "__main__":
