@@ -162,3 +162,43 @@ def test_the_job_lifecycle_is_its_own_view() -> None:
     """A declaration without a pseudo state is read as written by every consumer."""
     spec = load_spec(declarations_dir() / "job.toml")
     assert spec.lifecycle_view() is spec
+
+
+def test_a_stale_owner_s_event_where_none_leaves_the_state_is_recorded_in_model_and_store(
+    url: str,
+) -> None:
+    """A holder of epoch 1 comes back after epoch 2 was taken and released, and calls
+    begin_send, which no transition takes out of ``released``: the store refuses it as a
+    stale owner's (its epoch guard, read from begin_send's transitions elsewhere) and
+    records it, so the lifecycle world marks the refusal (``stale_owner_discarded``) on the
+    same step, as its Promela twin does."""
+    from claimfsm.checker._entity import Handle, Row
+    from claimfsm.errors import StaleClaim
+    from claimfsm.verify import ManualClock
+
+    claim = load_spec(declarations_dir() / "claim.toml")
+    assert not claim.transitions_for("begin_send", "released")
+    store = open_entity_store(claim, url, clock=ManualClock())
+    try:
+        draft = store.create_draft("t", "hello")
+        store.approve_draft(draft.draft_id)
+        stale = store.take("t", "acquire", draft=draft.draft_id, lease_seconds=10)
+        store.act(stale, "release")
+        store.act(store.take("t", "acquire", draft=draft.draft_id, lease_seconds=10), "release")
+        with pytest.raises(StaleClaim):
+            store.act(stale, "begin_send")
+        last = store.history("t")[-1]
+        assert (last.event, last.epoch) == ("begin_send", 1)
+        assert last.refused in claim.stale_guards("begin_send", "released")  # recorded
+    finally:
+        store.close()
+    model = entity_model(claim, EntityModelConfig(workers=2, epochs=2, edits=False))
+    start = next(iter(model.init_states()))
+    row = start.rows[0]
+    released = Row("released", epoch=2, token=1, linked=(row.drafts, 0, row.drafts[0][1]))
+    world = start._replace(rows=(released,), clients=(Handle(0, 1, 1, "reserved"), None))
+    action = ("own", 0, "begin_send")
+    assert action in list(model.actions(world))
+    after = model.next_state(world, action)
+    assert after is not None and after.rows == world.rows  # refused: the row is unchanged
+    assert "stale_owner_discarded" in after.marks

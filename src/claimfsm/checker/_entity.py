@@ -369,16 +369,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         candidates = spec.transitions_for(event, row.state)
         if not candidates:
             return None
-        running = event in reads_running and _running_on(row)
-        seen = WorldRow(row, col_index)
-        facts: dict[str, Any] = {"running": running, "ran": row.ran, "fenced_through": row.fence}
-        if rules is not None:
-            facts["outcome"] = _outcome(row, shape)
-            facts["remote_dedups"] = rules.dedups
-        who = WorldCaller(row, caller, named, facts)
-        if row.drafts:  # a taker's draft is the one it names, anyone else's the pinned one
-            named_draft = draft if draft >= 0 else row.draft
-            who.draft = _draft_seen(row, named_draft)
+        seen, who = _views(row, event, caller, named, draft)
+        facts = who.facts
         failing: list[str] = []
         for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
@@ -390,6 +382,30 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 return t.dest, after
             failing += [g for g in bad if g not in failing]
         return None, ", ".join(failing)
+
+    def _views(
+        row: Row, event: str, caller: tuple[int, int] | None, named: bool, draft: int
+    ) -> tuple[WorldRow, WorldCaller]:
+        """The row and the caller as the guards' predicates read them for ``event``."""
+        running = event in reads_running and _running_on(row)
+        facts: dict[str, Any] = {"running": running, "ran": row.ran, "fenced_through": row.fence}
+        if rules is not None:
+            facts["outcome"] = _outcome(row, shape)
+            facts["remote_dedups"] = rules.dedups
+        who = WorldCaller(row, caller, named, facts)
+        if row.drafts:  # a taker's draft is the one it names, anyone else's the pinned one
+            named_draft = draft if draft >= 0 else row.draft
+            who.draft = _draft_seen(row, named_draft)
+        return WorldRow(row, col_index), who
+
+    def failing_where_none_leaves(row: Row, event: str, caller: tuple[int, int]) -> str:
+        """Where no transition of an owner's ``event`` leaves the row's state, the guards
+        the machines still read to tell a stale owner (``Spec.stale_guards``: those of
+        its transitions from elsewhere) that fail for ``caller``, as ``fire`` names the
+        failing guards of a refusal."""
+        seen, who = _views(row, event, caller, True, -1)
+        stale = spec.stale_guards(event, row.state)
+        return ", ".join(g for g in stale if not guards[g](seen, who))
 
     def _linked(row: Row, taken: int, dispatches: bool) -> Row:
         """``row`` with its drafts once a transition fired: a take pins the draft named
@@ -660,7 +676,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 clients[c] = resting(h.saved)
                 if h.working:
                     rows[h.key] = _stops(rows[h.key], h.epoch)
-                marks = refused_marks(world, before, event, "" if result is None else result[1])
+                failing = (
+                    failing_where_none_leaves(before, event, (h.epoch, h.token))
+                    if result is None
+                    else result[1]
+                )
+                marks = refused_marks(world, before, event, failing)
                 return EntityWorld(
                     tuple(rows), tuple(clients), world.stale_changed, marks, world.overlap
                 ), False
