@@ -260,9 +260,8 @@ def main() -> None:
         f" without a lease; a step or a property tells {told:,} of them apart"
     )
     print("\nboth worlds on what they share (lease bit cleared where the state has none):")
-    _print_common(
-        {claim_common(spec)(w) for w in claims}, {lifecycle_common(spec)(w) for w in seen}
-    )
+    of_claim, of_lifecycle = claim_common(spec), lifecycle_common(spec)
+    _print_common({of_claim(w) for w in claims}, {of_lifecycle(w) for w in seen})
 
 
 if __name__ == "__main__":

@@ -575,11 +575,16 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     )
     recorded_as: dict[tuple[str, str, str], bool] = {}
 
-    def refused_marks(world: EntityWorld, row: Row, event: str, failing: str) -> frozenset[str]:
-        """The world's marks once a client's ``event`` was refused on ``row`` (``failing``:
-        the guards that failed): a stale owner's refusal is recorded (``Spec.stale_owner``)."""
+    def refused_marks(
+        world: EntityWorld, row: Row, event: str, failing: str | None, caller: tuple[int, int]
+    ) -> frozenset[str]:
+        """The world's marks once ``caller``'s ``event`` was refused on ``row`` (``failing``:
+        the guards that failed; None where no transition of it leaves the row's state): a
+        stale owner's refusal is recorded (``Spec.stale_owner``)."""
         if not records or records <= world.marks:
             return world.marks
+        if failing is None:
+            failing = failing_where_none_leaves(row, event, caller)
         situation = (event, row.state, failing)
         found = recorded_as.get(situation)
         if found is None:
@@ -676,12 +681,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 clients[c] = resting(h.saved)
                 if h.working:
                     rows[h.key] = _stops(rows[h.key], h.epoch)
-                failing = (
-                    failing_where_none_leaves(before, event, (h.epoch, h.token))
-                    if result is None
-                    else result[1]
-                )
-                marks = refused_marks(world, before, event, failing)
+                failing = None if result is None else result[1]
+                marks = refused_marks(world, before, event, failing, (h.epoch, h.token))
                 return EntityWorld(
                     tuple(rows), tuple(clients), world.stale_changed, marks, world.overlap
                 ), False
