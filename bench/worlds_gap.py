@@ -39,6 +39,7 @@ from claimfsm.checker import (
 from claimfsm.checker._claim import Ghosts, Remote, Target, Worker, World
 from claimfsm.checker._entity import EntityWorld, Handle, Row
 from claimfsm.spec import Spec, declarations_dir, load_spec
+from claimfsm.spec._vocabulary import State, claim_steps
 
 
 def _ignoring_row_part(i: int) -> Callable[[EntityWorld], Any]:
@@ -149,13 +150,12 @@ def dead_lease_pairs(model: Model[World, Any], claims: set[World], spec: Spec) -
     return len(pairs), told
 
 
-#: a lifecycle handle's (state it saw, request phase) as the claim world's worker phase
-_PHASES = {
-    ("reserved", ""): "R",
-    ("sending", "S"): "S",
-    ("sending", "W"): "W",
-    ("sending", "A"): "A",
-}
+def _phases(spec: Spec) -> dict[tuple[str, str], str]:
+    """A lifecycle handle's (state it saw, request phase) as the claim world's worker
+    phase, the states found by the claim's shape (``claim_steps``), not by name."""
+    steps = claim_steps(spec)
+    reserved, sending = steps.state(State.RESERVED), steps.state(State.SENDING)
+    return {(reserved, ""): "R", **{(sending, p): p for p in "SWA"}}
 
 
 def claim_common(spec: Spec) -> Callable[[World], tuple[Any, ...]]:
@@ -189,6 +189,7 @@ def lifecycle_common(spec: Spec) -> Callable[[EntityWorld], tuple[Any, ...]]:
     leased = {name for name, d in spec.states.items() if d.lease}
     left = {i.name for i in spec.invariants.values() if i.kind == "left_only_by"}
     discarded = {i.name for i in spec.invariants.values() if i.kind == "reachable" and i.event}
+    phases = _phases(spec)
 
     def common(w: EntityWorld) -> tuple[Any, ...]:
         t = w.rows[0]
@@ -201,14 +202,13 @@ def lifecycle_common(spec: Spec) -> Callable[[EntityWorld], tuple[Any, ...]]:
         )
         workers: list[tuple[Any, ...]] = []
         for h in w.clients:
+            saved = None
+            if h is not None and h.saved:
+                saved = (h.saved[1], h.saved[1:] == (t.epoch, t.token))
             if h is None or h.key == -1:
-                saved = None
-                if h is not None and h.saved:
-                    saved = (h.saved[1], h.saved[1:] == (t.epoch, t.token))
                 workers.append(("idle", saved))
                 continue
-            saved = (h.saved[1], h.saved[1:] == (t.epoch, t.token)) if h.saved else None
-            phase = _PHASES.get((h.seen, h.phase), f"{h.seen}/{h.phase}")
+            phase = phases.get((h.seen, h.phase), f"{h.seen}/{h.phase}")
             current = (h.epoch, h.token) == (t.epoch, t.token)
             workers.append((phase, h.epoch, current, saved))
         marks = (bool(w.marks & left), bool(w.marks & discarded))
