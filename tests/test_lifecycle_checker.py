@@ -786,3 +786,78 @@ def test_the_fair_step_steps_counts_what_the_claim_world_counts(tmp_path: Path) 
     owned.write_text(text.replace("[events.reconcile]", '[events.reconcile]\nby = "owner"', 1))
     with pytest.raises(SpecError, match=r"reconcile.*is an owner event here.*workers take only"):
         claim_model(load_spec(owned))
+
+
+def test_an_operator_fencing_only_with_readback_gives_a_design_the_fence_it_asks_for() -> None:
+    """``[world] fence = "with_readback"`` (the claim world's): no fence step of its own; an
+    operator's event whose guards ask for the fence and for readback's evidence fences the
+    executor through the epoch first where readback finds nothing, and reads again. The
+    job's requeue asks for both, so a run that never stops is never fenced off: the
+    liveness that counted on the operator's fence at any step fails there, and the shipped
+    job keeps ``any_step``. ``requeue_on_readback`` asks for no fence and gets none: its
+    overlap is found in both worlds. SPIN's twin reaches the same states."""
+    spec = load_spec(declarations_dir() / "job.toml")
+    config = EntityModelConfig(fence="with_readback")
+    model = entity_model(spec, config)
+    report = Checker(model).symmetry(False).run()
+    says = {p.name: report.outcome(p) for p in model.properties}
+    assert says["orphan_is_requeued"] == "violated"
+    assert all(s in ("holds", "found") for n, s in says.items() if n != "orphan_is_requeued")
+    path = report.discoveries["orphan_is_requeued"].path
+    assert all(step.action is None or step.action[0] != "fence" for step in path)
+    assert "the operator eventually fences" not in report.text()
+    assert "fence (here only inside an operator's readback that finds nothing)" in report.text()
+    # the requeue on an orphan whose run came and went fences first, then takes the fence
+    world = next(iter(model.init_states()))
+    for action in (
+        ("take", 0, 0, "lease"),
+        ("own", 0, "start"),
+        ("clock", 0),
+        ("env", 0, "lapse"),
+    ):
+        nxt = model.next_state(world, action)
+        assert nxt is not None, action
+        world = nxt
+    assert ("fence", 0) not in list(model.actions(world))
+    requeued = model.next_state(world, ("env", 0, "requeue"))
+    assert requeued is not None and requeued.rows[0].fence == 1
+    assert requeued.rows[0].state == "queued"
+    assert model.explain is not None
+    text = model.explain(world, ("env", 0, "requeue"), requeued)[-1][0]
+    assert "readback finds nothing, so it fences the executor through e1 first" in text
+    # its due run, arriving later, is refused by that fence
+    late = model.next_state(requeued, ("run", 0))
+    assert late is not None and late.rows[0].working == ()
+    # the same fence at any step: the operator's own step, and the liveness holds
+    anywhere = entity_model(spec, EntityModelConfig(fence="any_step"))
+    assert (
+        Checker(anywhere)
+        .run()
+        .outcome(next(p for p in anywhere.properties if p.name == "orphan_is_requeued"))
+        == "holds"
+    )
+    wrong = run(declarations_dir() / "wrong/job/requeue_on_readback.toml", fence="with_readback")
+    assert wrong["one_attempt_at_a_time"] == "violated"
+    if spin_available():
+        theirs, _ = spin_check(spec, config)
+        assert (theirs.unique, theirs.depth) == (report.unique, report.depth)
+        assert {p.name: theirs.outcome(p) for p in model.properties} == says
+
+
+def test_the_fence_option_is_read_from_the_declaration_and_checked(tmp_path: Path) -> None:
+    """``[world] fence`` declared, overridden by ``check --fence``, and a word it does not
+    know refused by name, with the file."""
+    declared = job(tmp_path, JOB.replace("[world]\n", '[world]\nfence = "with_readback"\n', 1))
+    out = CliRunner().invoke(main, ["check", str(declared)])
+    assert out.exit_code == 1 and "orphan_is_requeued: violated" in out.output, out.output
+    assert "fenced only by an operator's readback that finds nothing" in out.output
+    over = CliRunner().invoke(main, ["check", str(declared), "--fence", "any_step"])
+    assert over.exit_code == 0, over.output
+    bad = job(tmp_path, JOB.replace("[world]\n", '[world]\nfence = "sometimes"\n', 1), "badjob")
+    with pytest.raises(
+        SpecError, match=r"badjob\.toml.*fence must be one of \['any_step', 'with_readback'\]"
+    ):
+        load_spec(bad)
+    said = CliRunner().invoke(main, ["check", str(bad)])
+    assert said.exit_code != 0 and "Traceback" not in said.output
+    assert "fence must be one of" in said.output

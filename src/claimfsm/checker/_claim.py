@@ -223,6 +223,12 @@ class ClaimModelConfig:
         problem = crashless_wakes(spec)  # refused as a lifecycle's world refuses it
         if problem:
             raise SpecError(f"{spec.path or spec.name}: {problem}")
+        if world["fence"] != "with_readback" and "fence" in spec.world_declared:
+            raise SpecError(
+                f"{spec.path or spec.name}: [world] fence = {world['fence']!r}: the claim"
+                " world's operator fences only inside reconcile's readback, where it finds"
+                ' nothing; declare fence = "with_readback" or leave it out'
+            )
         given = {k: v for k, v in overrides.items() if v is not None}
         unknown = set(given) - {*declared, "own_keys"}
         if unknown:

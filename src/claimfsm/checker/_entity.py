@@ -11,7 +11,9 @@ it is, naming its current epoch. The world's faults are actions the search may t
 any point: the lease deadline passes, a client crashes (its work stops and it forgets its
 handle, or, with ``[world] wakes``, keeps it saved and may wake up once with it to begin
 its work again: ``wake_events``), the executor is fenced through the current epoch (when
-a guard reads ``fenced_through``). Without a remote, a client's work is due once it takes
+a guard reads ``fenced_through``; with ``[world] fence = "with_readback"`` not as a step of
+its own but inside an operator's event that asks for the fence and reads back, where
+readback finds nothing: ``readback_fences``). Without a remote, a client's work is due once it takes
 its ``work = "starts"`` event (``Handle.phase`` "D") and runs once it reaches the
 executor (``run``), which refuses it when fenced through its epoch: readback cannot see
 a run still on its way, as a real executor cannot. A client whose operation is refused
@@ -217,6 +219,58 @@ def executor_parts(spec: Spec, rules: RemoteRules | None) -> ExecutorParts:
     )
 
 
+def fenced(row: Row, rules: RemoteRules | None) -> Row:
+    """``row`` with the executor (or the remote of ``rules``) fenced through its epoch: a
+    fencing remote drops what is in flight at or below the fence."""
+    if rules is None:
+        return row._replace(fence=row.epoch)
+    fence = rules.fence_through(row.fence, row.epoch)
+    return row._replace(fence=fence, in_flight=tuple(q for q in row.in_flight if q[0] > fence))
+
+
+def fenced_by_readback(
+    world: EntityWorld,
+    key: int,
+    event: str,
+    fences: frozenset[str],
+    rules: RemoteRules | None,
+    shape: KeyShape,
+) -> EntityWorld:
+    """The world the operator's ``event`` acts on: where it fences with readback
+    (``fences``: :func:`readback_fences`) and readback finds nothing on entity ``key`` (no
+    request with its key took effect; at an executor, no run of its epoch running there
+    or reached it), the world with that entity fenced through its epoch; else ``world``.
+    The model and the generated stateful test, which hands the store readback's facts,
+    read it so."""
+    row = world.rows[key]
+    if event not in fences or row.fence >= row.epoch:
+        return world
+    found = _outcome(row, shape) == PRESENT if rules is not None else row.ran or _running_on(row)
+    if found:
+        return world
+    return world._replace(rows=(*world.rows[:key], fenced(row, rules), *world.rows[key + 1 :]))
+
+
+def readback_fences(spec: Spec, rules: RemoteRules | None, mode: str) -> frozenset[str]:
+    """The operator's events that fence before they read back, where readback finds
+    nothing (``[world] fence = "with_readback"``; none at ``any_step``, or where nothing
+    can be fenced): read off the declaration by both engines, and the generated stateful
+    test. An event fences so where its guards ask for both the fence (``fenced_through``)
+    and readback's evidence (``outcome`` against a remote, ``running`` or ``ran`` at an
+    executor): a design is given the evidence it asks for, no more."""
+    if mode != "with_readback" or not executor_parts(spec, rules).fenceable:
+        return frozenset()
+    evidence = {"outcome"} if rules is not None else {"running", "ran"}
+    resends = resends_in(spec)
+    reads: dict[str, set[str | None]] = {}
+    for t in spec.transitions:
+        if spec.role(t.event) in ("operator", "sweep") and t.event not in resends:
+            reads.setdefault(t.event, set()).update(spec.guards[g].fact for g in t.guards)
+    return frozenset(
+        e for e, facts in reads.items() if "fenced_through" in facts and facts & evidence
+    )
+
+
 @dataclass(frozen=True)
 class EntityModelConfig:
     """The world's bounds; ``None`` takes the declaration's ``[world]`` value."""
@@ -235,9 +289,17 @@ class EntityModelConfig:
     #: drafts per entity, and whether each may be edited once (a declaration with [drafts])
     drafts: int | None = None
     edits: bool | None = None
+    #: when the operator fences: ``any_step`` or ``with_readback`` (``[world] fence``)
+    fence: str | None = None
 
     def resolved(self, spec: Spec) -> dict[str, Any]:
-        from claimfsm.spec._roles import LIFECYCLE_WORLD, LINKED_WORLD, WORLD_OPTIONS, has_remote
+        from claimfsm.spec._roles import (
+            FENCE_MODES,
+            LIFECYCLE_WORLD,
+            LINKED_WORLD,
+            WORLD_OPTIONS,
+            has_remote,
+        )
 
         out: dict[str, Any] = {}
         read = LIFECYCLE_WORLD | LINKED_WORLD if spec.drafts is not None else LIFECYCLE_WORLD
@@ -248,7 +310,12 @@ class EntityModelConfig:
                 continue
             value = getattr(self, name)
             value = spec.world[name] if value is None else value
-            if name in ("crashes", "wakes", "edits"):
+            if name == "fence":
+                if value not in FENCE_MODES:
+                    raise InvalidArgument(
+                        f"fence must be one of {list(FENCE_MODES)}, got {value!r}"
+                    )
+            elif name in ("crashes", "wakes", "edits"):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{name} must be true or false, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -339,6 +406,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     reads_running = frozenset(
         t.event for t in spec.transitions if any(spec.guards[g].fact == "running" for g in t.guards)
     )
+
+    # ``[world] fence``: the operator fences at any step, or only inside an operator's
+    # event that reads back (its guards read readback's evidence), where readback finds
+    # nothing: it then fences through the row's epoch and reads again (the claim world's
+    # reconcile), and where the event is refused nothing changes, the fence included.
+    fences_with_readback = readback_fences(spec, rules, cfg["fence"])
+
+    def read_back(world: EntityWorld, key: int, event: str) -> EntityWorld:
+        return fenced_by_readback(world, key, event, fences_with_readback, rules, shape)
 
     def fire(
         world: EntityWorld,
@@ -539,7 +615,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             acts += [("env", key, e) for e in environment]
             if row.live and row.state in lease_states:
                 acts.append(("clock", key))
-            if fenceable and row.fence < row.epoch:
+            if fenceable and cfg["fence"] == "any_step" and row.fence < row.epoch:
                 acts.append(("fence", key))
             if row.in_flight:
                 acts += [("land", key, *request) for request in sorted(set(row.in_flight))]
@@ -719,7 +795,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             return EntityWorld(tuple(rows), tuple(clients), changed, marks, world.overlap), cut(row)
         if kind == "env":
             _, key, event = action
-            world, result = fire_first(world, key, event, None, True)
+            world, result = fire_first(read_back(world, key, event), key, event, None, True)
             if result is None or result[0] is None:
                 return None
             rows = list(world.rows)
@@ -735,14 +811,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             r = rows[key]
             rows[key] = r._replace(live=False)
         elif kind == "fence":
-            key = action[1]
-            r = rows[key]
-            if rules is None:
-                rows[key] = r._replace(fence=r.epoch)
-            else:  # the remote rejects what is in flight at or below the fence: dropped now
-                fence = rules.fence_through(r.fence, r.epoch)
-                kept = tuple(q for q in r.in_flight if q[0] > fence)
-                rows[key] = r._replace(fence=fence, in_flight=kept)
+            rows[action[1]] = fenced(rows[action[1]], rules)
         elif kind == "crash":
             h = clients[action[1]]
             assert h is not None
@@ -903,9 +972,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         if rules is not None and not inv.applies(cfg["remote"]):
             continue  # not promised against this remote (the promise's tiers)
         if inv.kind == "eventually":
-            properties.append(_obligation(inv, or_bounded, roles, steps))
+            properties.append(_obligation(inv, or_bounded, roles, steps, cfg["fence"]))
         elif inv.kind == "taken":
-            properties.append(_taken(inv, takeable, or_bounded, roles, steps))
+            properties.append(_taken(inv, takeable, or_bounded, roles, steps, cfg["fence"]))
         elif inv.kind == "reachable":
             if inv.live_drafts is not None:
                 met = _live_drafts(inv.live_drafts)
@@ -1014,6 +1083,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         ``first``, where the store applied it, then the action itself."""
         text = show_action(action)
         parts: list[tuple[str, str | None]] = []
+        if action[0] == "env":  # (a fence is no move of the row: one step with the event)
+            base = read_back(before, action[1], action[2])
+            if base is not before:
+                whose = "executor" if rules is None else "remote"
+                text += (
+                    f" (its readback finds nothing, so it fences the {whose} through"
+                    f" e{base.rows[action[1]].epoch} first and reads again)"
+                )
+                before = base
         if action[0] in ("take", "env", "own", "resend", "wake") and action[-1] in firsts:
             if action[0] in ("own", "wake"):
                 key, caller = acting(before, action)
@@ -1393,6 +1471,7 @@ def _obligation(
     or_bounded: Callable[[Callable[[Shared], bool]], Callable[[EntityWorld], bool]],
     roles: dict[str, str],
     steps: frozenset[str],
+    fence: str = "any_step",
 ) -> Property[EntityWorld]:
     """An ``eventually`` invariant as the engine's liveness property.
 
@@ -1406,7 +1485,8 @@ def _obligation(
     """
     sources, goals = frozenset(inv.sources), frozenset(inv.goals)
     holds = or_bounded(lambda shared: shared[0][0].state in goals)
-    return _fair_property(inv, holds, lambda world: world.rows[0].state in sources, roles, steps)
+    trigger = lambda world: world.rows[0].state in sources  # noqa: E731
+    return _fair_property(inv, holds, trigger, roles, steps, fence)
 
 
 def _taken(
@@ -1415,12 +1495,14 @@ def _taken(
     or_bounded: Callable[[Callable[[Shared], bool]], Callable[[EntityWorld], bool]],
     roles: dict[str, str],
     steps: frozenset[str],
+    fence: str = "any_step",
 ) -> Property[EntityWorld]:
     """A ``taken`` invariant as the engine's liveness property: from a state where entity 0
     may be taken, it is taken or stops being takeable, under the fairness ``fair`` states
     (as :func:`_obligation` reads it, for entity 0 alone and with a bound meeting it)."""
     holds = or_bounded(lambda shared: not takeable(shared))
-    return _fair_property(inv, holds, lambda world: takeable(_split(world)[0]), roles, steps)
+    trigger = lambda world: takeable(_split(world)[0])  # noqa: E731
+    return _fair_property(inv, holds, trigger, roles, steps, fence)
 
 
 def _fair_property(
@@ -1429,12 +1511,21 @@ def _fair_property(
     trigger: Callable[[EntityWorld], bool],
     roles: dict[str, str],
     steps: frozenset[str],
+    fence: str = "any_step",
 ) -> Property[EntityWorld]:
     """The engine's property: from a state where ``trigger`` holds, ``holds`` is reached on
     every run fair to the steps ``inv`` lists (``steps``: the owner events ``steps``
-    counts)."""
+    counts; ``fence``: ``[world] fence``, where ``with_readback`` leaves no fence step of
+    its own to be fair to)."""
     fair = frozenset(inv.fair)
-    words = [f"{e} ({roles[e]})" if e in roles else FAIR_STEPS[e].split(":")[0] for e in inv.fair]
+    words = [
+        f"{e} ({roles[e]})"
+        if e in roles
+        else "fence (here only inside an operator's readback that finds nothing)"
+        if e == "fence" and fence == "with_readback"
+        else FAIR_STEPS[e].split(":")[0]
+        for e in inv.fair
+    ]
     return Property(
         inv.name,
         "eventually",

@@ -47,6 +47,7 @@ from claimfsm.checker._entity import (
     entity_model,
     executor_parts,
     fairness_class,
+    readback_fences,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
 from claimfsm.errors import ClaimFSMError
@@ -109,6 +110,8 @@ def promela(
     terminal = sorted(spec.states_where("terminal"))
     frees = sorted(set(spec.states_where("frees_target")) | {spec.initial})
     fenceable, remembers_runs = executor_parts(spec, rules)
+    # the operator's events that fence first where readback finds nothing ([world] fence)
+    fences_with_readback = readback_fences(spec, rules, cfg["fence"])
     sets = {e: set(d.sets) for e, d in spec.effects.items()}
     fresh_keys = rules is not None and any("fresh_key" in x for x in sets.values())
     # readback's outcome the row records (oc: 0 none, else its TEXT code)
@@ -247,6 +250,7 @@ def promela(
         named: bool,
         after: Any = None,
         draft: int = -1,
+        fenced: bool = False,
     ) -> str:
         """The guard over entity ``k``'s row, for the handle ``caller`` (the expressions of
         its epoch and token) or for no handle (``named``: the caller names the current
@@ -254,7 +258,8 @@ def promela(
         (``_promela``) from what this world's row and caller give to read. ``after``: the
         row once the transition ``after`` of a ``first`` event is applied to it (its state,
         and what that event writes: a fresh token, the lease, bumped columns). ``draft``:
-        the draft a taker names."""
+        the draft a taker names. ``fenced``: as the row reads once the operator fenced it
+        through its epoch (``[world] fence = "with_readback"``)."""
         r = f"r[{k}]"
         ready, pinned = draft_readings(r, draft)
         if after is not None and after.dispatches:
@@ -293,7 +298,9 @@ def promela(
                 )
             if rules is not None and name == "remote_dedups":
                 return ("1" if rules.dedups else "0", "1", "int")
-            return (f"{r}.fence", "1", "int") if name == "fenced_through" else None
+            if name == "fenced_through":
+                return (f"{r}.ep" if fenced else f"{r}.fence", "1", "int")
+            return None
 
         ep, token = caller or ("", "")
         held = caller is not None
@@ -311,15 +318,24 @@ def promela(
         return promela_guard(spec, name, reading)
 
     def holds(
-        t: Any, k: str, caller: Caller | None, named: bool, after: Any = None, draft: int = -1
+        t: Any,
+        k: str,
+        caller: Caller | None,
+        named: bool,
+        after: Any = None,
+        draft: int = -1,
+        fenced: bool = False,
     ) -> str:
         """Transition ``t`` fires on entity ``k``'s row (or on the row ``after`` a first
-        event's transition); ``draft``: the draft a taker names."""
+        event's transition); ``draft``: the draft a taker names; ``fenced``: on the row
+        fenced through its epoch."""
         if after is None:
             state = f"r[{k}].st == {sid[t.source]}"
         else:
             state = "true" if t.source == after.dest else "false"
-        return conjunction([state, *(guard(g, k, caller, named, after, draft) for g in t.guards)])
+        return conjunction(
+            [state, *(guard(g, k, caller, named, after, draft, fenced) for g in t.guards)]
+        )
 
     def first_ways(
         event: str,
@@ -328,6 +344,7 @@ def promela(
         named: bool,
         bodies: list[tuple[Any, list[str]]],
         draft: int = -1,
+        fenced: bool = False,
     ) -> list[tuple[str, list[str]]]:
         """Where ``event`` declares a ``first`` event: the branches, tried once no
         transition of ``event`` fires on the row, in which a transition of the first event
@@ -339,7 +356,7 @@ def promela(
         out = []
         earlier: dict[str, list[str]] = {}
         for ft in by_event[first]:
-            test = holds(ft, k, None, True)
+            test = holds(ft, k, None, True, fenced=fenced)
             prior = earlier.setdefault(ft.source, [])
             fires = conjunction([test, *(f"!({p})" for p in prior)])
             prior.append(test)
@@ -347,7 +364,7 @@ def promela(
                 [
                     f"({w})"
                     for t, _ in bodies
-                    if (w := holds(t, k, caller, named, ft, draft)) != "false"
+                    if (w := holds(t, k, caller, named, ft, draft, fenced)) != "false"
                 ]
             )
             if fires == "false" or then == "false":
@@ -447,6 +464,25 @@ def promela(
             ]
             out += chain(marked, [])
         return out
+
+    def fence_row(k: str) -> list[str]:
+        """The operator fences entity ``k``'s executor (or remote) through its epoch: with a
+        remote, what is in flight at or below the fence is dropped at once."""
+        r = f"r[{k}]"
+        dropped = [
+            f"{r}.fly[{at(e, g)}] = ({e} <= {r}.ep -> 0 : {r}.fly[{at(e, g)}])"
+            for e, g in (requests if rules is not None else [])
+        ]
+        return [*dropped, f"{r}.fence = {r}.ep"]
+
+    def finds_nothing(k: str) -> str:
+        """Readback on entity ``k`` finds nothing: no request with its key took effect; at
+        an executor, no run of its epoch is running there or reached it."""
+        r = f"r[{k}]"
+        if rules is not None:
+            return f"!({took_key(r, row_key(r))})"
+        ran = f" || {r}.ran" if remembers_runs else ""
+        return f"!({running(k, r)}{ran})"
 
     def chain(branches: list[tuple[str, list[str]]], otherwise: list[str]) -> list[str]:
         """``if`` over the branches in order (the first that holds), else ``otherwise``."""
@@ -671,7 +707,27 @@ def promela(
             branches += first_ways(e, k, None, True, bodies)
             possible = any_of([f"({b})" for b, _ in branches])
             cuts = cut_of(e, k, False, branches)
-            options.append((("env", key, e), possible, cuts, chain(branches, [])))
+            body = chain(branches, [])
+            if e in fences_with_readback:
+                # where readback finds nothing, the operator fences through the row's epoch
+                # first and reads again: the option fires on the fenced row
+                ways = [(holds(t, k, None, True, fenced=True), b) for t, b in bodies]
+                ways += first_ways(e, k, None, True, bodies, fenced=True)
+                nothing = f"({finds_nothing(k)} && {r}.fence < {r}.ep)"
+                possible = any_of(
+                    [
+                        f"(!{nothing} && {possible})",
+                        f"({nothing} && {any_of([f'({b})' for b, _ in ways])})",
+                    ]
+                )
+                cuts = any_of(
+                    [
+                        f"(!{nothing} && {cuts})",
+                        f"({nothing} && {cut_of(e, k, False, ways)})",
+                    ]
+                )
+                body = chain([(nothing, [*fence_row(k), *body])], body)
+            options.append((("env", key, e), possible, cuts, body))
         for d in range(n_drafts):
             ds, dv = status(r, d), version(r, d)
             code = DRAFT_CODES
@@ -711,24 +767,8 @@ def promela(
             )
         lease = in_states(r, lease_states)
         options.append((("clock", key), f"({r}.live && {lease})", "false", [f"{r}.live = 0"]))
-        if fenceable:
-            # with a remote: what is in flight at or below the fence is dropped at once
-            dropped = (
-                [
-                    f"{r}.fly[{at(e, g)}] = ({e} <= {r}.ep -> 0 : {r}.fly[{at(e, g)}])"
-                    for e, g in requests
-                ]
-                if rules is not None
-                else []
-            )
-            options.append(
-                (
-                    ("fence", key),
-                    f"({r}.fence < {r}.ep)",
-                    "false",
-                    [*dropped, f"{r}.fence = {r}.ep"],
-                )
-            )
+        if fenceable and cfg["fence"] == "any_step":
+            options.append((("fence", key), f"({r}.fence < {r}.ep)", "false", fence_row(k)))
         if rules is not None:
             for ep, g in requests:
                 i = at(ep, g)

@@ -35,6 +35,7 @@ def check_lifecycle(
     token: str | None,
     remote: str | None = None,
     retries: int | None = None,
+    fence: str | None = None,
     as_json: bool,
     draw: Callable[[Any], list[Path]] | None = None,
     spin: dict[str, Any] | None = None,
@@ -77,6 +78,7 @@ def check_lifecycle(
         wakes=False if no_wakes else None,
         remote=remote if own_remote else None,
         retries=retries if resends else None,
+        fence=fence,
     )
     model = entity_model(spec, config)
     world = config.resolved(spec)
@@ -329,6 +331,10 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
     parts.append(crash_words(world) or "without crashes")
     if "remote" in world:
         parts.append(f"a {world['remote']} remote")
+    if world.get("fence") == "with_readback" and any(
+        g.fact == "fenced_through" for g in spec.guards.values()
+    ):
+        parts.append("fenced only by an operator's readback that finds nothing")
     if "retries" in world:
         parts.append(_count(world["retries"], "resend") + f" per {word}'s epoch")
     if "drafts" in world:

@@ -701,6 +701,13 @@ _REMOTE = click.option(
     help="A crashed worker forgets its handle instead of keeping it to wake up with"
     " (the declaration's [world] wakes = false).",
 )
+@click.option(
+    "--fence",
+    type=click.Choice(["any_step", "with_readback"]),
+    default=None,
+    help="When the operator fences: at any step, or only inside an operator's readback"
+    " that finds nothing [the declaration's [world]: claim with_readback, else any_step].",
+)
 @click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
 @click.option("--max-depth", type=click.IntRange(1), default=None)
 @click.option("--max-states", type=click.IntRange(1), default=None)
@@ -769,6 +776,7 @@ def check(
     remote: str | None,
     no_crashes: bool,
     no_wakes: bool,
+    fence: str | None,
     no_symmetry: bool,
     max_depth: int | None,
     max_states: int | None,
@@ -829,6 +837,7 @@ def check(
                 no_wakes=no_wakes,
                 remote=remote,
                 retries=retries,
+                fence=fence,
                 no_symmetry=no_symmetry,
                 limits={
                     "max_depth": max_depth,
@@ -848,6 +857,12 @@ def check(
             raise click.UsageError("--bitstate and --spin-dir go with --engine spin")
         if epochs is not None and epochs > 6:
             raise click.UsageError("--epochs: the claim model takes 1 to 6")
+        if fence == "any_step":
+            raise click.UsageError(
+                "--fence any_step: the claim world's operator fences only inside reconcile's"
+                " readback, where it finds nothing (with_readback); a lifecycle of your own"
+                " may fence at any step"
+            )
         config = ClaimModelConfig.declared(
             spec,
             workers=workers,

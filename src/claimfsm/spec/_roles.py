@@ -89,13 +89,38 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
     ),
     "remote": ("fencing", 0, 0, "the claim world: the remote's mode (plain, fencing, dedup)"),
     "edits": (True, 0, 0, "each draft may be edited once (where drafts are declared)"),
+    "fence": (
+        "any_step",
+        0,
+        0,
+        "when the operator fences the executor or remote through an entity's epoch:"
+        " any_step (a step of its own, at any time) or with_readback (only inside an"
+        " operator's event that reads back, where readback finds nothing: the claim"
+        " world's reconcile)",
+    ),
 }
+#: When the operator may fence (``[world] fence``): at any step, or only inside an
+#: operator's readback that finds nothing (the claim world's only way).
+FENCE_MODES: tuple[str, ...] = ("any_step", "with_readback")
+#: The values each word-valued ``[world]`` option may take.
+WORLD_WORDS: dict[str, tuple[str, ...]] = {"remote": REMOTE_MODES, "fence": FENCE_MODES}
 #: The options each world reads; an option only the other reads is refused where declared.
-LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes", "wakes"})
+LIFECYCLE_WORLD = frozenset({"workers", "keys", "epochs", "counts", "crashes", "wakes", "fence"})
 #: The options a lifecycle's world reads besides, where it declares linked drafts.
 LINKED_WORLD = frozenset({"drafts", "edits"})
 CLAIM_WORLD = frozenset(
-    {"workers", "keys", "epochs", "crashes", "wakes", "drafts", "retries", "remote", "edits"}
+    {
+        "workers",
+        "keys",
+        "epochs",
+        "crashes",
+        "wakes",
+        "drafts",
+        "retries",
+        "remote",
+        "edits",
+        "fence",
+    }
 )
 
 
@@ -465,8 +490,9 @@ def parse_world(declared: Any, fail: Fail) -> dict[str, int | bool | str]:
             if not isinstance(value, bool):
                 raise fail(f"[world]: {name} must be true or false, not {value!r}")
         elif isinstance(default, str):
-            if value not in REMOTE_MODES:
-                raise fail(f"[world]: {name} must be one of {list(REMOTE_MODES)}, not {value!r}")
+            words = WORLD_WORDS[name]
+            if value not in words:
+                raise fail(f"[world]: {name} must be one of {list(words)}, not {value!r}")
         elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise fail(
                 f"[world]: {name} must be a whole number from {low} to {high}, not {value!r}"

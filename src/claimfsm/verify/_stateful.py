@@ -44,13 +44,15 @@ from claimfsm.checker._entity import (
     WorldCaller,
     WorldRow,
     acting,
+    fenced_by_readback,
     holds_handle,
     key_shape,
+    readback_fences,
     stored_rows,
 )
 from claimfsm.errors import IllegalTransition, InvalidArgument, Refused
 from claimfsm.machine import LifecycleMachine as DeclaredMachine
-from claimfsm.spec import Spec
+from claimfsm.spec import RemoteRules, Spec
 from claimfsm.store import EntityStore, Handle
 from claimfsm.store._entity_history import AUTHORED, DRAFT_DISPATCH, DRAFT_ENTRIES
 from claimfsm.store._tokens import fingerprint, token_hash
@@ -220,6 +222,9 @@ def lifecycle_state_machine(
     columns = {c: i for i, c in enumerate(spec.columns)}
     remote = resolved.get("remote")
     shape = key_shape(spec, resolved)  # the model's request key, as a number
+    # the operator's events that fence first where readback finds nothing ([world] fence)
+    rules = RemoteRules(remote) if remote is not None else None
+    fences = readback_fences(spec, rules, resolved["fence"])
 
     class LifecycleMachine(StoreProgram):
         #: The steps of the latest program run, in words (the shortest failing one, after
@@ -402,7 +407,9 @@ def lifecycle_state_machine(
                     return "took", acted.state
                 if kind == "env":
                     _, key, event = action
-                    facts = world_facts(self.world, key, resolved.get("remote"), shape)  # readback
+                    # readback, after the fence it leads to where it finds nothing
+                    seen = fenced_by_readback(self.world, key, event, fences, rules, shape)
+                    facts = world_facts(seen, key, remote, shape)
                     return "took", self.stores[0].operate(KEY, event, facts=facts)
                 if kind == "draft":  # the author's, on the operator's connection
                     return self._author(action)
