@@ -38,8 +38,8 @@ from claimfsm.checker import (
 )
 from claimfsm.checker._claim import Ghosts, Remote, Target, Worker, World
 from claimfsm.checker._entity import EntityWorld, Handle, Row
+from claimfsm.checker._worlds import claim_common, lease_cleared, lifecycle_common
 from claimfsm.spec import Spec, declarations_dir, load_spec
-from claimfsm.spec._vocabulary import State, claim_steps
 
 
 def _ignoring_row_part(i: int) -> Callable[[EntityWorld], Any]:
@@ -111,23 +111,10 @@ def _print_parts(seen: set[Any], parts: dict[str, Callable[[Any], Any]]) -> None
     print("  (every other part: no state told apart by it alone)")
 
 
-def _lease_dead(spec: Spec) -> Callable[[World], World]:
-    """The claim world's state with its lease bit cleared where the row's state has none."""
-    leased = {name for name, d in spec.states.items() if d.lease}
-
-    def cleared(w: World) -> World:
-        t = w.targets[0]
-        if t.lease_live and t.state not in leased:
-            return w._replace(targets=(t._replace(lease_live=False),))
-        return w
-
-    return cleared
-
-
 def dead_lease_pairs(model: Model[World, Any], claims: set[World], spec: Spec) -> tuple[int, int]:
     """How many pairs of claim-world states differ only in the lease bit of a state without
     a lease, and of those how many a step or a property tells apart."""
-    cleared = _lease_dead(spec)
+    cleared = lease_cleared(spec)
     groups: dict[World, list[World]] = {}
     for w in claims:
         groups.setdefault(cleared(w), []).append(w)
@@ -148,73 +135,6 @@ def dead_lease_pairs(model: Model[World, Any], claims: set[World], spec: Spec) -
         )
         told += not same_props or steps(a) != steps(b)
     return len(pairs), told
-
-
-def _phases(spec: Spec) -> dict[tuple[str, str], str]:
-    """A lifecycle handle's (state it saw, request phase) as the claim world's worker
-    phase, the states found by the claim's shape (``claim_steps``), not by name."""
-    steps = claim_steps(spec)
-    reserved, sending = steps.state(State.RESERVED), steps.state(State.SENDING)
-    return {(reserved, ""): "R", **{(sending, p): p for p in "SWA"}}
-
-
-def claim_common(spec: Spec) -> Callable[[World], tuple[Any, ...]]:
-    """A claim-world state (one target) as what both worlds keep."""
-    cleared = _lease_dead(spec)
-
-    def common(w: World) -> tuple[Any, ...]:
-        w = cleared(w)
-        t, r, g = w.targets[0], w.remote[0], w.ghosts
-        row = (
-            *(t.state, t.epoch, t.lease_live, r.fence, w.drafts[0], t.draft, t.version),
-            tuple(sorted(q.epoch for q in r.in_flight)),
-            tuple(sorted(q.epoch for q in r.landed)),
-            *(t.outcome, t.retries),
-        )
-        workers: list[tuple[Any, ...]] = []
-        for k in w.workers:
-            saved = (k.saved[1], k.saved[1:] == (t.epoch, t.token)) if k.saved else None
-            if k.target == -1:
-                workers.append(("idle", saved))
-            else:
-                current = (k.epoch, k.token) == (t.epoch, t.token)
-                workers.append((k.phase, k.epoch, current, saved))
-        return row, tuple(workers), (g.overlap, g.stale_changed, g.escaped, g.discarded)
-
-    return common
-
-
-def lifecycle_common(spec: Spec) -> Callable[[EntityWorld], tuple[Any, ...]]:
-    """A lifecycle-world state (one entity) as what both worlds keep."""
-    leased = {name for name, d in spec.states.items() if d.lease}
-    left = {i.name for i in spec.invariants.values() if i.kind == "left_only_by"}
-    discarded = {i.name for i in spec.invariants.values() if i.kind == "reachable" and i.event}
-    phases = _phases(spec)
-
-    def common(w: EntityWorld) -> tuple[Any, ...]:
-        t = w.rows[0]
-        row = (
-            *(t.state, t.epoch, t.live and t.state in leased, t.fence, t.drafts, t.draft),
-            t.version,
-            tuple(sorted(e for e, _ in t.in_flight)),
-            tuple(sorted(e for e, _ in t.landed)),
-            *(t.outcome, t.resent),
-        )
-        workers: list[tuple[Any, ...]] = []
-        for h in w.clients:
-            saved = None
-            if h is not None and h.saved:
-                saved = (h.saved[1], h.saved[1:] == (t.epoch, t.token))
-            if h is None or h.key == -1:
-                workers.append(("idle", saved))
-                continue
-            phase = phases.get((h.seen, h.phase), f"{h.seen}/{h.phase}")
-            current = (h.epoch, h.token) == (t.epoch, t.token)
-            workers.append((phase, h.epoch, current, saved))
-        marks = (bool(w.marks & left), bool(w.marks & discarded))
-        return row, tuple(workers), (w.overlap, w.stale_changed, *marks)
-
-    return common
 
 
 def _ignoring_common_row_part(i: int) -> Callable[[tuple[Any, ...]], Any]:

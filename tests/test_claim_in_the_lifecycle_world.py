@@ -7,11 +7,16 @@ claim keeps a row per epoch, a lifecycle one row per entity, so where a design a
 busy target (``update_returning_claim``) the lifecycle's row leaves ``uncertain`` by the
 acquire, and the uncertain epoch is never reconciled, which the claim's rows per epoch do
 not show. SPIN's twin of the lifecycle world reaches the built-in engine's states on the
-claim too."""
+claim too. With the claim world's fence, which ``claim.toml`` declares, the two worlds
+reach the same states on what both keep."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 
 from claimfsm.checker import (
     Checker,
@@ -19,8 +24,12 @@ from claimfsm.checker import (
     EntityModelConfig,
     claim_model,
     entity_model,
+    reachable,
     spin_check,
 )
+from claimfsm.checker._worlds import claim_common, lifecycle_common
+from claimfsm.cli import main
+from claimfsm.errors import SpecError
 from claimfsm.spec import declarations_dir, designs, load_spec
 
 from .conftest import needs_spin
@@ -41,11 +50,26 @@ def _declaration(name: str) -> object:
 
 @pytest.mark.parametrize("name", ["claim", *designs()])
 def test_both_worlds_give_each_design_the_same_verdicts(name: str) -> None:
+    _same_verdicts(name, None)
+
+
+@pytest.mark.slow  # about 2 minutes: the lifecycle world about twice as large
+@pytest.mark.parametrize("name", ["claim", *designs()])
+def test_both_worlds_give_each_design_the_same_verdicts_where_the_operator_fences_at_any_step(
+    name: str,
+) -> None:
+    """The claim's verdicts do not rest on the claim world's fence either: with the
+    lifecycle world's operator free to fence at any step, every design gets the same
+    verdicts."""
+    _same_verdicts(name, "any_step")
+
+
+def _same_verdicts(name: str, fence: str | None) -> None:
     spec = _declaration(name)
     bounds = {"workers": 2, "epochs": 2, "drafts": 2, "retries": 1}
     edits = name != "fresh_key_retry"  # (its fresh keys alone make the world ten times larger)
     claims = claim_model(spec, ClaimModelConfig.declared(spec, edits=edits, **bounds))  # type: ignore[arg-type]
-    lifecycles = entity_model(spec, EntityModelConfig(edits=edits, **bounds))  # type: ignore[arg-type]
+    lifecycles = entity_model(spec, EntityModelConfig(edits=edits, fence=fence, **bounds))  # type: ignore[arg-type]
     theirs, ours = Checker(claims).run(), Checker(lifecycles).run()
     assert theirs.complete and ours.complete
     claim_says = {p.name: theirs.outcome(p) for p in claims.properties}
@@ -73,7 +97,7 @@ def test_both_worlds_give_each_design_the_same_verdicts(name: str) -> None:
         assert path[-1].state.rows == path[-2].state.rows
 
 
-@pytest.mark.slow  # about 30 s: 332,461 states in each engine
+@pytest.mark.slow  # about 25 s: 180,289 states in each engine
 def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim_at_its_declared_bounds() -> None:
     """At ``claim.toml``'s own bounds (two workers, three epochs, two drafts with edits),
     where a stale owner comes back to a row that moved through a later epoch into a state
@@ -86,13 +110,14 @@ def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim_at_its_declared_b
     assert (theirs.unique, theirs.depth) == (ours.unique, ours.depth)
 
 
-def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim() -> None:
+@pytest.mark.parametrize("fence", ["with_readback", "any_step"])
+def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim(fence: str) -> None:
     """The lifecycle world's Promela, generated from ``claim.toml`` (the acquire out of
-    every state, the refusal's mark), has exactly the built-in engine's states and
-    verdicts."""
+    every state, the refusal's mark, the fence inside reconcile or at any step), has
+    exactly the built-in engine's states and verdicts."""
     needs_spin()
     spec = load_spec(declarations_dir() / "claim.toml")
-    config = EntityModelConfig(workers=2, epochs=2, drafts=1, edits=False)
+    config = EntityModelConfig(workers=2, epochs=2, drafts=1, edits=False, fence=fence)
     model = entity_model(spec, config)
     ours = Checker(model).symmetry(False).run()
     theirs, _ = spin_check(spec, config)
@@ -103,3 +128,51 @@ def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim() -> None:
     assert ours.outcome(next(p for p in model.properties if p.name == "stale_owner_discarded")) == (
         "found"
     )
+
+
+@pytest.mark.parametrize("fence", ["with_readback", "any_step"])
+def test_on_what_both_keep_the_lifecycle_world_reaches_the_claim_worlds_states(fence: str) -> None:
+    """``claim.toml`` declares the claim world's fence (``[world] fence =
+    "with_readback"``: the operator fences only inside reconcile, where readback finds
+    nothing). Mapped onto what both worlds keep (``checker/_worlds.py``: the row, each
+    worker's phase and epoch and whether it holds the current claim, the sticky marks),
+    the lifecycle world then reaches exactly the claim world's states, so the two worlds
+    differ only in what the mapping leaves out: the request key each handle carries and
+    the claim world's dead lease bit. With the operator free to fence at any step, it
+    reaches those and more."""
+    spec = load_spec(declarations_dir() / "claim.toml")
+    assert spec.world["fence"] == "with_readback"
+    bounds = {"workers": 2, "epochs": 2, "drafts": 2}
+    claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, **bounds)))
+    lifecycles = reachable(entity_model(spec, EntityModelConfig(fence=fence, **bounds)))
+    theirs = {claim_common(spec)(w) for w in claims}
+    ours = {lifecycle_common(spec)(w) for w in lifecycles}
+    if fence == "with_readback":
+        assert ours == theirs
+    else:
+        assert ours > theirs
+        fenced_early = {x for x in ours - theirs if x[0][3] > 0}
+        assert fenced_early == ours - theirs  # each extra state has the remote fenced
+
+
+def test_the_claim_world_fences_only_with_readback() -> None:
+    """The claim world has one fence, reconcile's: a claim declaration that declares
+    another is refused by name, and so is ``check --fence any_step`` on the claim."""
+    text = (declarations_dir() / "claim.toml").read_text()
+    assert 'fence = "with_readback"' in text
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "anyfence.toml"
+        path.write_text(
+            text.replace('fence = "with_readback"', 'fence = "any_step"').replace(
+                'name = "claim"', 'name = "anyfence"'
+            )
+        )
+        spec = load_spec(path)
+        with pytest.raises(SpecError, match=r"anyfence\.toml: \[world\] fence = 'any_step'"):
+            ClaimModelConfig.declared(spec)
+        # the lifecycle world runs it as declared: the operator's fence a step of its own
+        model = entity_model(spec, EntityModelConfig(workers=1, epochs=1, drafts=1, edits=False))
+        assert any(a[0] == "fence" for w in reachable(model) for a in model.actions(w))
+    said = CliRunner().invoke(main, ["check", "claim", "--fence", "any_step"])
+    assert said.exit_code == 2 and "Traceback" not in said.output
+    assert "fences only inside reconcile's readback" in said.output
