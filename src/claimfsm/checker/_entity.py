@@ -95,6 +95,7 @@ from claimfsm.spec import (
 )
 from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another, pinned_holds
 from claimfsm.spec._predicates import build_guards
+from claimfsm.spec._roles import EXECUTOR_FACTS
 
 #: A request to the remote: its epoch and the request key it carries.
 Request = tuple[int, int]
@@ -260,7 +261,7 @@ def readback_fences(spec: Spec, rules: RemoteRules | None, mode: str) -> frozens
     executor): a design is given the evidence it asks for, no more."""
     if mode != "with_readback" or not executor_parts(spec, rules).fenceable:
         return frozenset()
-    evidence = {"outcome"} if rules is not None else {"running", "ran"}
+    evidence = {"outcome"} if rules is not None else EXECUTOR_FACTS
     resends = resends_in(spec)
     reads: dict[str, set[str | None]] = {}
     for t in spec.transitions:
