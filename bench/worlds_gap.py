@@ -12,6 +12,9 @@ in the lifecycle world what the claim world folds away, and in the claim world w
 lifecycle world does not keep. Ignoring a part is not a sound reduction: it only shows
 where the states differ.
 
+It also counts the lifecycle world whose clients carry no request key of their own, as the
+claim world's workers do not against a fencing remote (``own_keys=False``).
+
 Then it maps both worlds' states onto what they share (:func:`claim_common`,
 :func:`lifecycle_common`: the row, each worker's phase and epoch and whether it holds the
 current claim, the sticky marks; request keys and raw tokens left out) and prints how many
@@ -170,6 +173,13 @@ def main() -> None:
     took = time.perf_counter() - start
     print(f"lifecycle world, K={workers}: {total:,} unique states ({took:.1f} s)")
     print(f"ratio lifecycle / claim: {total / len(claims):.2f}")
+    start = time.perf_counter()
+    keyless = len(reachable(entity_model(spec, EntityModelConfig(workers=workers, own_keys=False))))
+    took = time.perf_counter() - start
+    print(
+        f"lifecycle world, K={workers}, its clients carrying no request key (own_keys=False,"
+        f" the claim world's abstraction): {keyless:,} unique states ({took:.1f} s)"
+    )
     print("\nstates left when one part is ignored (lifecycle world):")
     _print_parts(seen, _entity_parts())
     print("\nstates left when one part is ignored (claim world):")

@@ -27,7 +27,7 @@ from claimfsm.checker import (
     reachable,
     spin_check,
 )
-from claimfsm.checker._worlds import claim_common, lifecycle_common
+from claimfsm.checker._worlds import claim_common, lease_cleared, lifecycle_common
 from claimfsm.cli import main
 from claimfsm.errors import SpecError
 from claimfsm.spec import declarations_dir, designs, load_spec
@@ -64,12 +64,24 @@ def test_both_worlds_give_each_design_the_same_verdicts_where_the_operator_fence
     _same_verdicts(name, "any_step")
 
 
-def _same_verdicts(name: str, fence: str | None) -> None:
+@pytest.mark.slow  # about 40 s
+@pytest.mark.parametrize("name", ["claim", *designs()])
+def test_both_worlds_give_each_design_the_same_verdicts_where_no_client_carries_its_key(
+    name: str,
+) -> None:
+    """Nor on the claim world's key abstraction: with the lifecycle world's clients
+    sending the entity's key as it is when sent (``own_keys=False``), every design gets
+    the same verdicts as with their own keys, and as in the claim world."""
+    _same_verdicts(name, None, own_keys=False)
+
+
+def _same_verdicts(name: str, fence: str | None, own_keys: bool | None = None) -> None:
     spec = _declaration(name)
     bounds = {"workers": 2, "epochs": 2, "drafts": 2, "retries": 1}
     edits = name != "fresh_key_retry"  # (its fresh keys alone make the world ten times larger)
     claims = claim_model(spec, ClaimModelConfig.declared(spec, edits=edits, **bounds))  # type: ignore[arg-type]
-    lifecycles = entity_model(spec, EntityModelConfig(edits=edits, fence=fence, **bounds))  # type: ignore[arg-type]
+    config = EntityModelConfig(edits=edits, fence=fence, own_keys=own_keys, **bounds)  # type: ignore[arg-type]
+    lifecycles = entity_model(spec, config)
     theirs, ours = Checker(claims).run(), Checker(lifecycles).run()
     assert theirs.complete and ours.complete
     claim_says = {p.name: theirs.outcome(p) for p in claims.properties}
@@ -153,6 +165,54 @@ def test_on_what_both_keep_the_lifecycle_world_reaches_the_claim_worlds_states(f
         assert ours > theirs
         fenced_early = {x for x in ours - theirs if x[0][3] > 0}
         assert fenced_early == ours - theirs  # each extra state has the remote fenced
+
+
+def test_with_the_claim_worlds_key_abstraction_the_worlds_differ_only_in_a_dead_lease_bit() -> None:
+    """Where the lifecycle world's clients carry no request key of their own (the send
+    takes the entity's key as it is when sent, the answer is heard for the epoch: the
+    claim world's abstraction against a fencing remote, ``own_keys=False``), it reaches as
+    many states as the claim world has with its lease bit cleared where the row's state
+    has no lease, and they map one to one onto the same states of what both keep. So the
+    claim world's count is the lifecycle world's plus the states that differ from another
+    only in that bit. SPIN's twin of the lifecycle world reaches the same count."""
+    spec = load_spec(declarations_dir() / "claim.toml")
+    bounds = {"workers": 2, "epochs": 2, "drafts": 2}
+    claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, **bounds)))
+    cleared = {lease_cleared(spec)(w) for w in claims}
+    config = EntityModelConfig(own_keys=False, **bounds)  # type: ignore[arg-type]
+    lifecycles = reachable(entity_model(spec, config))
+    theirs = {claim_common(spec)(w) for w in cleared}
+    ours = {lifecycle_common(spec)(w) for w in lifecycles}
+    assert len(lifecycles) == len(ours) == len(theirs) == len(cleared) < len(claims)
+    assert ours == theirs
+    # with their own keys, the clients tell more states apart than the mapping keeps
+    carried = reachable(entity_model(spec, EntityModelConfig(**bounds)))  # type: ignore[arg-type]
+    assert len(carried) > len(lifecycles)
+    assert {lifecycle_common(spec)(w) for w in carried} == theirs
+    needs_spin()
+    theirs_spin, _ = spin_check(spec, config)
+    assert theirs_spin.unique == len(lifecycles)
+
+
+@pytest.mark.slow  # about a minute: 144,461 and 127,577 states, and SPIN's 127,577
+def test_at_claim_toml_s_declared_bounds_the_worlds_differ_only_in_a_dead_lease_bit() -> None:
+    """The same at ``claim.toml``'s declared bounds with two workers, where the claim
+    world reaches the pinned 144,461 states: the lifecycle world without its clients' keys
+    reaches 127,577 in each engine, which is the claim world's count with the dead lease
+    bit cleared, one to one on what both keep."""
+    spec = load_spec(declarations_dir() / "claim.toml")
+    claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, workers=2)))
+    cleared = {lease_cleared(spec)(w) for w in claims}
+    config = EntityModelConfig(workers=2, own_keys=False)
+    lifecycles = reachable(entity_model(spec, config))
+    assert len(claims) == 144_461  # the pinned count (tests/test_checker.py)
+    assert len(lifecycles) == len(cleared) == 127_577
+    assert {lifecycle_common(spec)(w) for w in lifecycles} == {
+        claim_common(spec)(w) for w in cleared
+    }
+    needs_spin()
+    theirs, _ = spin_check(spec, config)
+    assert theirs.unique == 127_577
 
 
 def test_the_claim_world_fences_only_with_readback() -> None:

@@ -861,3 +861,13 @@ def test_the_fence_option_is_read_from_the_declaration_and_checked(tmp_path: Pat
     said = CliRunner().invoke(main, ["check", str(bad)])
     assert said.exit_code != 0 and "Traceback" not in said.output
     assert "fence must be one of" in said.output
+
+
+def test_own_keys_is_for_a_lifecycle_with_a_remote() -> None:
+    """Only a client with a request to send has a key to carry or leave behind."""
+    from claimfsm.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"declares no remote.*leave out own_keys"):
+        entity_model(load_spec(declarations_dir() / "job.toml"), EntityModelConfig(own_keys=False))
+    with pytest.raises(InvalidArgument, match="own_keys must be None, True or False"):
+        EntityModelConfig(own_keys="no").resolved(load_spec(declarations_dir() / "job.toml"))  # type: ignore[arg-type]

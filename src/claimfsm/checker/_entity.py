@@ -292,6 +292,13 @@ class EntityModelConfig:
     edits: bool | None = None
     #: when the operator fences: ``any_step`` or ``with_readback`` (``[world] fence``)
     fence: str | None = None
+    #: whether a client carries its request's key from the step that made its work due
+    #: (None: it does). False, against a remote: a send carries the entity's key as it is
+    #: when sent, and a client hears the answer for its epoch, the claim world's
+    #: abstraction against a fencing remote, which a stale request does not get past (a
+    #: test compares the claim designs' verdicts both ways). A checker option, not a
+    #: ``[world]`` one: it abstracts, the world is the same.
+    own_keys: bool | None = None
 
     def resolved(self, spec: Spec) -> dict[str, Any]:
         from claimfsm.spec._roles import (
@@ -342,6 +349,14 @@ class EntityModelConfig:
             raise InvalidArgument(
                 f"{spec.name} declares no remote (no event has a remote role): leave out remote"
             )
+        if self.own_keys not in (None, True, False):
+            raise InvalidArgument(f"own_keys must be None, True or False, got {self.own_keys!r}")
+        if self.own_keys is False and "remote" not in out:
+            raise InvalidArgument(
+                f"{spec.name} declares no remote: a client has no request key to carry;"
+                " leave out own_keys"
+            )
+        out["own_keys"] = self.own_keys is not False
         return out
 
 
@@ -413,6 +428,13 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # nothing: it then fences through the row's epoch and reads again (the claim world's
     # reconcile), and where the event is refused nothing changes, the fence included.
     fences_with_readback = readback_fences(spec, rules, cfg["fence"])
+    # whether a client carries its request's key (EntityModelConfig.own_keys)
+    carries = cfg["own_keys"]
+
+    def key_carried(row: Row) -> int:
+        """The key a client whose request is due carries: the entity's as ``row`` is now,
+        or none where the send takes the entity's key as it is when sent."""
+        return shape.current(row) if carries else 0
 
     def read_back(world: EntityWorld, key: int, event: str) -> EntityWorld:
         return fenced_by_readback(world, key, event, fences_with_readback, rules, shape)
@@ -590,8 +612,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 acts.append(("send", c))
             elif h.phase == "W":
                 row = shared[0][h.key]
-                mine = (h.epoch, h.request_key)
-                if mine in row.landed and mine not in row.in_flight:
+                if carries:
+                    mine = (h.epoch, h.request_key)
+                    heard = mine in row.landed and mine not in row.in_flight
+                else:  # a request of its epoch took effect, and none is still in flight
+                    heard = any(e == h.epoch for e, _ in row.landed) and not any(
+                        e == h.epoch for e, _ in row.in_flight
+                    )
+                if heard:
                     acts.append(("ack", c))
         if cfg["crashes"] and not h.saved:  # with a saved handle, it has crashed once
             acts.append(("crash", c))
@@ -729,7 +757,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 # claim's intent_after_send: no intent is recorded before the send)
                 row = _starts(row, row.epoch)
                 clients[c] = Handle(
-                    key, row.epoch, row.token, dest, True, "S", saved, shape.current(row)
+                    key, row.epoch, row.token, dest, True, "S", saved, key_carried(row)
                 )
             elif spec.work(event) == "starts":  # its work is due at the executor at once
                 clients[c] = Handle(key, row.epoch, row.token, dest, False, "D", saved)
@@ -780,7 +808,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     # its part is over; a request may stay in flight
                     phase, working, request_key = "", False, 0
                 if phase == "S":  # still due: it carries the key as this step left the row
-                    request_key = shape.current(row)
+                    request_key = key_carried(row)
             if working != h.working:
                 row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
             rows[h.key] = row
@@ -844,7 +872,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             arrived = rules.arrives(r.fence, h.epoch)
             if arrived is not None:  # else rejected on arrival: the sender will stop waiting
                 overlap = overlap or any(e != h.epoch for e, _ in r.in_flight)
-                sent = tuple(sorted((*r.in_flight, (h.epoch, h.request_key))))
+                request = (h.epoch, h.request_key if carries else shape.current(r))
+                sent = tuple(sorted((*r.in_flight, request)))
                 rows[h.key] = r._replace(in_flight=sent, fence=arrived)
             world = EntityWorld(
                 tuple(rows), tuple(clients), world.stale_changed, world.marks, overlap

@@ -126,6 +126,9 @@ def promela(
     per_draw = counts + 1 if fresh_keys else 1
     nkeys = per_draw * (VERSIONS * n_drafts if rules is not None and n_drafts else 1)
     keyed = nkeys > 1
+    # a client carries its request's key (rk) where keys differ, unless the checker's
+    # own_keys says the send takes the entity's key as it is when sent
+    carries = keyed and cfg["own_keys"]
     one_live = spec.drafts is not None and spec.drafts.one_live_per_target
     pinning = sorted(spec.pinning_states())
     first_status = ["-" if one_live and d > 0 else "a" for d in range(n_drafts)]
@@ -195,7 +198,7 @@ def promela(
         client_fields += ("due",)
     if rules is not None:
         client_fields += ("phase",)
-    if keyed:
+    if carries:
         client_fields += ("rk",)
     # [world] wakes: a client's saved handle (sv: it has one; its entity, epoch and token),
     # which outlives the handle it holds and is used once, by a wake-up
@@ -553,9 +556,9 @@ def promela(
                 body.append(f"c[{c}].phase = 1")  # its request is due
             elif rules is not None and e in answered | unanswered:
                 body += [f"c[{c}].phase = 0", f"c[{c}].working = 0"]  # its part is over
-                if keyed:
+                if carries:
                     body.append(f"c[{c}].rk = 0")
-            if keyed:  # still due: it carries the key as this step left the row
+            if carries:  # still due: it carries the key as this step left the row
                 body.append(f"c[{c}].rk = (c[{c}].phase == 1 -> {row_key(f'r[{k}]')} : c[{c}].rk)")
             if t.dest not in owner_events:  # done with the handle unless work runs
                 idle = f"!c[{c}].working && !c[{c}].due" if dues else f"!c[{c}].working"
@@ -611,7 +614,7 @@ def promela(
                         body.append(f"c[{c}].due = 1")
                     if resend or (starts and rules is not None):  # it sends at once
                         body += [f"c[{c}].working = 1", f"c[{c}].phase = 1"]
-                        if keyed:
+                        if carries:
                             body.append(f"c[{c}].rk = {row_key(f'r[{k}]')}")
                     branches.append((holds(t, k, None, resend, None, draft), body))
                     bodies.append((t, body))
@@ -670,7 +673,8 @@ def promela(
             arrives = f"(c[{c}].ep > {r}.fence)" if rules.fences else "true"
             other = any_of([f"({r}.fly[{at(e, g)}] > 0 && c[{c}].ep != {e})" for e, g in requests])
             flying = " + ".join(f"{r}.fly[{at(e, g)}]" for e, g in requests)
-            slot = f"{r}.fly[{at(f'c[{c}].ep', f'c[{c}].rk')}]"
+            carried = f"c[{c}].rk" if carries else row_key(r)  # the key it sends
+            slot = f"{r}.fly[{at(f'c[{c}].ep', carried)}]"
             sent = [f"overlap = overlap || {other}", f"{slot} = {slot} + 1"]
             if rules.fences:  # the highest epoch that arrived fences every lower one
                 sent.append(f"{r}.fence = (c[{c}].ep - 1 > {r}.fence -> c[{c}].ep - 1 : {r}.fence)")
@@ -682,8 +686,13 @@ def promela(
                     [f"c[{c}].phase = 2", *chain([(arrives, sent)], [])],
                 )
             )
-            request = at(f"c[{c}].ep", f"c[{c}].rk")
-            heard = f"{r}.took[{request}] > 0 && {r}.fly[{request}] == 0"
+            if carries or not keyed:
+                request = at(f"c[{c}].ep", f"c[{c}].rk")
+                heard = f"{r}.took[{request}] > 0 && {r}.fly[{request}] == 0"
+            else:  # a request of its epoch took effect, and none is still in flight
+                slots = [at(f"c[{c}].ep", g) for g in range(nkeys)]
+                heard = any_of([f"{r}.took[{i}] > 0" for i in slots])
+                heard = f"({heard}) && " + " && ".join(f"{r}.fly[{i}] == 0" for i in slots)
             options.append(
                 (
                     ("ack", c),
@@ -816,7 +825,7 @@ def promela(
         "typedef Client { bit has; byte key; byte ep; byte tok; byte seen; bit working"
         + ("; bit due" if dues else "")
         + ("; byte phase" if rules is not None else "")
-        + ("; byte rk" if keyed else "")
+        + ("; byte rk" if carries else "")
         + ("; bit sv; byte skey; byte sep; byte stok" if wakes else "")
         + " }",
         f"Row r[{keys}];",
