@@ -424,9 +424,9 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     )
 
     # ``[world] fence``: the operator fences at any step, or only inside an operator's
-    # event that reads back (its guards read readback's evidence), where readback finds
-    # nothing: it then fences through the row's epoch and reads again (the claim world's
-    # reconcile), and where the event is refused nothing changes, the fence included.
+    # event that asks for the fence and reads back (``readback_fences``), where readback
+    # finds nothing: it then fences through the row's epoch and reads again (the claim
+    # world's reconcile), and where the event is refused nothing changes, the fence too.
     fences_with_readback = readback_fences(spec, rules, cfg["fence"])
     # whether a client carries its request's key (EntityModelConfig.own_keys)
     carries = cfg["own_keys"]
