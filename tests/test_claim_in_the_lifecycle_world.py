@@ -27,7 +27,7 @@ from claimfsm.checker import (
     reachable,
     spin_check,
 )
-from claimfsm.checker._worlds import claim_common, lease_cleared, lifecycle_common
+from claimfsm.checker._worlds import claim_common, lifecycle_common
 from claimfsm.cli import main
 from claimfsm.errors import SpecError
 from claimfsm.spec import declarations_dir, designs, load_spec
@@ -109,7 +109,7 @@ def _same_verdicts(name: str, fence: str | None, own_keys: bool | None = None) -
         assert path[-1].state.rows == path[-2].state.rows
 
 
-@pytest.mark.slow  # about 25 s: 180,289 states in each engine
+@pytest.mark.slow  # about 30 s: 205,925 states in each engine
 def test_spin_reaches_the_lifecycle_worlds_states_on_the_claim_at_its_declared_bounds() -> None:
     """At ``claim.toml``'s own bounds (two workers, three epochs, two drafts with edits),
     where a stale owner comes back to a row that moved through a later epoch into a state
@@ -167,23 +167,21 @@ def test_on_what_both_keep_the_lifecycle_world_reaches_the_claim_worlds_states(f
         assert fenced_early == ours - theirs  # each extra state has the remote fenced
 
 
-def test_with_the_claim_worlds_key_abstraction_the_worlds_differ_only_in_a_dead_lease_bit() -> None:
+def test_with_the_claim_worlds_key_abstraction_the_worlds_reach_the_same_states() -> None:
     """Where the lifecycle world's clients carry no request key of their own (the send
     takes the entity's key as it is when sent, the answer is heard for the epoch: the
     claim world's abstraction against a fencing remote, ``own_keys=False``), it reaches as
-    many states as the claim world has with its lease bit cleared where the row's state
-    has no lease, and they map one to one onto the same states of what both keep. So the
-    claim world's count is the lifecycle world's plus the states that differ from another
-    only in that bit. SPIN's twin of the lifecycle world reaches the same count."""
+    many states as the claim world, and they map one to one onto the same states of what
+    both keep, the lease bit the claim row keeps (``[lease] kept``) included. SPIN's twin
+    of the lifecycle world reaches the same count."""
     spec = load_spec(declarations_dir() / "claim.toml")
     bounds = {"workers": 2, "epochs": 2, "drafts": 2}
     claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, **bounds)))
-    cleared = {lease_cleared(spec)(w) for w in claims}
     config = EntityModelConfig(own_keys=False, **bounds)  # type: ignore[arg-type]
     lifecycles = reachable(entity_model(spec, config))
-    theirs = {claim_common(spec)(w) for w in cleared}
+    theirs = {claim_common(spec)(w) for w in claims}
     ours = {lifecycle_common(spec)(w) for w in lifecycles}
-    assert len(lifecycles) == len(ours) == len(theirs) == len(cleared) < len(claims)
+    assert len(lifecycles) == len(ours) == len(theirs) == len(claims)
     assert ours == theirs
     # with their own keys, the clients tell more states apart than the mapping keeps
     carried = reachable(entity_model(spec, EntityModelConfig(**bounds)))  # type: ignore[arg-type]
@@ -194,25 +192,116 @@ def test_with_the_claim_worlds_key_abstraction_the_worlds_differ_only_in_a_dead_
     assert theirs_spin.unique == len(lifecycles)
 
 
-@pytest.mark.slow  # about a minute: 144,461 and 127,577 states, and SPIN's 127,577
-def test_at_claim_toml_s_declared_bounds_the_worlds_differ_only_in_a_dead_lease_bit() -> None:
-    """The same at ``claim.toml``'s declared bounds with two workers, where the claim
-    world reaches the pinned 144,461 states: the lifecycle world without its clients' keys
-    reaches 127,577 in each engine, which is the claim world's count with the dead lease
-    bit cleared, one to one on what both keep."""
+#: The pinned counts (tests/test_checker.py): claim.toml at its declared bounds, by
+#: workers, without and with worker symmetry.
+PINNED = {2: (144_461, 74_385), 3: (493_405, 101_269)}
+
+
+def _lifecycle_counts(workers: int) -> tuple[int, int]:
+    spec = load_spec(declarations_dir() / "claim.toml")
+    model = entity_model(spec, EntityModelConfig(workers=workers, own_keys=False))
+    plain, folded = Checker(model).symmetry(False).run(), Checker(model).symmetry().run()
+    assert plain.complete and folded.complete
+    return plain.unique, folded.unique
+
+
+def test_the_claim_compiled_into_the_lifecycle_world_reaches_the_pinned_counts() -> None:
+    """Test (a) of issue 10 on the world that has no line about the claim: ``claim.toml``
+    compiled into the lifecycle world (its clients carrying no key of their own, the claim
+    world's abstraction) reaches exactly the pinned counts at two workers, with and
+    without symmetry."""
+    assert _lifecycle_counts(2) == PINNED[2]
+
+
+@pytest.mark.slow  # about 40 s
+def test_the_claim_compiled_into_the_lifecycle_world_reaches_the_pinned_counts_at_three() -> None:
+    assert _lifecycle_counts(3) == PINNED[3]
+
+
+@pytest.mark.slow  # about a minute: 144,461 states in each world, and SPIN's
+def test_at_claim_toml_s_declared_bounds_the_worlds_reach_the_same_states() -> None:
+    """The same one-to-one map at ``claim.toml``'s declared bounds with two workers, where
+    the claim world reaches the pinned 144,461 states: so does the lifecycle world without
+    its clients' keys, in each engine, and on what both keep they are the same states."""
     spec = load_spec(declarations_dir() / "claim.toml")
     claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, workers=2)))
-    cleared = {lease_cleared(spec)(w) for w in claims}
     config = EntityModelConfig(workers=2, own_keys=False)
     lifecycles = reachable(entity_model(spec, config))
-    assert len(claims) == 144_461  # the pinned count (tests/test_checker.py)
-    assert len(lifecycles) == len(cleared) == 127_577
+    assert len(claims) == len(lifecycles) == PINNED[2][0]
     assert {lifecycle_common(spec)(w) for w in lifecycles} == {
-        claim_common(spec)(w) for w in cleared
+        claim_common(spec)(w) for w in claims
     }
     needs_spin()
     theirs, _ = spin_check(spec, config)
-    assert theirs.unique == 127_577
+    assert theirs.unique == PINNED[2][0]
+
+
+def test_one_line_keeps_the_lease_in_the_store_and_both_checker_engines(tmp_path: Path) -> None:
+    """``[lease] kept = true`` is what the claim row does with its lease deadline once the
+    epoch leaves the lease states: it keeps it. Edited to ``false``, the lifecycle store
+    clears the deadline on release, the lifecycle world and its SPIN twin clear the bit
+    (fewer states, the same verdicts), and the claim world refuses the declaration by name,
+    since its rows per epoch keep the deadline."""
+    text = (declarations_dir() / "claim.toml").read_text()
+    assert "[lease]\nkept = true\n" in text
+    path = tmp_path / "cleared.toml"
+    path.write_text(
+        text.replace("[lease]\nkept = true\n", "[lease]\nkept = false\n").replace(
+            'name = "claim"', 'name = "cleared"'
+        )
+    )
+    kept, cleared = load_spec(declarations_dir() / "claim.toml"), load_spec(path)
+    assert kept.lease_kept and not cleared.lease_kept
+    with pytest.raises(SpecError, match=r"cleared\.toml: .*declare \[lease\] kept = true"):
+        claim_model(cleared)
+    from claimfsm.store import open_store
+
+    with pytest.raises(SpecError, match=r"cleared\.toml: .*declare \[lease\] kept = true"):
+        open_store("memory://", spec=cleared)  # the claim machine, which every claim store runs
+    said = CliRunner().invoke(main, ["check", str(path)])
+    assert said.exit_code == 1 and "Traceback" not in said.output, said.output
+    assert "declare [lease] kept = true" in said.output
+    bounds = {"workers": 2, "epochs": 2, "drafts": 1, "edits": False}
+    config = EntityModelConfig(own_keys=False, **bounds)  # type: ignore[arg-type]
+    models = {spec.name: entity_model(spec, config) for spec in (kept, cleared)}
+    reports = {name: Checker(model).run() for name, model in models.items()}
+    assert reports["cleared"].unique < reports["claim"].unique
+    assert {p.name: reports["claim"].outcome(p) for p in models["claim"].properties} == {
+        p.name: reports["cleared"].outcome(p) for p in models["cleared"].properties
+    }
+    claims = reachable(claim_model(kept, ClaimModelConfig.declared(kept, **bounds)))
+    assert reports["claim"].unique == len(claims)
+    needs_spin()
+    for spec in (kept, cleared):
+        theirs, _ = spin_check(spec, config)
+        assert theirs.unique == reports[spec.name].unique, spec.name
+
+
+@pytest.mark.parametrize("name", ["claim", "cleared"])
+def test_the_lifecycle_store_keeps_or_clears_the_deadline_as_declared(
+    tmp_path: Path, name: str
+) -> None:
+    from claimfsm.store import open_entity_store
+    from claimfsm.verify import ManualClock
+
+    text = (declarations_dir() / "claim.toml").read_text()
+    if name == "cleared":
+        text = text.replace("[lease]\nkept = true\n", "[lease]\nkept = false\n")
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace('name = "claim"', f'name = "{name}"'))
+    spec = load_spec(path)
+    clock = ManualClock()
+    with open_entity_store(spec, f"sqlite:///{tmp_path / 'c.sqlite'}", clock=clock) as store:
+        draft = store.create_draft("t", "hello")
+        store.approve_draft(draft.draft_id)
+        handle = store.take("t", "acquire", draft=draft.draft_id, lease_seconds=10)
+        deadline = clock() + 10
+        store.act(handle, "release")
+        row = store.row("t")
+        assert row is not None and row.state == "released"
+        assert row.lease_deadline == (deadline if name == "claim" else None)
+        history = [e for e in store.history("t") if e.event == "release"]
+        assert [e.lease_deadline for e in history] == [row.lease_deadline]
 
 
 def test_the_claim_world_fences_only_with_readback() -> None:

@@ -127,5 +127,6 @@ def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
     assert keys("inv kinds") == set(_invariants.INVARIANT_KINDS)
     assert keys("`[world]`") == set(_roles.WORLD_OPTIONS)
     assert keys("`[drafts]`") == _load._DRAFTS_KEYS
+    assert keys("`[lease]`") == _load._LEASE_KEYS
     for option in _load.RETIRED_MODEL_OPTIONS:
         assert f"`{option}`" in sections['Variants: `base = "..."`']

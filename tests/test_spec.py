@@ -130,6 +130,25 @@ def test_stores_refuse_a_declaration_whose_destination_does_not_name_the_source(
             lambda t: t.replace('initial = "unclaimed"', "initial = unclaimed", 1),
             r"claim\.toml: cannot read the declaration: .*line \d+",
         ),
+        (
+            lambda t: t.replace("[lease]\nkept = true", '[lease]\nkept = "yes"', 1),
+            r"claim\.toml: \[lease\]: kept must be true or false",
+        ),
+        (
+            lambda t: t.replace("[lease]\nkept = true", "[lease]\nkeep = true", 1),
+            r"claim\.toml: .*\[lease\].*'keep'",
+        ),
+        (
+            # a kept deadline is never lapsed outside the lease states: no guard reads it there
+            lambda t: (
+                t
+                + '[[transitions]]\nevent = "renew"\nsource = "uncertain"\ndest = "uncertain"\n'
+                + 'guards = ["owner_matches", "lease_live"]\n'
+            ),
+            r"claim\.toml:\d+: transition #\d+ \(renew\): guard 'lease_live' reads the lease out of"
+            r" 'uncertain', which is not a lease state; .*declare lease = true on 'uncertain',"
+            r" or drop kept",
+        ),
     ],
 )
 def test_bad_declarations_name_the_file_the_line_and_the_fix(

@@ -532,7 +532,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             token += 1
         if "lease" in effects:
             live = True
-        if dest not in lease_states:
+        if dest not in lease_states and not spec.lease_kept:
             live = False  # a lease governs lease states only: the stores clear it
         if bumps.get(event):
             bumped = list(cols)

@@ -272,8 +272,8 @@ def promela(
         bumped: Sequence[str] = ()
         if after is not None:
             written = sets.get(after.event, set())
-            if after.dest not in lease_states:
-                live = "false"
+            if after.dest not in lease_states and not spec.lease_kept:
+                live = "false"  # a lease governs lease states only: the stores clear it
             elif "lease" in written:
                 live = "true"
             if "fresh_token" in written:
@@ -450,7 +450,7 @@ def promela(
             out.append(f"{r}.kg = {r}.kg + 1")
         if "lease" in effects:
             out.append(f"{r}.live = 1")
-        if t.dest not in lease_states:
+        if t.dest not in lease_states and not spec.lease_kept:
             out.append(f"{r}.live = 0")
         for col in bumps.get(event, ()):
             i = columns.index(col)

@@ -2,11 +2,11 @@
 
 Both checker worlds run the claim's declaration; until the claim world is retired, its
 pinned counts and the SPIN anchor are that world's. These map a state of either onto what
-both keep (:func:`claim_common`, :func:`lifecycle_common`): the row, each worker's phase
-and epoch and whether it holds the current claim, the sticky marks; request keys and raw
-tokens left out, and the claim world's lease bit cleared where the row's state has none
-(:func:`lease_cleared`: a bit no step and no property reads there). ``bench/worlds_gap.py``
-prints the map; ``tests/test_claim_in_the_lifecycle_world.py`` holds the two worlds to it.
+both keep (:func:`claim_common`, :func:`lifecycle_common`): the row (its lease bit as
+kept outside the lease states: ``claim.toml``'s ``[lease] kept``), each worker's phase and
+epoch and whether it holds the current claim, the sticky marks; request keys and raw
+tokens left out. ``bench/worlds_gap.py`` prints the map;
+``tests/test_claim_in_the_lifecycle_world.py`` holds the two worlds to it.
 """
 
 from __future__ import annotations
@@ -20,19 +20,6 @@ from claimfsm.spec import Spec
 from claimfsm.spec._vocabulary import State, claim_steps
 
 
-def lease_cleared(spec: Spec) -> Callable[[World], World]:
-    """The claim world's state with its lease bit cleared where the row's state has none."""
-    leased = {name for name, d in spec.states.items() if d.lease}
-
-    def cleared(w: World) -> World:
-        t = w.targets[0]
-        if t.lease_live and t.state not in leased:
-            return w._replace(targets=(t._replace(lease_live=False),))
-        return w
-
-    return cleared
-
-
 def _phases(spec: Spec) -> dict[tuple[str, str], str]:
     """A lifecycle handle's (state it saw, request phase) as the claim world's worker
     phase, the states found by the claim's shape (``claim_steps``), not by name."""
@@ -43,10 +30,8 @@ def _phases(spec: Spec) -> dict[tuple[str, str], str]:
 
 def claim_common(spec: Spec) -> Callable[[World], tuple[Any, ...]]:
     """A claim-world state (one target) as what both worlds keep."""
-    cleared = lease_cleared(spec)
 
     def common(w: World) -> tuple[Any, ...]:
-        w = cleared(w)
         t, r, g = w.targets[0], w.remote[0], w.ghosts
         row = (
             *(t.state, t.epoch, t.lease_live, r.fence, w.drafts[0], t.draft, t.version),
@@ -69,7 +54,6 @@ def claim_common(spec: Spec) -> Callable[[World], tuple[Any, ...]]:
 
 def lifecycle_common(spec: Spec) -> Callable[[EntityWorld], tuple[Any, ...]]:
     """A lifecycle-world state (one entity) as what both worlds keep."""
-    leased = {name for name, d in spec.states.items() if d.lease}
     left = {i.name for i in spec.invariants.values() if i.kind == "left_only_by"}
     discarded = {i.name for i in spec.invariants.values() if i.kind == "reachable" and i.event}
     phases = _phases(spec)
@@ -77,7 +61,7 @@ def lifecycle_common(spec: Spec) -> Callable[[EntityWorld], tuple[Any, ...]]:
     def common(w: EntityWorld) -> tuple[Any, ...]:
         t = w.rows[0]
         row = (
-            *(t.state, t.epoch, t.live and t.state in leased, t.fence, t.drafts, t.draft),
+            *(t.state, t.epoch, t.live, t.fence, t.drafts, t.draft),
             t.version,
             tuple(sorted(e for e, _ in t.in_flight)),
             tuple(sorted(e for e, _ in t.landed)),

@@ -103,6 +103,9 @@ class Spec:
     )
     #: the [world] options the declaration names (the rest are defaults)
     world_declared: frozenset[str] = frozenset()
+    #: ``[lease] kept``: the row keeps its last lease deadline when it leaves the lease
+    #: states (the claim's rows do), rather than clearing it; nothing reads it there
+    lease_kept: bool = False
     # Derived, never given: ``replace`` builds them afresh for the copy it makes.
     _by_event_source: dict[tuple[str, str], tuple[TransitionDecl, ...]] = field(
         init=False, default_factory=dict, repr=False, compare=False

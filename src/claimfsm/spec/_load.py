@@ -49,8 +49,10 @@ _TOP_KEYS = {
     "invariants",
     "world",
     "drafts",
+    "lease",
 }
 _DRAFTS_KEYS = {"one_live_per_target"}
+_LEASE_KEYS = {"kept"}
 _EVENT_KEYS = {"sets", "durable", "by", "bumps", "work", "first", "remote"}
 _OVERLAY_KEYS = {
     "base",
@@ -394,6 +396,7 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
     world = parse_world(raw.get("world", {}), fail)
     world_declared = frozenset(raw.get("world", {}))
     drafts = _drafts(raw["drafts"], fail) if "drafts" in raw else None
+    lease_kept = _lease(raw["lease"], fail) if "lease" in raw else False
 
     spec = Spec(
         name=name,
@@ -409,8 +412,10 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         world=world,
         world_declared=world_declared,
         drafts=drafts,
+        lease_kept=lease_kept,
     )
     _terminal_left_by_no_owner(spec, numbers, fail)
+    _kept_lease_unread(spec, numbers, fail)
     _first_is_the_sweeps(spec, fail)
     _pseudo_is_the_initial_takers(spec, fail)
     _refusal_is_a_record(spec, fail)
@@ -556,6 +561,38 @@ def _terminal_left_by_no_owner(spec: Spec, numbers: list[int], fail: Any) -> Non
                 f"transition #{n} ({t.event}): an owner's event leaves {t.source!r}, which is"
                 " terminal (no owner operation leaves it): drop terminal = true from"
                 f" {t.source!r}, or give {t.event!r} to the operator or the sweep (by)"
+            )
+
+
+def _lease(body: Any, fail: Any) -> bool:
+    """``[lease]``: what the row does with its lease deadline; one flag, ``kept``."""
+    if not isinstance(body, dict):
+        raise fail("lease must be a table: [lease], with kept = true or false")
+    only_keys(body, _LEASE_KEYS, "[lease]", fail)
+    _flags(body, _LEASE_KEYS, "[lease]", fail)
+    return bool(body.get("kept", False))
+
+
+def _kept_lease_unread(spec: Spec, numbers: list[int], fail: Any) -> None:
+    """A deadline kept outside the lease states is not governed there (lease expiry acts on
+    lease states only, in the stores' sweep and the checker's clock alike), so no guard may
+    read it there: a ``live`` or ``lapsed`` guard out of such a state would read a deadline
+    the checker never lets lapse."""
+    if not spec.lease_kept:
+        return
+    reads = {n for n, g in spec.guards.items() if g.kind in ("live", "lapsed")}
+    for n, t in zip(numbers, spec.transitions, strict=True):
+        # a pseudo initial state's taker leaves every state (``Spec.lifecycle_view``)
+        sources = list(spec.states) if spec.states[t.source].pseudo else [t.source]
+        ungoverned = [s for s in sources if not spec.states[s].lease]
+        read = [g for g in t.guards if g in reads]
+        if ungoverned and read:
+            raise fail(
+                f"transition #{n} ({t.event}): guard {read[0]!r} reads the lease out of"
+                f" {ungoverned[0]!r}, which is not a lease state; with [lease] kept = true the"
+                " deadline kept there is never lapsed by lease expiry, so a guard may read the"
+                f" lease only out of lease states: declare lease = true on {ungoverned[0]!r},"
+                " or drop kept"
             )
 
 

@@ -368,6 +368,13 @@ def require_claim_world(spec: Any, what: str) -> ClaimSteps:
             f' claim row keeps a lease deadline); declare sets = ["lease"] on'
             f" [events.{acquire}], as specs/claim.toml does"
         )
+    if not getattr(spec, "lease_kept", False):
+        where = getattr(spec, "path", None) or getattr(spec, "name", "the declaration")
+        raise SpecError(
+            f"{where}: {what} keeps each epoch's lease deadline on its claim row after the"
+            " epoch leaves the lease states (a row per epoch: its history shows when the"
+            " lease ran out); declare [lease] kept = true, as specs/claim.toml does"
+        )
     return steps
 
 

@@ -156,7 +156,7 @@ def _writes(
         return " AND ".join([where, *guards])
 
     def deadline(t: TransitionDecl) -> str:
-        if t.dest not in lease_states:
+        if t.dest not in lease_states and not spec.lease_kept:
             return "CAST(NULL AS DOUBLE PRECISION)"  # a lease governs lease states only
         if "lease" in effects:
             return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
