@@ -12,6 +12,7 @@ reach the same states on what both keep."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -198,19 +199,54 @@ PINNED = {2: (144_461, 74_385), 3: (493_405, 101_269)}
 
 
 def _lifecycle_counts(workers: int) -> tuple[int, int]:
+    """Without symmetry through the API, with it through ``claimfsm check --world
+    lifecycle``, which takes the claim world's key abstraction for the claim by itself."""
     spec = load_spec(declarations_dir() / "claim.toml")
     model = entity_model(spec, EntityModelConfig(workers=workers, own_keys=False))
-    plain, folded = Checker(model).symmetry(False).run(), Checker(model).symmetry().run()
-    assert plain.complete and folded.complete
-    return plain.unique, folded.unique
+    plain = Checker(model).symmetry(False).run()
+    assert plain.complete
+    said = CliRunner().invoke(
+        main, ["check", "claim", "--world", "lifecycle", "--workers", str(workers), "--json"]
+    )
+    assert said.exit_code == 0, said.output
+    folded = json.loads(said.stdout)
+    assert folded["complete"] and folded["verdict"] == "ok"
+    assert folded["bounds"]["own_keys"] is False
+    said_of = {name: v["outcome"] for name, v in folded["properties"].items()}
+    assert {p.name: plain.outcome(p) for p in model.properties} == said_of
+    return plain.unique, folded["unique"]
 
 
 def test_the_claim_compiled_into_the_lifecycle_world_reaches_the_pinned_counts() -> None:
     """Test (a) of issue 10 on the world that has no line about the claim: ``claim.toml``
     compiled into the lifecycle world (its clients carrying no key of their own, the claim
     world's abstraction) reaches exactly the pinned counts at two workers, with and
-    without symmetry."""
+    without symmetry, and every property holds or is found."""
     assert _lifecycle_counts(2) == PINNED[2]
+
+
+def test_check_runs_a_claim_design_in_either_world_and_refuses_what_a_world_cannot(
+    tmp_path: Path,
+) -> None:
+    """``--world lifecycle`` checks a wrong design there too (and catches it); ``--world
+    claim`` is refused for a lifecycle of its own, and ``--by-target`` for the lifecycle
+    world, each by name; ``--drafts`` bounds a lifecycle's linked drafts."""
+    small = ["--workers", "2", "--epochs", "2", "--drafts", "1"]
+    for world in ("claim", "lifecycle"):
+        said = CliRunner().invoke(
+            main, ["check", "lapse_reclaims_sending", "--world", world, *small]
+        )
+        assert said.exit_code == 1 and "verdict: violated" in said.output, (world, said.output)
+        assert "no_overlapping_sends: violated" in said.output, said.output
+    said = CliRunner().invoke(main, ["check", "job", "--world", "claim"])
+    assert said.exit_code == 2 and "--world claim" in said.output and "job" in said.output
+    said = CliRunner().invoke(main, ["check", "claim", "--world", "lifecycle", "--by-target"])
+    assert said.exit_code == 2 and "--by-target" in said.output
+    page = str(Path(__file__).parents[1] / "examples" / "page.toml")
+    said = CliRunner().invoke(main, ["check", page, "--drafts", "1", "--workers", "1", "--json"])
+    assert "Traceback" not in said.output
+    found = json.loads(said.stdout)  # (an example that needs two live revisions: never)
+    assert found["complete"] and found["bounds"]["drafts"] == 1
 
 
 @pytest.mark.slow  # about 40 s

@@ -36,12 +36,17 @@ def check_lifecycle(
     remote: str | None = None,
     retries: int | None = None,
     fence: str | None = None,
+    drafts: int | None = None,
     as_json: bool,
     draw: Callable[[Any], list[Path]] | None = None,
     spin: dict[str, Any] | None = None,
     replay_paths: bool = False,
+    claim_keys: bool = False,
 ) -> None:
-    """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine."""
+    """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine.
+    ``claim_keys``: the claim protocol checked in this world (``check --world lifecycle``),
+    with the claim world's key abstraction against a fencing remote (``own_keys=False``:
+    the world that reaches the claim's pinned counts)."""
     from claimfsm.checker import (
         Checker,
         EntityModelConfig,
@@ -60,6 +65,7 @@ def check_lifecycle(
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
         and not (name == "remote" and own_remote)
         and not (name == "retries" and resends)
+        and not (name == "drafts" and spec.drafts is not None)
     ]
     if given:
         flags = ", ".join(f"--{n}" for n in given)
@@ -79,7 +85,10 @@ def check_lifecycle(
         remote=remote if own_remote else None,
         retries=retries if resends else None,
         fence=fence,
+        drafts=drafts,
     )
+    if claim_keys and config.resolved(spec).get("remote") == "fencing":
+        config = dataclasses.replace(config, own_keys=False)
     model = entity_model(spec, config)
     world = config.resolved(spec)
     if token is not None:
@@ -331,6 +340,8 @@ def describe_world(spec: Spec, world: dict[str, Any]) -> str:
     parts.append(crash_words(world) or "without crashes")
     if "remote" in world:
         parts.append(f"a {world['remote']} remote")
+        if not world.get("own_keys", True):
+            parts.append("sends carrying the key as it is when sent (the claim world's keys)")
     if world.get("fence") == "with_readback" and any(
         g.fact == "fenced_through" for g in spec.guards.values()
     ):

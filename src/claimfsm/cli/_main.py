@@ -708,6 +708,15 @@ _REMOTE = click.option(
     help="When the operator fences: at any step, or only inside an operator's readback"
     " that finds nothing [the declaration's [world]: claim with_readback, else any_step].",
 )
+@click.option(
+    "--world",
+    type=click.Choice(["claim", "lifecycle"]),
+    default=None,
+    help="The checker world: claim (the claim protocol's world of workers, drafts and a"
+    " remote; the claim and its variants only) or lifecycle (the world of any declared"
+    " lifecycle, one row per entity, in which the claim reaches the same states)"
+    " [claim for the claim and its variants, else lifecycle].",
+)
 @click.option("--no-symmetry", is_flag=True, help="Do not reduce by worker symmetry.")
 @click.option("--max-depth", type=click.IntRange(1), default=None)
 @click.option("--max-states", type=click.IntRange(1), default=None)
@@ -777,6 +786,7 @@ def check(
     no_crashes: bool,
     no_wakes: bool,
     fence: str | None,
+    world: str | None,
     no_symmetry: bool,
     max_depth: int | None,
     max_states: int | None,
@@ -794,8 +804,10 @@ def check(
 
     DECLARATION is a built-in name (--list shows the wrong designs) or the path of a
     declaration: the claim protocol or a variant of it (`base = "../claim.toml"`) runs on
-    the claim model; any other lifecycle runs on the model of a declared lifecycle, its
-    world and invariants read from the declaration. --design does the same by name.
+    the claim model (or, with --world lifecycle, on the model of a declared lifecycle,
+    where it reaches the same states); any other lifecycle runs on the model of a declared
+    lifecycle, its world and invariants read from the declaration. --design does the same
+    by name.
 
     Exit status 0: every property holds and the search was complete. 1: a property is
     violated (the shortest counterexample is printed) or a deadlock was found. 3: a limit
@@ -821,11 +833,18 @@ def check(
             return
         spec = _declaration(declaration or design, shipped())
         design = spec.name
-        if not runs_on_the_claim_model(spec):
+        claim = runs_on_the_claim_model(spec)
+        if world == "claim" and not claim:
+            raise click.UsageError(
+                f"--world claim: the claim protocol's world runs the claim and its variants"
+                f" only; {spec.name} is a lifecycle of its own: leave out --world, or give"
+                " --world lifecycle"
+            )
+        if not claim or world == "lifecycle":
             if by_target:
                 raise click.UsageError(
-                    "--by-target checks the claim protocol's targets; a lifecycle of its own"
-                    " is checked with all its entities (--targets)"
+                    "--by-target checks the claim world's targets one at a time; the world of"
+                    " a declared lifecycle is checked with all its entities (--targets)"
                 )
             check_lifecycle(
                 ctx,
@@ -851,6 +870,8 @@ def check(
                 else None,
                 spin={"bitstate": bitstate, "keep": spin_dir} if engine == "spin" else None,
                 replay_paths=replay,
+                drafts=drafts,
+                claim_keys=claim,
             )
             return
         if engine != "spin" and (bitstate or spin_dir is not None):

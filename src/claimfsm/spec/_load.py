@@ -415,11 +415,11 @@ def parse_spec(raw: dict[str, Any], *, path: Path | None = None) -> Spec:
         lease_kept=lease_kept,
     )
     _terminal_left_by_no_owner(spec, numbers, fail)
-    _kept_lease_unread(spec, numbers, fail)
     _first_is_the_sweeps(spec, fail)
     _pseudo_is_the_initial_takers(spec, fail)
     _refusal_is_a_record(spec, fail)
     _work_starts_durably(spec, fail)
+    _kept_lease_unread(spec, numbers, fail)
     return spec
 
 
@@ -580,7 +580,7 @@ def _kept_lease_unread(spec: Spec, numbers: list[int], fail: Any) -> None:
     the checker never lets lapse."""
     if not spec.lease_kept:
         return
-    reads = {n for n, g in spec.guards.items() if g.kind in ("live", "lapsed")}
+    reads = {*spec.guards_of_kind("live"), *spec.guards_of_kind("lapsed")}
     for n, t in zip(numbers, spec.transitions, strict=True):
         # a pseudo initial state's taker leaves every state (``Spec.lifecycle_view``)
         sources = list(spec.states) if spec.states[t.source].pseudo else [t.source]

@@ -95,8 +95,8 @@ WORLD_OPTIONS: dict[str, tuple[int | bool | str, int, int, str]] = {
         0,
         "when the operator fences the executor or remote through an entity's epoch:"
         " any_step (a step of its own, at any time) or with_readback (only inside an"
-        " operator's event that reads back, where readback finds nothing: the claim"
-        " world's reconcile)",
+        " operator's event whose guards ask for the fence and for readback's evidence,"
+        " where readback finds nothing: the claim world's reconcile)",
     ),
 }
 #: When the operator may fence (``[world] fence``): at any step, or only inside an
