@@ -7,8 +7,10 @@ claim keeps a row per epoch, a lifecycle one row per entity, so where a design a
 busy target (``update_returning_claim``) the lifecycle's row leaves ``uncertain`` by the
 acquire, and the uncertain epoch is never reconciled, which the claim's rows per epoch do
 not show. SPIN's twin of the lifecycle world reaches the built-in engine's states on the
-claim too. With the claim world's fence, which ``claim.toml`` declares, the two worlds
-reach the same states on what both keep."""
+claim too. With the claim world's fence and the claim row's kept lease, both declared
+in ``claim.toml``, and the claim world's key abstraction, the two worlds reach the same
+states one to one, and so the pinned counts, from the command line too (``check --world
+lifecycle``)."""
 
 from __future__ import annotations
 
@@ -150,9 +152,8 @@ def test_on_what_both_keep_the_lifecycle_world_reaches_the_claim_worlds_states(f
     nothing). Mapped onto what both worlds keep (``checker/_worlds.py``: the row, each
     worker's phase and epoch and whether it holds the current claim, the sticky marks),
     the lifecycle world then reaches exactly the claim world's states, so the two worlds
-    differ only in what the mapping leaves out: the request key each handle carries and
-    the claim world's dead lease bit. With the operator free to fence at any step, it
-    reaches those and more."""
+    differ only in what the mapping leaves out: the request key each handle carries. With
+    the operator free to fence at any step, it reaches those and more."""
     spec = load_spec(declarations_dir() / "claim.toml")
     assert spec.world["fence"] == "with_readback"
     bounds = {"workers": 2, "epochs": 2, "drafts": 2}
