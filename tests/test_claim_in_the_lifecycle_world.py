@@ -295,6 +295,9 @@ def test_one_line_keeps_the_lease_in_the_store_and_both_checker_engines(tmp_path
     )
     kept, cleared = load_spec(declarations_dir() / "claim.toml"), load_spec(path)
     assert kept.lease_kept and not cleared.lease_kept
+    for name, shown in (("claim", True), (str(path), False)):
+        said = CliRunner().invoke(main, ["spec", name, "--json"])
+        assert json.loads(said.stdout)["lease"] == {"kept": shown}
     with pytest.raises(SpecError, match=r"cleared\.toml: .*declare \[lease\] kept = true"):
         claim_model(cleared)
     from claimfsm.store import open_store

@@ -262,6 +262,7 @@ def spec(declaration: str | None, as_json: bool) -> None:
             ],
             "world": dict(s.world),
             "drafts": None if s.drafts is None else dataclasses.asdict(s.drafts),
+            "lease": {"kept": s.lease_kept},
         }
         click.echo(json.dumps(data, indent=2))
         return
@@ -329,6 +330,8 @@ def spec(declaration: str | None, as_json: bool) -> None:
                 else "any number live per target (parallel drafting)"
             )
         )
+    if s.lease_kept:
+        console.print("lease: the row keeps its last deadline outside the lease states")
 
 
 def _listing(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
