@@ -38,7 +38,7 @@ bench-checker: $(BIN)/.installed  ## model-checker figures
 example-service: $(BIN)/.installed  ## the asyncio example service: 12 drafts over HTTP, then stop
 	$(BIN)/python $(ROOT)/examples/dispatch_service.py --demo-receiver fencing --seed 12 --until-idle
 
-check: $(BIN)/.installed  ## model-check the claim protocol, the job lifecycle and every known-wrong design
+check: $(BIN)/.installed  ## model-check the claim protocol (in both checker worlds), the job lifecycle and every known-wrong design
 	$(BIN)/claimfsm check
 	$(BIN)/claimfsm check job --workers 3
 	$(BIN)/claimfsm check --workers 2 --replay
@@ -47,6 +47,12 @@ check: $(BIN)/.installed  ## model-check the claim protocol, the job lifecycle a
 		$(BIN)/claimfsm check --design $$design --workers 2 > /dev/null; \
 		test $$? -eq 1 || { echo "design $$design was not caught"; exit 1; }; \
 		echo "$$design: violation found, as it must be"; \
+	done
+	$(BIN)/claimfsm check --world lifecycle --workers 2 --replay
+	for design in $$($(BIN)/claimfsm check --list | cut -d' ' -f1 | grep -v '^job-'); do \
+		$(BIN)/claimfsm check --design $$design --world lifecycle --workers 2 > /dev/null; \
+		test $$? -eq 1 || { echo "design $$design was not caught in the lifecycle world"; exit 1; }; \
+		echo "$$design: violation found in the lifecycle world too"; \
 	done
 
 diagrams: $(BIN)/.installed  ## regenerate diagrams/ from the declarations in specs/

@@ -239,6 +239,7 @@ def test_check_runs_a_claim_design_in_either_world_and_refuses_what_a_world_cann
         )
         assert said.exit_code == 1 and "verdict: violated" in said.output, (world, said.output)
         assert "no_overlapping_sends: violated" in said.output, said.output
+        assert "stopped by first counterexample" in said.output, said.output
     said = CliRunner().invoke(main, ["check", "job", "--world", "claim"])
     assert said.exit_code == 2 and "--world claim" in said.output and "job" in said.output
     said = CliRunner().invoke(main, ["check", "claim", "--world", "lifecycle", "--by-target"])

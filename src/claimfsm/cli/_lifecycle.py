@@ -42,11 +42,13 @@ def check_lifecycle(
     spin: dict[str, Any] | None = None,
     replay_paths: bool = False,
     claim_keys: bool = False,
+    stop_on_violation: bool = False,
 ) -> None:
     """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine.
     ``claim_keys``: the claim protocol checked in this world (``check --world lifecycle``),
     with the claim world's key abstraction against a fencing remote (``own_keys=False``:
-    the world that reaches the claim's pinned counts)."""
+    the world that reaches the claim's pinned counts). ``stop_on_violation``: stop at the
+    first counterexample (a known-wrong design's, as the claim world's check does)."""
     from claimfsm.checker import (
         Checker,
         EntityModelConfig,
@@ -136,6 +138,7 @@ def check_lifecycle(
         .max_depth(limits["max_depth"])
         .max_states(limits["max_states"])
         .time_limit(limits["time_limit"])
+        .stop_on_violation(stop_on_violation)
         .progress(
             lambda unique, depth, secs: click.echo(
                 f"... {unique:,} unique states, depth {depth}, {secs:.0f} s", err=True

@@ -875,6 +875,7 @@ def check(
                 replay_paths=replay,
                 drafts=drafts,
                 claim_keys=claim,
+                stop_on_violation=claim and design != claim_spec().name,
             )
             return
         if engine != "spin" and (bitstate or spin_dir is not None):
