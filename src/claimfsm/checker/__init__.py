@@ -20,6 +20,7 @@ from claimfsm.checker._claim import (
     fire,
     path_steps,
     refusal_recorded,
+    workers_carry_keys,
 )
 from claimfsm.checker._engine import (
     Checker,
@@ -92,5 +93,6 @@ __all__ = [
     "resends_in",
     "spin_available",
     "spin_check",
+    "workers_carry_keys",
     "world_facts",
 ]

@@ -238,7 +238,15 @@ class ClaimModelConfig:
     @property
     def keys_in_workers(self) -> bool:
         """Whether workers carry their own claim's key to the send (``own_keys`` decided)."""
-        return self.remote != "fencing" if self.own_keys is None else self.own_keys
+        return workers_carry_keys(self.remote) if self.own_keys is None else self.own_keys
+
+
+def workers_carry_keys(remote: str) -> bool:
+    """The claim world's key abstraction: against a fencing remote, which a stale request
+    does not get past, a worker carries no key of its own (a send takes the claim's key as
+    it is when sent); against any other, it does. ``check --world lifecycle`` gives the
+    lifecycle world the same (``EntityModelConfig(own_keys=...)``)."""
+    return remote != "fencing"
 
 
 def _acquirable(spec: Spec) -> dict[tuple[bool, bool], frozenset[str]]:

@@ -374,6 +374,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     defaults = tuple(spec.columns[c].default for c in columns)
     col_index = {c: i for i, c in enumerate(columns)}
     lease_states = frozenset(spec.states_where("lease"))
+    lease_cleared = spec.lease_cleared_in()
     terminal = frozenset(spec.states_where("terminal"))
     roles = {e: spec.role(e) for e in spec.events}
     # The remote, where the declaration declares one: the owner sends one request once
@@ -532,7 +533,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             token += 1
         if "lease" in effects:
             live = True
-        if dest not in lease_states and not spec.lease_kept:
+        if dest in lease_cleared:
             live = False  # a lease governs lease states only: the stores clear it
         if bumps.get(event):
             bumped = list(cols)

@@ -107,6 +107,7 @@ def promela(
     default = {c: spec.columns[c].default for c in columns}
     roles = {e: spec.role(e) for e in spec.events}
     lease_states = sorted(spec.states_where("lease"))
+    lease_cleared = spec.lease_cleared_in()
     terminal = sorted(spec.states_where("terminal"))
     frees = sorted(set(spec.states_where("frees_target")) | {spec.initial})
     fenceable, remembers_runs = executor_parts(spec, rules)
@@ -272,7 +273,7 @@ def promela(
         bumped: Sequence[str] = ()
         if after is not None:
             written = sets.get(after.event, set())
-            if after.dest not in lease_states and not spec.lease_kept:
+            if after.dest in lease_cleared:
                 live = "false"  # a lease governs lease states only: the stores clear it
             elif "lease" in written:
                 live = "true"
@@ -450,7 +451,7 @@ def promela(
             out.append(f"{r}.kg = {r}.kg + 1")
         if "lease" in effects:
             out.append(f"{r}.live = 1")
-        if t.dest not in lease_states and not spec.lease_kept:
+        if t.dest in lease_cleared:
             out.append(f"{r}.live = 0")
         for col in bumps.get(event, ()):
             i = columns.index(col)

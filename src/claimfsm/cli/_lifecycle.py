@@ -56,6 +56,7 @@ def check_lifecycle(
         explained,
         replay,
         resends_in,
+        workers_carry_keys,
     )
     from claimfsm.spec import has_remote
 
@@ -89,8 +90,9 @@ def check_lifecycle(
         fence=fence,
         drafts=drafts,
     )
-    if claim_keys and config.resolved(spec).get("remote") == "fencing":
-        config = dataclasses.replace(config, own_keys=False)
+    if claim_keys:
+        carry = workers_carry_keys(config.resolved(spec)["remote"])
+        config = dataclasses.replace(config, own_keys=carry)
     model = entity_model(spec, config)
     world = config.resolved(spec)
     if token is not None:

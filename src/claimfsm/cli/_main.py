@@ -837,6 +837,8 @@ def check(
         spec = _declaration(declaration or design, shipped())
         design = spec.name
         claim = runs_on_the_claim_model(spec)
+        # a known-wrong claim design stops at its first counterexample, in either world
+        wrong_claim = claim and design != claim_spec().name
         if world == "claim" and not claim:
             raise click.UsageError(
                 f"--world claim: the claim protocol's world runs the claim and its variants"
@@ -875,7 +877,7 @@ def check(
                 replay_paths=replay,
                 drafts=drafts,
                 claim_keys=claim,
-                stop_on_violation=claim and design != claim_spec().name,
+                stop_on_violation=wrong_claim,
             )
             return
         if engine != "spin" and (bitstate or spin_dir is not None):
@@ -961,7 +963,7 @@ def check(
             .max_depth(max_depth)
             .max_states(max_states)
             .time_limit(time_limit)
-            .stop_on_violation(design != claim_spec().name)
+            .stop_on_violation(wrong_claim)
             .progress(
                 lambda unique, depth, secs: click.echo(
                     f"... {unique:,} unique states, depth {depth}, {secs:.0f} s", err=True

@@ -320,6 +320,15 @@ class Spec:
         """Names of the declared guards of ``kind`` (owner, live, compare, ...)."""
         return tuple(name for name, g in self.guards.items() if g.kind == kind)
 
+    def lease_cleared_in(self) -> frozenset[str]:
+        """The states whose row holds no lease deadline once a transition enters them: the
+        states without ``lease = true``, unless ``[lease] kept`` keeps the last deadline
+        there. The lifecycle store's compiled writes, the lifecycle world and its Promela
+        all read this one rule."""
+        if self.lease_kept:
+            return frozenset()
+        return frozenset(name for name, s in self.states.items() if not s.lease)
+
     def pinning_states(self) -> frozenset[str]:
         """The states in which the entity's pinned draft may not be edited: those a
         transition declared ``dispatches`` leaves, where the pinned content may yet be

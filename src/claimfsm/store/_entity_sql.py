@@ -133,7 +133,7 @@ def _writes(
     effects = set(decl.sets) if decl is not None else set()
     bumps = decl.bumps if decl is not None else ()
     taking = spec.role(event) == "taker"
-    lease_states = set(spec.states_where("lease"))
+    cleared = spec.lease_cleared_in()
 
     def table(name: str) -> str:
         assert drafts is not None  # the loader refuses a guard over drafts without [drafts]
@@ -156,7 +156,7 @@ def _writes(
         return " AND ".join([where, *guards])
 
     def deadline(t: TransitionDecl) -> str:
-        if t.dest not in lease_states and not spec.lease_kept:
+        if t.dest in cleared:
             return "CAST(NULL AS DOUBLE PRECISION)"  # a lease governs lease states only
         if "lease" in effects:
             return f"CAST({p('deadline')} AS DOUBLE PRECISION)"
