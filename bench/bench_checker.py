@@ -22,6 +22,11 @@
    states, and the ratio SPIN / built-in, from the same run. With two jobs, the built-in
    engine's three searches as in section 2 (arrays, the default; packed one state at a
    time; the model's own worlds) and their ratios.
+4. claim.toml in the two checker worlds: the claim world and the world of any declared
+   lifecycle (with the claim world's request keys, where the two reach the same states),
+   K=2 and K=3 with and without symmetry, best of three runs each, alternating, in this
+   process: unique states, seconds and the ratio lifecycle world / claim world, the
+   figure that must come near 1 before the lifecycle world can replace the claim world.
 """
 
 from __future__ import annotations
@@ -145,6 +150,37 @@ def main() -> None:
                 f" (compile {run.compile_seconds:.2f}, search {run.search_seconds:.2f})"
                 f" verdict={spun.verdict}; SPIN / built-in: {total / timed[True]:.2f} against"
                 f" symmetry on, {total / timed[False]:.2f} against off"
+            )
+
+    claim_in_both_worlds()
+
+
+def claim_in_both_worlds() -> None:
+    print("== 4. claim.toml in the claim world and in the lifecycle world ==")
+    for workers in (2, 3):
+        for symmetry in (True, False):
+            best: dict[str, float] = {}
+            unique: dict[str, int] = {}
+            for _ in range(3):
+                for world in ("claim", "lifecycle"):
+                    model = (
+                        claim_model(claim_spec(), ClaimModelConfig(workers=workers))
+                        if world == "claim"
+                        else entity_model(
+                            claim_spec(), EntityModelConfig(workers=workers, own_keys=False)
+                        )
+                    )
+                    start = time.perf_counter()
+                    report = Checker(model).symmetry(symmetry).run()
+                    took = time.perf_counter() - start
+                    best[world] = min(best.get(world, took), took)
+                    unique[world] = report.unique
+            print(
+                f"  K={workers} symmetry={'on ' if symmetry else 'off'}:"
+                f" claim world unique={unique['claim']:,} seconds={best['claim']:.2f};"
+                f" lifecycle world unique={unique['lifecycle']:,}"
+                f" seconds={best['lifecycle']:.2f};"
+                f" lifecycle / claim: {best['lifecycle'] / best['claim']:.2f}"
             )
 
 

@@ -571,6 +571,47 @@ def test_the_work_kept_in_a_row_is_what_the_clients_say() -> None:
     assert seen and len(reached) == Checker(model).exhaustive().run().unique
 
 
+def _reached(model: Any) -> set[Any]:
+    start = list(model.init_states())
+    reached, frontier = set(start), start
+    while frontier:
+        world = frontier.pop()
+        for action in model.actions(world):
+            after = model.next_state(world, action)
+            if after is not None and after not in reached:
+                reached.add(after)
+                frontier.append(after)
+    return reached
+
+
+def test_against_a_remote_the_rows_keep_no_work_and_split_as_the_claim_worlds_do() -> None:
+    """Against the claim's remote no guard reads ``running`` and the remote answers for
+    overlapping work, so the rows keep no ``working``: the evidence is read from the
+    handles (``world_facts``), and the rows (the packed search's shared part) are as many
+    as the claim world's, so each client's steps are decided as rarely there."""
+    from claimfsm.checker import ClaimModelConfig, claim_model, world_facts
+    from claimfsm.checker._entity import _split
+
+    spec = load_spec(declarations_dir() / "claim.toml")
+    config = EntityModelConfig(workers=2, epochs=2, drafts=1, own_keys=False)
+    reached = _reached(entity_model(spec, config))
+    working = 0
+    for world in reached:
+        assert world.rows[0].working == ()
+        running = any(
+            h is not None and h.working and h.key == 0 and h.epoch == world.rows[0].epoch
+            for h in world.clients
+        )
+        assert world_facts(world, 0, "fencing")["running"] == running
+        working += running
+    assert working  # states where a client's work runs were reached, and read as running
+    claim = claim_model(spec, ClaimModelConfig(workers=2, epochs=2, drafts=1))
+    assert claim.processes is not None
+    claim_shared = {claim.processes.split(w)[0] for w in _reached(claim)}
+    assert len(reached) == len(_reached(claim))
+    assert len({_split(w)[0] for w in reached}) == len(claim_shared)
+
+
 def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: Path) -> None:
     """A client whose work runs and whose next operation is refused drops its handle: its
     work stops (the row's ``working`` changes) but the entity does not. The path drawn

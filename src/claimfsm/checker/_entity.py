@@ -61,11 +61,12 @@ owner's refused operation, and the world marks a step refused as a stale owner's
 
 The world splits for the packed and array searches (``Processes``): the rows are the
 shared part and each client's handle its part. A client's action reads and changes the
-rows and its own handle alone; the work running on an entity is kept in its row
-(``Row.working``, derived from the handles), so readback's ``running`` and
-``exclusive_work`` read the rows alone; whether a bound stops a next step is decided for
-the world's events by the rows and for each client's by the rows and that client
-(``ByParts``).
+rows and its own handle alone; without a remote (or where a guard reads ``running``) the
+work running on an entity is kept in its row (``Row.working``, derived from the handles),
+so readback's ``running`` and ``exclusive_work`` read the rows alone (against a remote no
+one reads it there, and it is not kept, so that the rows split no finer than they must);
+whether a bound stops a next step is decided for the world's events by the rows and for
+each client's by the rows and that client (``ByParts``).
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ class Row(NamedTuple):
     fence: int = 0  # the executor rejects work at this epoch or below
     #: the epochs of the clients whose work on this entity is running, sorted: what the
     #: clients' handles say, kept beside the row so that the world's evidence (``running``)
-    #: and ``exclusive_work`` read the row alone. Derived from the handles, so it adds no
-    #: state: the counts are the handles' own.
+    #: and ``exclusive_work`` read the row alone (without a remote, or where a guard reads
+    #: ``running``; else empty). Derived from the handles, so it adds no state: the counts
+    #: are the handles' own.
     working: tuple[int, ...] = ()
     #: the remote (a declaration that declares one): the requests in flight to it, and
     #: those that took effect there, sorted, each as (epoch, key): the request key its
@@ -419,6 +421,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # What an event does to a row depends on the row, the caller and the world's evidence
     # alone, and few such situations recur across many worlds: each is computed once.
     fired: dict[tuple[Any, ...], tuple[str, Row] | tuple[None, str] | None] = {}
+    stale_failing: dict[tuple[Row, str, tuple[int, int]], str] = {}
     # the events some of whose guards read the evidence ``running`` (the others do not ask)
     reads_running = frozenset(
         t.event for t in spec.transitions if any(spec.guards[g].fact == "running" for g in t.guards)
@@ -429,6 +432,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # finds nothing: it then fences through the row's epoch and reads again (the claim
     # world's reconcile), and where the event is refused nothing changes, the fence too.
     fences_with_readback = readback_fences(spec, rules, cfg["fence"])
+    # The work running on an entity is kept in its row (``Row.working``) only where the
+    # rows alone must answer for it: without a remote (readback's ``running``, the fence,
+    # ``exclusive_work``), or where a guard reads ``running``. Elsewhere, as against the
+    # claim's remote, it would only split the rows (the shared part) by what the handles
+    # already say, and the packed search would decide each client's steps more often.
+    keeps_work = rules is None or bool(reads_running)
+    starts = _starts if keeps_work else _unchanged
+    stops = _stops if keeps_work else _unchanged
     # whether a client carries its request's key (EntityModelConfig.own_keys)
     carries = cfg["own_keys"]
 
@@ -502,10 +513,16 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         """Where no transition of an owner's ``event`` leaves the row's state, the guards
         the machines still read to tell a stale owner (``Spec.stale_guards``: those of
         its transitions from elsewhere) that fail for ``caller``, as ``fire`` names the
-        failing guards of a refusal."""
-        seen, who = _views(row, event, caller, True, -1)
-        stale = spec.stale_guards(event, row.state)
-        return ", ".join(g for g in stale if not guards[g](seen, who))
+        failing guards of a refusal (each situation decided once, as ``fire``'s)."""
+        situation = (row, event, caller)
+        found = stale_failing.get(situation)
+        if found is None:
+            seen, who = _views(row, event, caller, True, -1)
+            stale = spec.stale_guards(event, row.state)
+            found = stale_failing[situation] = ", ".join(
+                g for g in stale if not guards[g](seen, who)
+            )
+        return found
 
     def _linked(row: Row, taken: int, dispatches: bool) -> Row:
         """``row`` with its drafts once a transition fired: a take pins the draft named
@@ -756,7 +773,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if resend or (rules is not None and spec.work(event) == "starts"):
                 # it sends at once: a resend, or a take whose work starts with it (the
                 # claim's intent_after_send: no intent is recorded before the send)
-                row = _starts(row, row.epoch)
+                row = starts(row, row.epoch)
                 clients[c] = Handle(
                     key, row.epoch, row.token, dest, True, "S", saved, key_carried(row)
                 )
@@ -786,7 +803,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
                 clients[c] = resting(h.saved)
                 if h.working:
-                    rows[h.key] = _stops(rows[h.key], h.epoch)
+                    rows[h.key] = stops(rows[h.key], h.epoch)
                 failing = None if result is None else result[1]
                 marks = refused_marks(world, before, event, failing, (h.epoch, h.token))
                 return EntityWorld(
@@ -811,7 +828,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 if phase == "S":  # still due: it carries the key as this step left the row
                     request_key = key_carried(row)
             if working != h.working:
-                row = _starts(row, h.epoch) if working else _stops(row, h.epoch)
+                row = starts(row, h.epoch) if working else stops(row, h.epoch)
             rows[h.key] = row
             # nothing more to do with it: no event to take, no work running or due
             done = dest not in owner_events and not working and phase != "D"
@@ -847,7 +864,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             assert h is not None
             clients[action[1]] = resting((h.key, h.epoch, h.token) if cfg["wakes"] else ())
             if h.working:
-                rows[h.key] = _stops(rows[h.key], h.epoch)
+                rows[h.key] = stops(rows[h.key], h.epoch)
         elif kind == "run":
             # its due work reaches the executor: it runs there, unless the executor is
             # fenced through its epoch and refuses it (the work is over, never run)
@@ -860,7 +877,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             else:
                 clients[c] = h._replace(phase="", working=not refused)
             if not refused:
-                rows[h.key] = _starts(rows[h.key], h.epoch)
+                rows[h.key] = starts(rows[h.key], h.epoch)
             if remembers_runs and h.epoch == rows[h.key].epoch:  # it arrived, refused or not
                 rows[h.key] = rows[h.key]._replace(ran=True)
         elif kind == "send":
@@ -1174,7 +1191,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         explain=explain,
         # The rows are the shared part, each client's handle its part: a client's action
         # reads and changes the rows and its own handle alone (the work running on an
-        # entity is kept in its row), the world's the rows alone.
+        # entity is kept in its row where the rows must answer for it), the world's the
+        # rows alone.
         processes=Processes(
             split=_split,
             join=_join,
@@ -1275,7 +1293,12 @@ def _outcome(row: Row, shape: KeyShape = UNLINKED) -> str:
 
 
 def _running(world: EntityWorld, key: int) -> bool:
-    return _running_on(world.rows[key])
+    """Whether some client's work at entity ``key``'s epoch is running, as the handles
+    say (a world need not keep it in its rows, ``Row.working``)."""
+    epoch = world.rows[key].epoch
+    return any(
+        h is not None and h.working and h.key == key and h.epoch == epoch for h in world.clients
+    )
 
 
 def _running_on(row: Row) -> bool:
@@ -1307,6 +1330,11 @@ def _request(request: tuple[int, ...], shape: KeyShape = UNLINKED) -> str:
 def _starts(row: Row, epoch: int) -> Row:
     """``row`` with one more client working at ``epoch``."""
     return row._replace(working=tuple(sorted((*row.working, epoch))))
+
+
+def _unchanged(row: Row, epoch: int) -> Row:
+    """``row`` as it is: a world that does not keep its clients' work in its rows."""
+    return row
 
 
 def _stops(row: Row, epoch: int) -> Row:
