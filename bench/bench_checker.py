@@ -37,11 +37,13 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from claimfsm.checker import (
     Checker,
     ClaimModelConfig,
     EntityModelConfig,
+    Model,
     claim_model,
     entity_model,
     spin_available,
@@ -163,7 +165,7 @@ def claim_in_both_worlds() -> None:
             unique: dict[str, int] = {}
             for _ in range(3):
                 for world in ("claim", "lifecycle"):
-                    model = (
+                    model: Model[Any, Any] = (
                         claim_model(claim_spec(), ClaimModelConfig(workers=workers))
                         if world == "claim"
                         else entity_model(

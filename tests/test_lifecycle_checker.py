@@ -612,6 +612,29 @@ def test_against_a_remote_the_rows_keep_no_work_and_split_as_the_claim_worlds_do
     assert len({_split(w)[0] for w in reached}) == len(claim_shared)
 
 
+@pytest.mark.parametrize("name", ["claim.toml", "job.toml"])
+def test_a_take_a_resend_and_the_operators_events_are_listed_only_where_they_fire(
+    name: str,
+) -> None:
+    """The rows alone decide whether an event taken without a handle fires, so the world
+    lists such an action only where it does (a disabled one would cost the packed search
+    a step computed for each part it meets): none listed is disabled (the pinned counts,
+    test_claim_in_the_lifecycle_world.py, show that none that fires is left out)."""
+    spec = load_spec(declarations_dir() / name)
+    config = EntityModelConfig(workers=2, epochs=2, drafts=1, own_keys=False)
+    if name == "job.toml":
+        config = EntityModelConfig(workers=2, keys=2, epochs=2)
+    model = entity_model(spec, config)
+    reached = _reached(model)
+    listed = 0
+    for world in reached:
+        for action in model.actions(world):
+            if action[0] in ("take", "resend", "env"):
+                listed += 1
+                assert model.next_state(world, action) is not None, model.show_action(action)
+    assert listed
+
+
 def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: Path) -> None:
     """A client whose work runs and whose next operation is refused drops its handle: its
     work stops (the row's ``working`` changes) but the entity does not. The path drawn

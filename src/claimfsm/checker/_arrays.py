@@ -307,6 +307,10 @@ class _Seen(Mapping[int, tuple[int | None, Any, Packed, int, int]]):
         action = list(self.model.actions(before))[int(self.chosen.all()[k])]
         return parent, action, state, depth, k
 
+    def state(self, k: int) -> Packed:
+        """State ``k`` alone (``self[k]`` finds its action again too, from its parent's)."""
+        return tuple(self.rows.all()[k].tolist())
+
     def __iter__(self) -> Iterator[int]:
         return iter(range(len(self.rows.all())))
 
@@ -321,6 +325,7 @@ class _ArrayGraph(_Graph):
         self, model: Model[Packed, Any], seen: _Seen, offsets: Ints, targets: Ints, chosen: Ints
     ) -> None:
         super().__init__(model, seen)  # type: ignore[arg-type]
+        self.states = seen
         self.starts: list[int] = offsets.tolist()
         self.targets_a, self.chosen_a = targets, chosen
 
@@ -339,7 +344,8 @@ class _ArrayGraph(_Graph):
             span = self._span(k)
             if not span:
                 return []
-            actions = list(self.model.actions(self.seen[k][2]))
+            i: int = k  # type: ignore[assignment]
+            actions = list(self.model.actions(self.states.state(i)))
             chosen = self.chosen_a[span.start : span.stop].tolist()
             targets = self.targets_a[span.start : span.stop].tolist()
             found = [(actions[c], t) for c, t in zip(chosen, targets, strict=True)]

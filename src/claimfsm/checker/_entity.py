@@ -601,17 +601,29 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         handle's owner events, its request's steps, and crash."""
         acts: list[Action]
         if h is None or h.key < 0:  # idle (with a saved handle, it may also wake up)
+            rows = shared[0]
             if n_drafts:  # a take names one of the entity's drafts
                 acts = [
                     ("take", c, key, d, e)
                     for key in range(keys)
-                    for d in named_drafts(shared[0][key])
+                    for d in named_drafts(rows[key])
                     for e in takers
+                    if enabled(rows[key], e, False, d)
                 ]
             else:
-                acts = [("take", c, key, e) for key in range(keys) for e in takers]
+                acts = [
+                    ("take", c, key, e)
+                    for key in range(keys)
+                    for e in takers
+                    if enabled(rows[key], e, False, -1)
+                ]
             if resends:
-                acts += [("resend", c, key, e) for key in range(keys) for e in resends]
+                acts += [
+                    ("resend", c, key, e)
+                    for key in range(keys)
+                    for e in resends
+                    if enabled(rows[key], e, True, -1)
+                ]
             if h is not None:
                 acts += [("wake", c, e) for e in woken]
             return acts
@@ -659,7 +671,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     acts.append(("draft", key, d, "approve"))
                 if status == "-":
                     acts.append(("draft", key, d, "create"))
-            acts += [("env", key, e) for e in environment]
+            acts += [("env", key, e) for e in environment if enabled(row, e, True, -1, True)]
             if row.live and row.state in lease_states:
                 acts.append(("clock", key))
             if fenceable and cfg["fence"] == "any_step" and row.fence < row.epoch:
@@ -667,6 +679,25 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if row.in_flight:
                 acts += [("land", key, *request) for request in sorted(set(row.in_flight))]
         return acts
+
+    # Whether an event with no handle (a take, a resend, the operator's or the sweep's)
+    # fires on a row within the bounds, as ``_next`` decides it: the rows alone answer,
+    # so the actions listed are the enabled ones (a disabled one listed would cost the
+    # packed search a step computed for each part it meets), each situation once.
+    takes: dict[tuple[Row, str, bool, int, bool], bool] = {}
+
+    def enabled(row: Row, event: str, named: bool, draft: int, env: bool = False) -> bool:
+        situation = (row, event, named, draft, env)
+        found = takes.get(situation)
+        if found is None:
+            world = EntityWorld((row,), ())
+            if env:
+                world = read_back(world, 0, event)
+            _, result = fire_first(world, 0, event, None, named, draft)
+            found = takes[situation] = (
+                result is not None and result[0] is not None and not cut(result[1])
+            )
+        return found
 
     def actions(world: EntityWorld) -> Iterator[Action]:
         shared = _split(world)[0]
@@ -1577,6 +1608,14 @@ def _fair_property(
     counts; ``fence``: ``[world] fence``, where ``with_readback`` leaves no fence step of
     its own to be fair to)."""
     fair = frozenset(inv.fair)
+    classes: dict[Action, tuple[Any, ...] | None] = {}  # few actions recur: each once
+
+    def fair_class(action: Action) -> tuple[Any, ...] | None:
+        found = classes.get(action, classes)
+        if found is classes:
+            found = classes[action] = fairness_class(fair, action, steps)
+        return found  # type: ignore[return-value]
+
     words = [
         f"{e} ({roles[e]})"
         if e in roles
@@ -1591,7 +1630,7 @@ def _fair_property(
         holds,
         inv.meaning,
         trigger=trigger,
-        fair=lambda action: fairness_class(fair, action, steps),
+        fair=fair_class,
         fairness=", ".join(words) if words else "none: any step may be skipped forever",
         stutter=True,
     )
