@@ -214,6 +214,7 @@ def test_campaign_on_sqlite_with_other_remotes(tmp_path: Path, remote: str) -> N
         assert report.findings.left_uncertain == report.findings.left_uncertain_without_effect
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.parametrize("remote", ["fencing", "dedup", "plain"])
 def test_campaign_on_postgresql(pg_database: str, tmp_path: Path, remote: str) -> None:

@@ -330,6 +330,7 @@ def test_the_drivers_words_go_to_the_campaigns_log_not_the_console(
     assert "discarding closed connection" not in capfd.readouterr().err
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_job_campaign_on_postgresql(
     pg_database: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]

@@ -815,6 +815,7 @@ def test_a_settle_whose_role_may_not_end_the_backend_waits_and_the_owner_role_en
             admin.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_worker_cut_off_from_its_database_host_mid_commit_is_told_the_outcome_is_unknown(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch

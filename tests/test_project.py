@@ -130,3 +130,29 @@ def test_the_declaration_format_page_lists_exactly_the_loaders_keys() -> None:
     assert keys("`[lease]`") == _load._LEASE_KEYS
     for option in _load.RETIRED_MODEL_OPTIONS:
         assert f"`{option}`" in sections['Variants: `base = "..."`']
+
+
+def test_every_test_that_restarts_the_server_or_cuts_a_link_runs_alone() -> None:
+    """.ci/run runs the slow suite on both cores but for the tests marked ``serial``: a
+    test that restarts the shared PostgreSQL server (``local_restart_command``) or cuts a
+    host's link (``_netns``) would break the tests running beside it, so it must be
+    marked, and the CI script must run the marked ones by themselves."""
+    import ast
+
+    unmarked, marked = [], 0
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        if path.name == Path(__file__).name:  # this test names them, and is none of them
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+                continue
+            body = ast.unparse(node)
+            if "local_restart_command()" not in body and "_netns.IsolatedHost" not in body:
+                continue
+            serial = any("mark.serial" in ast.unparse(d) for d in node.decorator_list)
+            marked += serial
+            if not serial:
+                unmarked.append(f"{path.name}::{node.name}")
+    assert unmarked == [] and marked >= 3
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert '-m "slow and not serial" -n 2' in ci and '-m "slow and serial"\n' in ci
