@@ -19,6 +19,7 @@ from claimfsm.checker import (
     Checker,
     EntityModelConfig,
     entity_model,
+    reachable,
     replay,
     spin_available,
     spin_check,
@@ -571,19 +572,6 @@ def test_the_work_kept_in_a_row_is_what_the_clients_say() -> None:
     assert seen and len(reached) == Checker(model).exhaustive().run().unique
 
 
-def _reached(model: Any) -> set[Any]:
-    start = list(model.init_states())
-    reached, frontier = set(start), start
-    while frontier:
-        world = frontier.pop()
-        for action in model.actions(world):
-            after = model.next_state(world, action)
-            if after is not None and after not in reached:
-                reached.add(after)
-                frontier.append(after)
-    return reached
-
-
 def test_against_a_remote_the_rows_keep_no_work_and_split_as_the_claim_worlds_do() -> None:
     """Against the claim's remote no guard reads ``running`` and the remote answers for
     overlapping work, so the rows keep no ``working``: the evidence is read from the
@@ -594,7 +582,7 @@ def test_against_a_remote_the_rows_keep_no_work_and_split_as_the_claim_worlds_do
 
     spec = load_spec(declarations_dir() / "claim.toml")
     config = EntityModelConfig(workers=2, epochs=2, drafts=1, own_keys=False)
-    reached = _reached(entity_model(spec, config))
+    reached = reachable(entity_model(spec, config))
     working = 0
     for world in reached:
         assert world.rows[0].working == ()
@@ -607,32 +595,9 @@ def test_against_a_remote_the_rows_keep_no_work_and_split_as_the_claim_worlds_do
     assert working  # states where a client's work runs were reached, and read as running
     claim = claim_model(spec, ClaimModelConfig(workers=2, epochs=2, drafts=1))
     assert claim.processes is not None
-    claim_shared = {claim.processes.split(w)[0] for w in _reached(claim)}
-    assert len(reached) == len(_reached(claim))
+    claim_shared = {claim.processes.split(w)[0] for w in reachable(claim)}
+    assert len(reached) == len(reachable(claim))
     assert len({_split(w)[0] for w in reached}) == len(claim_shared)
-
-
-@pytest.mark.parametrize("name", ["claim.toml", "job.toml"])
-def test_a_take_a_resend_and_the_operators_events_are_listed_only_where_they_fire(
-    name: str,
-) -> None:
-    """The rows alone decide whether an event taken without a handle fires, so the world
-    lists such an action only where it does (a disabled one would cost the packed search
-    a step computed for each part it meets): none listed is disabled (the pinned counts,
-    test_claim_in_the_lifecycle_world.py, show that none that fires is left out)."""
-    spec = load_spec(declarations_dir() / name)
-    config = EntityModelConfig(workers=2, epochs=2, drafts=1, own_keys=False)
-    if name == "job.toml":
-        config = EntityModelConfig(workers=2, keys=2, epochs=2)
-    model = entity_model(spec, config)
-    reached = _reached(model)
-    listed = 0
-    for world in reached:
-        for action in model.actions(world):
-            if action[0] in ("take", "resend", "env"):
-                listed += 1
-                assert model.next_state(world, action) is not None, model.show_action(action)
-    assert listed
 
 
 def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: Path) -> None:

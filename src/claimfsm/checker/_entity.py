@@ -601,29 +601,17 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         handle's owner events, its request's steps, and crash."""
         acts: list[Action]
         if h is None or h.key < 0:  # idle (with a saved handle, it may also wake up)
-            rows = shared[0]
             if n_drafts:  # a take names one of the entity's drafts
                 acts = [
                     ("take", c, key, d, e)
                     for key in range(keys)
-                    for d in named_drafts(rows[key])
+                    for d in named_drafts(shared[0][key])
                     for e in takers
-                    if enabled(rows[key], e, False, d)
                 ]
             else:
-                acts = [
-                    ("take", c, key, e)
-                    for key in range(keys)
-                    for e in takers
-                    if enabled(rows[key], e, False, -1)
-                ]
+                acts = [("take", c, key, e) for key in range(keys) for e in takers]
             if resends:
-                acts += [
-                    ("resend", c, key, e)
-                    for key in range(keys)
-                    for e in resends
-                    if enabled(rows[key], e, True, -1)
-                ]
+                acts += [("resend", c, key, e) for key in range(keys) for e in resends]
             if h is not None:
                 acts += [("wake", c, e) for e in woken]
             return acts
@@ -671,7 +659,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     acts.append(("draft", key, d, "approve"))
                 if status == "-":
                     acts.append(("draft", key, d, "create"))
-            acts += [("env", key, e) for e in environment if enabled(row, e, True, -1, True)]
+            acts += [("env", key, e) for e in environment]
             if row.live and row.state in lease_states:
                 acts.append(("clock", key))
             if fenceable and cfg["fence"] == "any_step" and row.fence < row.epoch:
@@ -679,25 +667,6 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             if row.in_flight:
                 acts += [("land", key, *request) for request in sorted(set(row.in_flight))]
         return acts
-
-    # Whether an event with no handle (a take, a resend, the operator's or the sweep's)
-    # fires on a row within the bounds, as ``_next`` decides it: the rows alone answer,
-    # so the actions listed are the enabled ones (a disabled one listed would cost the
-    # packed search a step computed for each part it meets), each situation once.
-    takes: dict[tuple[Row, str, bool, int, bool], bool] = {}
-
-    def enabled(row: Row, event: str, named: bool, draft: int, env: bool = False) -> bool:
-        situation = (row, event, named, draft, env)
-        found = takes.get(situation)
-        if found is None:
-            world = EntityWorld((row,), ())
-            if env:
-                world = read_back(world, 0, event)
-            _, result = fire_first(world, 0, event, None, named, draft)
-            found = takes[situation] = (
-                result is not None and result[0] is not None and not cut(result[1])
-            )
-        return found
 
     def actions(world: EntityWorld) -> Iterator[Action]:
         shared = _split(world)[0]
@@ -975,11 +944,28 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         result = fire_first(world, key, event, caller, named, draft)[1]
         return result is not None and result[0] is not None and cut(result[1])
 
+    # Whether a bound stops a next step is asked of the same parts by the deadlock check
+    # and by each ``eventually`` invariant: each part (and pair) is decided once.
+    shared_cuts: dict[Shared, bool] = {}
+    client_cuts: dict[tuple[Shared, Handle | None], bool] = {}
+
     def shared_cut(shared: Shared) -> bool:
-        world = EntityWorld(shared[0], (), *shared[1:])
-        return any(_cuts(world, key, e, None, True) for key in range(keys) for e in environment)
+        found = shared_cuts.get(shared)
+        if found is None:
+            world = EntityWorld(shared[0], (), *shared[1:])
+            found = shared_cuts[shared] = any(
+                _cuts(world, key, e, None, True) for key in range(keys) for e in environment
+            )
+        return found
 
     def client_cut(shared: Shared, h: Handle | None) -> bool:
+        pair = (shared, h)
+        found = client_cuts.get(pair)
+        if found is None:
+            found = client_cuts[pair] = _client_cut(shared, h)
+        return found
+
+    def _client_cut(shared: Shared, h: Handle | None) -> bool:
         world = EntityWorld(shared[0], (), *shared[1:])
         if h is None or h.key < 0:
             return (
