@@ -299,12 +299,11 @@ class _Seen(Mapping[int, tuple[int | None, Any, Packed, int, int]]):
         if not 0 <= k < len(rows):
             raise KeyError(k)
         parent = int(self.parents.all()[k])
-        state = tuple(rows[k].tolist())
+        state = self.state(k)
         depth = bisect_right(self.levels, k) - 1
         if parent < 0:
             return None, None, state, depth, k
-        before = tuple(rows[parent].tolist())
-        action = list(self.model.actions(before))[int(self.chosen.all()[k])]
+        action = list(self.model.actions(self.state(parent)))[int(self.chosen.all()[k])]
         return parent, action, state, depth, k
 
     def state(self, k: int) -> Packed:
