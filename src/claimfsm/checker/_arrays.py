@@ -117,8 +117,9 @@ class _Steps(Generic[A]):
         else:
             acts = self.packing.listed_local(row[0], row[1 + process], process)
         found: list[tuple[int, ...]] = []
+        before = self.packing.decode(row)  # once for all its actions
         for rank, action in enumerate(acts):
-            after = self.packing.step(row, action, process)
+            after = self.packing.step(row, action, process, before)
             if after is not None:
                 found.append((*after, rank))
         return len(acts), found
@@ -183,6 +184,32 @@ class _Steps(Generic[A]):
             self.local_pair[s[todo], part[todo]] = numbers
             self._fit()
             found = self.local_pair[s, part]
+        return found
+
+    def fair_enabled(
+        self, rows: Ints, process: int | None, fairness: Callable[[Any], Hashable | None]
+    ) -> npt.NDArray[np.bool_]:
+        """Whether each row's part (``process``'s, or the shared part's) has an enabled
+        action of some fairness class, decided once per pair from its entries (every row
+        is expanded: the search was complete)."""
+        if process is None:
+            pairs = self.shared_pair[rows[:, 0]]
+        else:
+            pairs = self.local_pair[rows[:, 0], rows[:, 1 + process]]
+        unique, first, back = np.unique(pairs, return_index=True, return_inverse=True)
+        flags = np.zeros(len(unique), np.bool_)
+        for u, (pair, row_at) in enumerate(zip(unique.tolist(), first.tolist(), strict=True)):
+            assert pair >= 0, "a state of a complete search was not expanded"
+            row = rows[row_at]
+            s = int(row[0])
+            if process is None:
+                acts = self.packing.listed_shared(s)
+            else:
+                acts = self.packing.listed_local(s, int(row[1 + process]), process)
+            begin = int(self.start[pair])
+            ranks = self.rank[begin : begin + int(self.count[pair])].tolist()
+            flags[u] = any(fairness(acts[r]) is not None for r in ranks)
+        found: npt.NDArray[np.bool_] = flags[back.reshape(-1)]
         return found
 
     def shared(self, block: Ints) -> Pairs:
@@ -321,12 +348,40 @@ class _ArrayGraph(_Graph):
     """The liveness pass's graph (see ``_Graph``) over the arrays: keys are state numbers."""
 
     def __init__(
-        self, model: Model[Packed, Any], seen: _Seen, offsets: Ints, targets: Ints, chosen: Ints
+        self,
+        model: Model[Packed, Any],
+        seen: _Seen,
+        offsets: Ints,
+        targets: Ints,
+        chosen: Ints,
+        steps: _Steps[Any],
     ) -> None:
         super().__init__(model, seen)  # type: ignore[arg-type]
         self.states = seen
+        self.offsets_a = offsets
         self.starts: list[int] = offsets.tolist()
         self.targets_a, self.chosen_a = targets, chosen
+        self.steps = steps
+
+    def first_stop(
+        self, keys: list[Hashable], fairness: Callable[[Any], Hashable | None] | None
+    ) -> Hashable | None:
+        """As the engine's, decided for all ``keys`` at once from the step tables: whether
+        a state has a fair action is whether its shared part's pair, or one of its
+        processes' pairs, has an enabled action whose class is not None, and that is
+        decided once per pair (and process)."""
+        if not keys:
+            return None
+        at = np.asarray(keys, np.int64)
+        stop = self.offsets_a[at + 1] == self.offsets_a[at]
+        if fairness is not None:
+            rows = self.states.rows.all()[at]
+            fair = self.steps.fair_enabled(rows, None, fairness)
+            for process in range(rows.shape[1] - 1):
+                fair |= self.steps.fair_enabled(rows, process, fairness)
+            stop |= ~fair
+        hits = np.flatnonzero(stop)
+        return keys[int(hits[0])] if hits.size else None
 
     def _span(self, k: Hashable) -> range:
         i: int = k  # type: ignore[assignment]
@@ -564,6 +619,7 @@ def array_search(checker: Checker[Any, A], packing: Packing[Any, A]) -> Report[P
                 offsets,
                 np.concatenate(edge_targets) if edge_targets else np.zeros(0, np.int64),
                 np.concatenate(edge_chosen) if edge_chosen else np.zeros(0, np.int64),
+                steps,
             )
             for p in eventually:
                 marked = _marked(p, rows.all(), parents.all())

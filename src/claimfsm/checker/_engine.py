@@ -539,6 +539,18 @@ class _Graph:
             found = [(actions[self.chosen[j]], self.keys[self.targets[j]]) for j in span]
         return found
 
+    def first_stop(
+        self, keys: list[Hashable], fairness: Callable[[Any], Hashable | None] | None
+    ) -> Hashable | None:
+        """The first of ``keys`` where a run may stop: it has no next state, or (given
+        ``fairness``, the classes of weak fairness) none of its actions is fair."""
+        for k in keys:
+            if not self.succ(k) or (
+                fairness is not None and all(fairness(a) is None for a, _k2 in self.out(k))
+            ):
+                return k
+        return None
+
     def keep(self, k: Hashable) -> list[tuple[Any, Hashable]]:
         """``out(k)``, kept: for the searches that build a loop."""
         found = self._out.get(k)
@@ -607,11 +619,9 @@ def _liveness(
 
     # Nothing more can happen in a bad state (with ``stutter``: nothing fair can), so a run
     # may stop there: the obligation is never met.
-    for k in via:
-        if not edges.succ(k) or (
-            p.stutter and all(fairness(action) is None for action, _k2 in edges.out(k))
-        ):
-            return tuple(lasso_prefix(k)), None
+    stop = edges.first_stop(list(via), fairness if p.stutter else None)
+    if stop is not None:
+        return tuple(lasso_prefix(stop)), None
     order = {k: i for i, k in enumerate(via)}  # breadth-first: nearer states first
     for region in _regions(via, edges):
         inside = set(region)

@@ -148,8 +148,8 @@ def pack(model: Model[S, A]) -> Packing[S, A]:
     local_steps: dict[tuple[A, int, int], tuple[int, int] | None] = {}
     shared_steps: dict[tuple[A, int], int | None] = {}
 
-    def computed(p: Packed, a: A, i: int | None) -> tuple[int, int] | None:
-        after = model.next_state(decode(p), a)
+    def computed(p: Packed, a: A, i: int | None, before: S | None = None) -> tuple[int, int] | None:
+        after = model.next_state(decode(p) if before is None else before, a)
         if after is None:
             return None
         s2, parts = pr.split(after)
@@ -276,9 +276,10 @@ class Packing(Generic[S, A]):
     listed_local: Callable[[int, int, int], Sequence[A]]
     listed_shared: Callable[[int], Sequence[A]]
     #: The step of an action (process ``i``'s, or None: the shared part's) from a packed
-    #: state: the next shared number and part number (-1 for a shared action), computed
-    #: each time (the search keeps it).
-    step: Callable[[Packed, A, int | None], tuple[int, int] | None]
+    #: state (and, optionally, the state decoded, where it is already at hand): the next
+    #: shared number and part number (-1 for a shared action), computed each time (the
+    #: search keeps it).
+    step: Callable[..., tuple[int, int] | None]
     #: The model's properties and ``may_stop`` read the shared part alone.
     shared_properties: bool
 
