@@ -230,8 +230,8 @@ def test_check_runs_a_claim_design_in_either_world_and_refuses_what_a_world_cann
     tmp_path: Path,
 ) -> None:
     """``--world lifecycle`` checks a wrong design there too (and catches it); ``--world
-    claim`` is refused for a lifecycle of its own, and ``--by-target`` for the lifecycle
-    world, each by name; ``--drafts`` bounds a lifecycle's linked drafts."""
+    claim`` is refused for a lifecycle of its own, and ``--by-target`` without two targets
+    or more, each by name; ``--drafts`` bounds a lifecycle's linked drafts."""
     small = ["--workers", "2", "--epochs", "2", "--drafts", "1"]
     for world in ("claim", "lifecycle"):
         said = CliRunner().invoke(

@@ -331,7 +331,6 @@ def test_check_by_target_proves_two_targets() -> None:
         ["--targets", "1"],
         ["--targets", "2", "--engine", "spin"],
         ["--targets", "2", "--max-states", "10"],
-        ["job", "--targets", "2"],
     ):
         refused = runner.invoke(main, ["check", "--by-target", *bad])
         assert refused.exit_code == 2 and "--by-target" in refused.output, refused.output

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from claimfsm.checker._claim import ClaimModelConfig, Ghosts, claim_model
 from claimfsm.checker._engine import Checker
 from claimfsm.checker._targets import (
-    _HOLDS,
-    _TAKES,
+    CLAIM_TARGETS,
     Action,
+    Projection,
     TargetsIndependence,
     targets_independent,
 )
@@ -65,6 +64,7 @@ def one_target_liveness(
     symmetry: bool = True,
     holders: Callable[[Any], list[int]] | None = None,
     strip: Callable[[Any], Any] = lambda w: w,
+    projection: Projection = CLAIM_TARGETS,
 ) -> list[OneTargetLiveness]:
     """Check, over the whole one-target space of model ``one``, the conditions either way
     of carrying an ``eventually`` property over needs besides the premise (module text;
@@ -72,9 +72,11 @@ def one_target_liveness(
     graph, which joins every region of the whole graph; a step that stays in its symmetry
     class must change nothing, so a loop of the whole graph is a loop of the quotient.
     ``holders(state)``: the workers holding a claim (the claim model's), each of whose
-    steps is an action naming it second. ``strip(state)``: the state without what the
-    projections do not carry (the claim model's sticky flags), so that loops are looked
-    for in the graph a T-target run projects onto; the properties must not read it."""
+    steps is an action naming it second; ``projection`` tells an idle worker's take and a
+    holder's step among the actions (the claim world's by default). ``strip(state)``:
+    the state without what the projections do not carry (the sticky flags), so that loops
+    are looked for in the graph a T-target run projects onto; the properties must not
+    read it."""
     from claimfsm.checker._engine import Property, _regions
 
     props = {p.name: p for p in one.properties if p.kind == "eventually" and p.name in names}
@@ -120,7 +122,7 @@ def one_target_liveness(
         if open_ or holders is not None:
             steps = [a for a in one.actions(w) if one.next_state(w, a) is not None]
             for a in steps if holders is not None else ():
-                if a[0] in _TAKES or a[0] == "wake":
+                if projection.takes(a):
                     for name in props:
                         if fair[name](a) is not None:
                             note(
@@ -130,7 +132,7 @@ def one_target_liveness(
                             )
             for i in held:
                 for name in props:
-                    mine = [a for a in steps if a[0] in _HOLDS and a[1] == i]
+                    mine = [a for a in steps if projection.holds_step(a, i)]
                     if not any(fair[name](a) is not None for a in mine):
                         note(name, "busy", f"worker {i} has no fair step, in: {one.show_state(w)}")
             for name in open_:
@@ -188,11 +190,6 @@ def one_target_liveness(
     return out
 
 
-#: The bounds the premise is checked at by :func:`by_target`: two targets, one epoch
-#: each, the smallest space where two targets share workers (the tests search the same).
-PREMISE_BOUNDS = {"workers": 2, "targets": 2, "drafts": 1, "epochs": 1}
-
-
 @dataclass(frozen=True)
 class ByTarget:
     """A check of T targets by one target's (``claimfsm check --targets T --by-target``):
@@ -203,8 +200,12 @@ class ByTarget:
     targets: int
     one: Any  # Report of the one-target model
     premise: TargetsIndependence
-    premise_config: ClaimModelConfig
+    premise_config: Any
     liveness: tuple[OneTargetLiveness, ...]
+    #: the premise's bounds in words, and how a key is seen (the claim world's targets by
+    #: default): what an ``eventually`` property speaks of, what a key is called
+    premise_words: str = ""
+    projection: Projection = CLAIM_TARGETS
 
     def not_carried(self) -> dict[str, str]:
         """What does not carry over to T targets, and why (empty: everything does)."""
@@ -230,7 +231,7 @@ class ByTarget:
         resting = dict(self.premise.resting)
         out: dict[str, str] = {}
         for found in self.liveness:
-            if projected.get(found.name, "") is None and found.projects:
+            if projected.get(found.name, "") is None and self._projects(found):
                 out[found.name] = "by projection"
             elif (
                 resting.get(found.name, "") is None
@@ -239,6 +240,20 @@ class ByTarget:
             ):
                 out[found.name] = "at rest"
         return out
+
+    def _projects(self, found: OneTargetLiveness) -> bool:
+        """The one-key conditions of carrying ``found`` over by projection: of every key,
+        as :attr:`OneTargetLiveness.projects` says. Of key 0 alone, a run that never meets
+        it projects onto key 0 as a fair one-key run that never does, or one that stops
+        for good where no fair step is possible; the one-key check finds the first, and,
+        where the property lets a run stop so (``stutter``), the second; else that must
+        not happen (``stops``). Only key 0's projection need be met, so a region both met
+        and open (``settles``) is no obstacle. A fair step an idle worker takes
+        (``takes``) stays one, as for every key."""
+        if self.projection.scope == "first":
+            stutters = any(q.stutter for q in self.one.model.properties if q.name == found.name)
+            return found.takes is None and (stutters or found.stops is None)
+        return found.projects
 
     def _why(
         self,
@@ -250,7 +265,7 @@ class ByTarget:
         one = (
             projected.get(found.name)
             or (f"a run may stop with it open: {found.stops}" if found.stops else None)
-            or found.settles
+            or (found.settles if self.projection.scope == "every" else None)
             or found.takes
         )
         two = (
@@ -268,7 +283,7 @@ class ByTarget:
         over, else 'not carried over'."""
         outcome = str(self.one.outcome(prop))
         if outcome == "violated":
-            return "violated (one target)"
+            return f"violated (one {self.projection.key_word})"
         if prop.name in self.not_carried() or "always" in self.not_carried():
             return "not carried over"
         return outcome
@@ -287,31 +302,45 @@ class ByTarget:
 
 def by_target(
     spec: Spec,
-    config: ClaimModelConfig,
+    config: Any,
     *,
     symmetry: bool = True,
-    model: Callable[[Spec, ClaimModelConfig], Any] = claim_model,
+    model: Callable[[Spec, Any], Any] | None = None,
+    projection: Projection = CLAIM_TARGETS,
 ) -> ByTarget:
-    """Check ``config``'s T targets by checking one: the one-target model at the same
-    bounds, the premise over two targets (``PREMISE_BOUNDS``, with ``config``'s remote,
-    retries and faults), and the one-target conditions of the ``eventually`` properties
-    the premise carries (module text). ``model`` builds the models (for tests that
-    change one on purpose)."""
-    one_config = replace(config, targets=1)
-    one = model(spec, one_config)
+    """Check ``config``'s T keys (the claim world's targets; ``projection`` says how
+    another world is seen from one key) by checking one: the one-key model at the same
+    bounds, the premise over two keys (``Projection.premise_config``: two workers, one
+    epoch each, with ``config``'s remote, retries and faults), and the one-key conditions
+    of the ``eventually`` properties the premise carries (module text). ``model`` builds
+    the models (for tests that change one on purpose; default: the projection's)."""
+    pr = projection
+    build = model or pr.model
+    one = build(spec, pr.with_keys(config, 1))
     report = Checker(one).symmetry(symmetry).run()
-    premise_config = replace(config, **PREMISE_BOUNDS)  # type: ignore[arg-type]
-    premise = targets_independent(spec, premise_config, symmetry=symmetry, model=model)
+    premise_config = pr.premise_config(spec, config)
+    premise = targets_independent(
+        spec, premise_config, symmetry=symmetry, model=build, projection=pr
+    )
     names = [p.name for p in one.properties if p.kind == "eventually"]
     liveness = tuple(
         one_target_liveness(
             one,
             names,
             symmetry=symmetry,
-            holders=lambda w: [i for i, wk in enumerate(w.workers) if wk.phase],
-            strip=lambda w: w._replace(ghosts=Ghosts()),
+            holders=pr.holders,
+            strip=pr.strip,
+            projection=pr,
         )
         if names
         else ()
     )
-    return ByTarget(config.targets, report, premise, premise_config, liveness)
+    return ByTarget(
+        pr.keys(spec, config),
+        report,
+        premise,
+        premise_config,
+        liveness,
+        pr.describe(spec, premise_config),
+        pr,
+    )

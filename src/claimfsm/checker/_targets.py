@@ -1,4 +1,5 @@
-"""Targets are independent in the claim model: one target's check covers any number of them.
+"""Targets are independent in the claim model (and entities in a lifecycle's): one target's
+check covers any number of them.
 
 Every action of the claim model names one target and at most one worker, and reads and
 writes that target's claim, drafts and remote alone (an acquire lapses its own target's
@@ -49,6 +50,15 @@ either a stutter or a step the one-target model takes from the projected state, 
 projected successor; the flags combine by "or"; and each ``always`` property of the
 T-target state is the conjunction of its projections'. A model change that couples
 targets fails it (a test shows one).
+
+All of it reads a world through a :class:`Projection`: the claim world's is
+:data:`CLAIM_TARGETS`; the world of any declared lifecycle has its own
+(``_entity_targets``), whose ``eventually`` properties speak of entity 0 alone
+(``Projection.scope``): there the premise asks that a state meet the property where its
+projection onto entity 0 does, that the obligation start there where the state's does,
+and that the fairness classes be one entity's, so that a run that never meets it
+projects onto entity 0 as one that never does, fair or stopping where no fair step is
+possible (docs/design.md, "Many targets").
 """
 
 from __future__ import annotations
@@ -61,7 +71,6 @@ from typing import Any
 
 from claimfsm.checker._claim import (
     OWNER_STEPS,
-    ClaimModelConfig,
     Ghosts,
     Worker,
     World,
@@ -141,6 +150,71 @@ def project_action(world: World, action: Action, target: int) -> Action | None:
 
 
 @dataclass(frozen=True)
+class Projection:
+    """A checker world seen from one of its keys (the claim world's targets, the entities
+    of a declared lifecycle's world): what the carry-over reads of its worlds, actions
+    and bounds. The claim world's is :data:`CLAIM_TARGETS`; a lifecycle's,
+    ``claimfsm.checker._entity_targets.ENTITY_KEYS``."""
+
+    #: The model of a declaration at some bounds (a config).
+    model: Callable[[Spec, Any], Any]
+    #: How many keys a config has, and the config with ``n`` keys.
+    keys: Callable[[Spec, Any], int]
+    with_keys: Callable[[Any, int], Any]
+    #: The config the premise is checked at (two keys that share two workers, one epoch
+    #: each: the smallest space where keys share workers), and its words.
+    premise_config: Callable[[Spec, Any], Any]
+    describe: Callable[[Spec, Any], str]
+    #: The world as key ``t``'s one-key model sees it (numbered 0 there; the sticky flags
+    #: kept as they are), and its inverse: the world of these views with ``world``'s flags.
+    project: Callable[[Any, int], Any]
+    join: Callable[[list[Any], Any], Any]
+    #: The one-key model's action that ``action`` is from key ``t``'s side (None: it acts
+    #: on another key).
+    project_action: Callable[[Any, Action, int], Action | None]
+    #: The world with its sticky flags cleared; its flags; two worlds' flags or-ed.
+    strip: Callable[[Any], Any]
+    flags: Callable[[Any], Any]
+    merged: Callable[[Any, Any], Any]
+    #: The workers holding a handle; whether an action is an idle worker's step on a key
+    #: it names (a take, a wake-up); whether it is worker ``i``'s step on its handle.
+    holders: Callable[[Any], list[int]]
+    takes: Callable[[Action], bool]
+    holds_step: Callable[[Action, int], bool]
+    #: What an ``eventually`` property speaks of: "every" key (met where every key's is,
+    #: open where some key's is: the claim world's) or key 0 alone ("first": a declared
+    #: lifecycle's, checked for entity 0 since the entities start alike and every action
+    #: treats them alike).
+    scope: str = "every"
+    #: What a key is called.
+    key_word: str = "target"
+
+
+def _claim_premise(spec: Spec, config: Any) -> Any:
+    return replace(config, workers=2, targets=2, drafts=1, epochs=1)
+
+
+CLAIM_TARGETS = Projection(
+    model=claim_model,
+    keys=lambda spec, config: config.targets,
+    with_keys=lambda config, n: replace(config, targets=n),
+    premise_config=_claim_premise,
+    describe=lambda spec, c: (
+        f"{c.workers} workers, {c.targets} targets, {c.drafts} draft, {c.epochs} epoch per target"
+    ),
+    project=project,
+    join=lambda views, world: join(views, world.ghosts),
+    project_action=project_action,
+    strip=lambda w: w._replace(ghosts=Ghosts()),
+    flags=lambda w: w.ghosts,
+    merged=lambda a, b: Ghosts(*(x or y for x, y in zip(a, b, strict=True))),
+    holders=lambda w: [i for i, wk in enumerate(w.workers) if wk.phase],
+    takes=lambda a: a[0] in _TAKES or a[0] == "wake",
+    holds_step=lambda a, i: a[0] in _HOLDS and a[1] == i,
+)
+
+
+@dataclass(frozen=True)
 class TargetsIndependence:
     """What :func:`targets_independent` checked: ``states`` whose every step was projected
     onto every target (classes, under worker symmetry), ``steps`` in all, whether that was
@@ -167,38 +241,45 @@ class _Broken(Exception):
 
 def targets_independent(
     spec: Spec,
-    config: ClaimModelConfig,
+    config: Any,
     *,
     max_states: int | None = None,
     symmetry: bool = True,
-    model: Callable[[Spec, ClaimModelConfig], Any] = claim_model,
+    model: Callable[[Spec, Any], Any] | None = None,
+    projection: Projection = CLAIM_TARGETS,
 ) -> TargetsIndependence:
     """Check, over every reachable state of ``config`` (up to ``max_states``), that the
-    claim model's targets are independent (the module's premise). The checker's own
-    search explores the T-target model; every step it takes is checked on the way.
-    ``model`` builds the model, the one-target one included (for tests that break the
-    premise on purpose). With ``symmetry``, one state of each class under worker
-    permutation is checked: the workers are interchangeable and projection commutes with
-    permuting them."""
-    many = model(spec, config)
-    one = model(spec, replace(config, targets=1))
-    targets = range(config.targets)
-    zero = Ghosts()
+    world's keys (the claim model's targets by default; ``projection`` says how another
+    world is seen from one key) are independent (the module's premise). The checker's
+    own search explores the T-key model; every step it takes is checked on the way.
+    ``model`` builds the model, the one-key one included (for tests that break the
+    premise on purpose; default: the projection's). With ``symmetry``, one state of each
+    class under worker permutation is checked: the workers are interchangeable and
+    projection commutes with permuting them."""
+    pr = projection
+    build = model or pr.model
+    many = build(spec, config)
+    one = build(spec, pr.with_keys(config, 1))
+    targets = range(pr.keys(spec, config))
+    first_only = pr.scope == "first"
     always = [p for p in many.properties if p.kind == "always"]
     always_one = {p.name: p.holds for p in one.properties if p.kind == "always"}
     if {p.name for p in always} != set(always_one):
         differ = f"the properties differ: {[p.name for p in always]} and {sorted(always_one)}"
         return TargetsIndependence(0, 0, False, differ)
     steps = 0
-    seen = functools.lru_cache(maxsize=1 << 16)(project)  # the same worlds are projected often
+    seen = functools.lru_cache(maxsize=1 << 16)(pr.project)  # the same worlds recur often
+    project_action = pr.project_action
 
-    def where(text: str, world: World, action: Action | None = None) -> _Broken:
+    kw = pr.key_word
+
+    def where(text: str, world: Any, action: Action | None = None) -> _Broken:
         found = f"{text}\n  in: {many.show_state(world)}"
         if action is not None:
             found += f"\n  action: {many.show_action(action)} {action!r}"
         return _Broken(found)
 
-    def conjunction(w: World) -> None:
+    def conjunction(w: Any) -> None:
         for p in always:
             if p.holds(w) != all(always_one[p.name](seen(w, t)) for t in targets):
                 raise where(f"{p.name} is not the conjunction of its projections", w)
@@ -206,39 +287,39 @@ def targets_independent(
     # The successors of the state being expanded, computed once for the premise and the
     # step check both; and each projection's enabled steps (projections repeat).
     expanding: list[Any] = [None, {}]
-    enabled_one: dict[World, list[Action]] = {}
+    enabled_one: dict[Any, list[Action]] = {}
 
-    def next_state(w: World, a: Action) -> World | None:
+    def next_state(w: Any, a: Action) -> Any:
         nonlocal steps
-        after: World | None = (
+        after: Any = (
             expanding[1][a] if w is expanding[0] and a in expanding[1] else many.next_state(w, a)
         )
-        blank = w._replace(ghosts=zero)
+        blank = pr.strip(w)
         alone = many.next_state(blank, a)  # the flags this step sets on its own
         if (after is None) != (alone is None):
             raise where("the step depends on the flags", w, a)
         if after is None or alone is None:
             return after
         steps += 1
-        if after._replace(ghosts=zero) != alone._replace(ghosts=zero):
+        if pr.strip(after) != pr.strip(alone):
             raise where("the step depends on the flags", w, a)
-        if after.ghosts != Ghosts(*(x or y for x, y in zip(w.ghosts, alone.ghosts, strict=True))):
+        if pr.flags(after) != pr.merged(pr.flags(w), pr.flags(alone)):
             raise where("the step's flags do not combine by or", w, a)
         acting = 0
         for t in targets:
             before_t, seen_t = seen(blank, t), seen(alone, t)
             b = project_action(w, a, t)
             if b is None:
-                if seen_t._replace(ghosts=zero) != before_t:
-                    raise where(f"a step on another target changes target {t}", w, a)
+                if pr.strip(seen_t) != before_t:
+                    raise where(f"a step on another {pr.key_word} changes {pr.key_word} {t}", w, a)
                 continue
             acting += 1
             if b not in list(one.actions(before_t)):
-                raise where(f"the one-target model cannot take it on target {t}", w, a)
+                raise where(f"the one-{kw} model cannot take it on {kw} {t}", w, a)
             if one.next_state(before_t, b) != seen_t:
-                raise where(f"the one-target model's step differs on target {t}", w, a)
+                raise where(f"the one-{kw} model's step differs on {kw} {t}", w, a)
         if acting != 1:
-            raise where(f"the step acts on {acting} targets, not one", w, a)
+            raise where(f"the step acts on {acting} {kw}s, not one", w, a)
         conjunction(after)
         return after
 
@@ -249,25 +330,30 @@ def targets_independent(
     broke: dict[str, str | None] = {
         p.name: None
         if p.name in eventually_one and p.trigger is not None
-        else "it has no one-target counterpart with a trigger"
+        else f"it has no one-{kw} counterpart with a trigger"
         for p in eventually
     }
     classes: dict[str, dict[Any, tuple[int, Any]]] = {p.name: {} for p in eventually}
-    # The second way an eventually property carries over (runs come to rest: module text).
-    resting: dict[str, str | None] = dict(broke)
+    # The second way an eventually property carries over (runs come to rest: module text),
+    # for a property of every key.
+    resting: dict[str, str | None] = (
+        {p.name: f"only for a property of every {kw}, not of {kw} 0 alone" for p in eventually}
+        if first_only
+        else dict(broke)
+    )
     deadlocks: list[str] = []
     determined: list[str] = []
 
-    def enabled(v: World) -> list[Action]:
+    def enabled(v: Any) -> list[Action]:
         found = enabled_one.get(v)
         if found is None:
             found = enabled_one[v] = [a for a in one.actions(v) if one.next_state(v, a) is not None]
         return found
 
-    def target_of(w: World, a: Action) -> int:
+    def target_of(w: Any, a: Action) -> int:
         return next(t for t in targets if project_action(w, a, t) is not None)
 
-    def premise(w: World) -> None:
+    def premise(w: Any) -> None:
         """Deadlocks and eventually properties: what one state must show (module text)."""
         after = {a: many.next_state(w, a) for a in many.actions(w)}
         expanding[:] = [w, after]
@@ -277,9 +363,12 @@ def targets_independent(
         if not deadlocks:
             if not here and any(there):
                 deadlocks.append(_at("a state with no step projects onto one with a step", w))
-            elif many.may_stop(w) != all(one.may_stop(v) for v in views):
-                deadlocks.append(_at("may_stop is not the conjunction of its projections", w))
-        if not determined and join(views, w.ghosts) != w:
+            elif not here and not many.may_stop(w) and all(one.may_stop(v) for v in views):
+                # (only here does it matter: a deadlock must project onto one)
+                deadlocks.append(
+                    _at("a state with no step may not stop where each projection may", w)
+                )
+        if not determined and pr.join(views, w) != w:
             determined.append(_at("the state is not made of its projections", w))
         for p in eventually:
             if broke[p.name] is not None and resting[p.name] is not None:
@@ -287,7 +376,12 @@ def targets_independent(
             q = eventually_one[p.name]
             assert p.trigger is not None and q.trigger is not None
             why = None
-            if p.holds(w) != all(q.holds(v) for v in views):
+            if first_only:  # of key 0 alone: a run that never meets it projects onto one
+                if q.holds(views[0]) and not p.holds(w):
+                    why = _at(f"its projection onto {kw} 0 meets it where the state does not", w)
+                elif p.trigger(w) and not q.trigger(views[0]):
+                    why = _at(f"it starts where its projection onto {kw} 0 does not", w)
+            elif p.holds(w) != all(q.holds(v) for v in views):
                 why = _at("it does not hold exactly where every projection does", w)
             elif p.trigger(w) != any(q.trigger(v) for v in views):
                 why = _at("it does not start exactly where some projection does", w)
@@ -299,7 +393,7 @@ def targets_independent(
                 resting[p.name] = why or _fair_somewhere(p, q, w, here, there)
 
     def _fair_somewhere(
-        p: Any, q: Any, w: World, here: list[Action], there: list[list[Action]]
+        p: Any, q: Any, w: Any, here: list[Action], there: list[list[Action]]
     ) -> str | None:
         """Runs come to rest: a step is fair exactly when its projection is, and a fair step
         possible in some projection means one is possible here."""
@@ -314,13 +408,13 @@ def targets_independent(
             return _at("a projection has a fair step and this state none", w)
         return None
 
-    def _at(text: str, w: World) -> str:
+    def _at(text: str, w: Any) -> str:
         return f"{text}\n  in: {many.show_state(w)}"
 
     def _fair_classes(
         p: Any,
         q: Any,
-        w: World,
+        w: Any,
         here: list[Action],
         there: list[list[Action]],
         known: dict[Any, tuple[int, Any]],
@@ -335,11 +429,11 @@ def targets_independent(
             b = project_action(w, a, t)
             mine = (t, fair_one(b))
             if mine[1] is None:
-                return _at(f"class {c!r} is fair here and its step not fair on one target", w)
+                return _at(f"class {c!r} is fair here and its step not fair on one {kw}", w)
             if known.setdefault(c, mine) != mine:
                 return _at(
-                    f"fairness class {c!r} is taken on target {known[c][0]} and on target {t}:"
-                    " it is not one target's",
+                    f"fairness class {c!r} is taken on {kw} {known[c][0]} and on {kw} {t}:"
+                    f" it is not one {kw}'s",
                     w,
                 )
             mapped[t].add(mine[1])
@@ -347,14 +441,14 @@ def targets_independent(
             alone = {c for c in map(fair_one, there[t]) if c is not None}
             if alone != mapped[t]:
                 return _at(
-                    f"on target {t} the one-target model has the fair classes"
+                    f"on {kw} {t} the one-{kw} model has the fair classes"
                     f" {sorted(map(repr, alone))} enabled, this state"
                     f" {sorted(map(repr, mapped[t]))}",
                     w,
                 )
         return None
 
-    def actions(w: World) -> list[Action]:
+    def actions(w: Any) -> list[Action]:
         premise(w)
         return list(many.actions(w))
 
@@ -364,8 +458,8 @@ def targets_independent(
     )
     try:
         for w in many.init_states():
-            if any(project(w, t) not in first for t in targets):
-                raise where("a start does not project onto a start of the one-target model", w)
+            if any(pr.project(w, t) not in first for t in targets):
+                raise where(f"a start does not project onto a start of the one-{kw} model", w)
             conjunction(w)
         report = Checker(checked).symmetry(symmetry).exhaustive().max_states(max_states).run()
     except _Broken as broken:

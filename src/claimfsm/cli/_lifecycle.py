@@ -43,12 +43,15 @@ def check_lifecycle(
     replay_paths: bool = False,
     claim_keys: bool = False,
     stop_on_violation: bool = False,
+    by_target: bool = False,
 ) -> None:
     """``spin``: search with SPIN (``bitstate``, ``keep``) instead of the built-in engine.
     ``claim_keys``: the claim protocol checked in this world (``check --world lifecycle``),
     with the claim world's key abstraction against a fencing remote (``own_keys=False``:
     the world that reaches the claim's pinned counts). ``stop_on_violation``: stop at the
-    first counterexample (a known-wrong design's, as the claim world's check does)."""
+    first counterexample (a known-wrong design's, as the claim world's check does).
+    ``by_target``: check one entity and carry the verdict over to ``keys`` of them
+    (``claimfsm.checker._entity_targets``)."""
     from claimfsm.checker import (
         Checker,
         EntityModelConfig,
@@ -93,6 +96,25 @@ def check_lifecycle(
     if claim_keys:
         carry = workers_carry_keys(config.resolved(spec)["remote"])
         config = dataclasses.replace(config, own_keys=carry)
+    if by_target:
+        _check_by_target(
+            spec,
+            config,
+            keys,
+            no_symmetry,
+            as_json,
+            searched=(spin, replay_paths, draw),
+            limits=limits,
+            token=token,
+        )
+    from claimfsm.spec._roles import WORLD_OPTIONS
+
+    low, high = WORLD_OPTIONS["keys"][1:3]
+    if keys is not None and not low <= keys <= high:
+        raise click.UsageError(
+            f"--targets {keys}: the world of a lifecycle is searched whole with {low} to"
+            f" {high} entities; --by-target carries one entity's check over to more"
+        )
     model = entity_model(spec, config)
     world = config.resolved(spec)
     if token is not None:
@@ -329,6 +351,47 @@ def _check_with_spin(
         if coverage is not None:
             click.echo(coverage[0])
     _finish(report, drawn, played, as_json)
+
+
+def _check_by_target(
+    spec: Spec,
+    config: Any,
+    keys: int | None,
+    no_symmetry: bool,
+    as_json: bool,
+    *,
+    searched: tuple[Any, bool, Any],
+    limits: dict[str, Any],
+    token: str | None,
+) -> None:
+    """``check --by-target`` on a lifecycle's world: one entity's check carried over to
+    ``keys`` of them (``claimfsm.checker._entity_targets``); it exits."""
+    from claimfsm.checker._entity_targets import entity_keys
+    from claimfsm.cli._by_target import check_by_target
+
+    spin, replay_paths, draw = searched
+    many = keys if keys is not None else spec.world["keys"]
+    if not isinstance(many, int) or many < 2 or spin is not None or replay_paths or draw:
+        raise click.UsageError(
+            "--by-target goes with --targets 2 or more and the built-in engine,"
+            " without --replay or --diagram"
+        )
+    if token is not None or any(v is not None for v in limits.values()):
+        raise click.UsageError(
+            "--by-target searches whole spaces: drop the limits and --replay-token"
+        )
+    # the world's other bounds as one entity's check reads them (T itself bounds no search)
+    world = {**dataclasses.replace(config, keys=1).resolved(spec), "keys": many}
+    heading = "world: " + describe_world(spec, world)
+    check_by_target(
+        spec,
+        dataclasses.replace(config, keys=many),
+        world,
+        heading,
+        not no_symmetry,
+        as_json,
+        projection=entity_keys(spec),
+    )
 
 
 def describe_world(spec: Spec, world: dict[str, Any]) -> str:

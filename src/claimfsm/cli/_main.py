@@ -769,9 +769,10 @@ _REMOTE = click.option(
 @click.option(
     "--by-target",
     is_flag=True,
-    help="With --targets 2 or more: check one target and carry the verdict over to T targets"
-    " where the premise of target independence holds (docs/design.md, Many targets); what does"
-    " not carry over is named, and the verdict is then incomplete (exit 3).",
+    help="With --targets 2 or more: check one target (a lifecycle's entity) and carry the"
+    " verdict over to T of them where the premise of their independence holds (docs/design.md,"
+    " Many targets); what does not carry over is named, and the verdict is then incomplete"
+    " (exit 3).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
@@ -846,11 +847,6 @@ def check(
                 " --world lifecycle"
             )
         if not claim or world == "lifecycle":
-            if by_target:
-                raise click.UsageError(
-                    "--by-target checks the claim world's targets one at a time; the world of"
-                    " a declared lifecycle is checked with all its entities (--targets)"
-                )
             check_lifecycle(
                 ctx,
                 spec,
@@ -878,6 +874,7 @@ def check(
                 drafts=drafts,
                 claim_keys=claim,
                 stop_on_violation=wrong_claim,
+                by_target=by_target,
             )
             return
         if engine != "spin" and (bitstate or spin_dir is not None):
