@@ -58,7 +58,8 @@ All of it reads a world through a :class:`Projection`: the claim world's is
 projection onto entity 0 does, that the obligation start there where the state's does,
 and that the fairness classes be one entity's, so that a run that never meets it
 projects onto entity 0 as one that never does, fair or stopping where no fair step is
-possible (docs/design.md, "Many targets").
+possible; runs at rest carry one over with the first of those in place of "met exactly
+where every projection is" (docs/design.md, "Many targets").
 """
 
 from __future__ import annotations
@@ -334,13 +335,8 @@ def targets_independent(
         for p in eventually
     }
     classes: dict[str, dict[Any, tuple[int, Any]]] = {p.name: {} for p in eventually}
-    # The second way an eventually property carries over (runs come to rest: module text),
-    # for a property of every key.
-    resting: dict[str, str | None] = (
-        {p.name: f"only for a property of every {kw}, not of {kw} 0 alone" for p in eventually}
-        if first_only
-        else dict(broke)
-    )
+    # The second way an eventually property carries over (runs come to rest: module text).
+    resting: dict[str, str | None] = dict(broke)
     deadlocks: list[str] = []
     determined: list[str] = []
 
