@@ -1622,6 +1622,34 @@ def _fair_property(
     )
 
 
+#: The world's steps, each naming its entity second: an environment event, the clock, the
+#: fence, a request landing, an author's edit.
+WORLD_STEPS = frozenset({"env", "clock", "fence", "land", "draft"})
+#: An idle client's steps on an entity it names (third): a take, a resend.
+NAMING_STEPS = frozenset({"take", "resend"})
+#: A client's steps on the handle it holds: an owner event, its run, its request's send,
+#: the answer, a crash.
+HANDLE_STEPS = frozenset({"own", "run", "send", "ack", "crash"})
+
+
+def acts_on(world: EntityWorld, action: Action) -> int:
+    """The entity ``action`` acts on (every action of the world acts on one): the one a
+    world's step or an idle client's names, the handle's for a client's step on it, the
+    saved handle's for a wake-up."""
+    kind = action[0]
+    if kind in WORLD_STEPS:
+        return int(action[1])
+    if kind in NAMING_STEPS:
+        return int(action[2])
+    if kind == "wake":
+        return acting(world, action)[0]
+    if kind not in HANDLE_STEPS:
+        raise ValueError(f"{action!r} is no action of the lifecycle world")
+    h = world.clients[action[1]]
+    assert h is not None, f"{action!r} is a client's with no handle to act on"
+    return h.key
+
+
 def acting(world: EntityWorld, action: Action) -> tuple[int, tuple[int, int]]:
     """The entity an ``own`` or ``wake`` action acts on, and the (epoch, token) it
     presents: the client's handle, or for a wake the handle it saved."""
@@ -1673,18 +1701,7 @@ def entity_path_steps(
         action = after.action
         assert action is not None
         kind = action[0]
-        if kind in ("own", "send", "ack", "run"):
-            h = before.state.clients[action[1]]
-            assert h is not None
-            key = h.key
-        elif kind == "wake":
-            key = acting(before.state, action)[0]
-        elif kind in ("take", "resend"):
-            key = action[2]
-        elif kind in ("env", "clock", "fence", "land", "draft"):
-            key = action[1]
-        else:
-            key = -1
+        key = -1 if kind == "crash" else acts_on(before.state, action)  # a crash takes none
         source = before.state.rows[key].state if key >= 0 else None
         dest = after.state.rows[key].state if key >= 0 else None
         event = action[-1] if kind in ("take", "own", "env", "resend", "wake") else None

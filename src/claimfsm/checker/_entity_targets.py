@@ -24,9 +24,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from claimfsm.checker._entity import (
+    HANDLE_STEPS,
+    NAMING_STEPS,
+    WORLD_STEPS,
     EntityModelConfig,
     EntityWorld,
     Handle,
+    acts_on,
     entity_model,
     entity_word,
     holds_handle,
@@ -34,13 +38,6 @@ from claimfsm.checker._entity import (
 )
 from claimfsm.checker._targets import Action, Projection
 from claimfsm.spec import Spec
-
-#: A client's actions on the handle it holds (its entity is the handle's).
-_ON_HANDLE = frozenset({"own", "run", "send", "ack", "crash"})
-#: An idle client's actions on an entity they name (third item).
-_NAMING = frozenset({"take", "resend"})
-#: The world's actions, each naming its entity second.
-_WORLD = frozenset({"env", "clock", "fence", "land", "draft"})
 
 
 def project(world: EntityWorld, key: int) -> EntityWorld:
@@ -92,18 +89,17 @@ def join(views: list[EntityWorld], world: EntityWorld) -> EntityWorld:
 def project_action(world: EntityWorld, action: Action, key: int) -> Action | None:
     """The one-entity world's action that ``action`` is from entity ``key``'s side, or
     None when it acts on another entity."""
+    try:
+        if acts_on(world, action) != key:
+            return None
+    except ValueError as unknown:
+        raise ValueError(f"the entity projection does not know {action!r}") from unknown
     kind = action[0]
-    if kind in _WORLD:
-        return (kind, 0, *action[2:]) if action[1] == key else None
-    if kind in _NAMING:
-        return (kind, action[1], 0, *action[3:]) if action[2] == key else None
-    h = world.clients[action[1]]
-    assert h is not None, f"{action!r} is a client's with nothing to act on"
-    if kind == "wake":
-        return action if h.saved[0] == key else None
-    if kind in _ON_HANDLE:
-        return action if h.key == key else None
-    raise ValueError(f"the entity projection does not know the lifecycle world's {action!r}")
+    if kind in WORLD_STEPS:  # the entity it names is entity 0 there
+        return (kind, 0, *action[2:])
+    if kind in NAMING_STEPS:
+        return (kind, action[1], 0, *action[3:])
+    return action  # a client's step on its handle, or a wake-up: the handle says where
 
 
 def _keys(spec: Spec, config: EntityModelConfig) -> int:
@@ -157,8 +153,8 @@ def entity_keys(spec: Spec) -> Projection:
         flags=_flags,
         merged=_merged,
         holders=lambda w: [i for i, h in enumerate(w.clients) if holds_handle(h)],
-        takes=lambda a: a[0] in _NAMING or a[0] == "wake",
-        holds_step=lambda a, i: a[0] in _ON_HANDLE and a[1] == i,
+        takes=lambda a: a[0] in NAMING_STEPS or a[0] == "wake",
+        holds_step=lambda a, i: a[0] in HANDLE_STEPS and a[1] == i,
         scope="first",
         key_word=entity_word(spec),
     )
