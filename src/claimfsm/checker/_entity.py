@@ -421,7 +421,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     # What an event does to a row depends on the row, the caller and the world's evidence
     # alone, and few such situations recur across many worlds: each is computed once.
     fired: dict[tuple[Any, ...], tuple[str, Row] | tuple[None, str] | None] = {}
-    stale_failing: dict[tuple[Row, str, tuple[int, int]], str] = {}
+    stale_failing: dict[tuple[Any, ...], str] = {}
+    narrow_stale: dict[tuple[str, str], bool] = {}
     # the events some of whose guards read the evidence ``running`` (the others do not ask)
     reads_running = frozenset(
         t.event for t in spec.transitions if any(spec.guards[g].fact == "running" for g in t.guards)
@@ -514,7 +515,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         the machines still read to tell a stale owner (``Spec.stale_guards``: those of
         its transitions from elsewhere) that fail for ``caller``, as ``fire`` names the
         failing guards of a refusal (each situation decided once, as ``fire``'s)."""
-        situation = (row, event, caller)
+        # Where every such guard is of a kind that reads only the row's state, epoch, token
+        # and lease (``HEADER_KINDS``), the answer is looked up by those alone: the same
+        # refusal recurs in many rows that differ elsewhere.
+        narrow = narrow_stale.get((event, row.state))
+        if narrow is None:
+            narrow = narrow_stale[(event, row.state)] = all(
+                spec.guards[g].kind in HEADER_KINDS for g in spec.stale_guards(event, row.state)
+            )
+        situation = (
+            (event, row.state, row.epoch, row.token, row.live, caller)
+            if narrow
+            else (row, event, caller)
+        )
         found = stale_failing.get(situation)
         if found is None:
             seen, who = _views(row, event, caller, True, -1)
@@ -1387,6 +1400,12 @@ def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
     problem = lifecycle_world_problem(spec)
     if problem is not None:
         raise SpecError(f"{spec.path or spec.name}: {problem}")
+
+
+#: The guard kinds that read of a row only what :class:`WorldRow` takes from its state,
+#: epoch, token and lease (and of the caller its epoch and token): compiled in
+#: ``spec._predicates``.
+HEADER_KINDS = frozenset({"free", "owner", "epoch", "live", "lapsed"})
 
 
 class WorldRow:
