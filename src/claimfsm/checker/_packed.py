@@ -30,12 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from claimfsm.checker._engine import Discovery, Model, Property, Report, Step
 
 S = TypeVar("S", bound=Hashable)
 A = TypeVar("A")
+S_in = TypeVar("S_in", bound=Hashable, contravariant=True)
+A_in = TypeVar("A_in", contravariant=True)
 Packed = tuple[int, ...]
 
 
@@ -262,6 +264,17 @@ def pack(model: Model[S, A]) -> Packing[S, A]:
     )
 
 
+class PackedStep(Protocol[S_in, A_in]):
+    """The step of an action (process ``i``'s, or None: the shared part's) from a packed
+    state (and, optionally, the state decoded, where it is already at hand): the next
+    shared number and part number (-1 for a shared action), or None where the action is
+    not enabled."""
+
+    def __call__(
+        self, p: Packed, a: A_in, i: int | None, before: S_in | None = None, /
+    ) -> tuple[int, int] | None: ...
+
+
 @dataclass(frozen=True)
 class Packing(Generic[S, A]):
     """A packed model (see :func:`pack`) and what a search over arrays of packed states
@@ -275,11 +288,8 @@ class Packing(Generic[S, A]):
     local_values: list[Any]
     listed_local: Callable[[int, int, int], Sequence[A]]
     listed_shared: Callable[[int], Sequence[A]]
-    #: The step of an action (process ``i``'s, or None: the shared part's) from a packed
-    #: state (and, optionally, the state decoded, where it is already at hand): the next
-    #: shared number and part number (-1 for a shared action), computed each time (the
-    #: search keeps it).
-    step: Callable[..., tuple[int, int] | None]
+    #: Each step computed each time it is asked (the search keeps it).
+    step: PackedStep[S, A]
     #: The model's properties and ``may_stop`` read the shared part alone.
     shared_properties: bool
 
