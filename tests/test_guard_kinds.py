@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +193,122 @@ def test_a_kinds_meaning_is_written_once_per_language() -> None:
     }
     assert found <= allowed, sorted(found - allowed)
     assert {"spec/_predicates.py", "store/_predicates.py", "checker/_promela.py"} <= found
+
+
+class _Recorded:
+    """A row or a caller that records which of its fields, columns and facts a predicate
+    reads."""
+
+    _values: dict[str, Any]
+    _read: set[str]
+
+    def __init__(self, values: dict[str, Any], read: set[str]) -> None:
+        self.__dict__["_values"], self.__dict__["_read"] = values, read
+
+    def __getattr__(self, name: str) -> Any:
+        self._read.add(name)
+        return self._values[name]
+
+    def column(self, name: str) -> Any:
+        self._read.add(f"column {name}")
+        return self._values["columns"].get(name)
+
+    def fact(self, name: str) -> Any:
+        self._read.add(f"fact {name}")
+        return self._values["facts"].get(name)
+
+
+def _rows(spec: object) -> list[dict[str, Any] | None]:
+    from itertools import product
+
+    from claimfsm.spec import Spec
+
+    assert isinstance(spec, Spec)
+    rows: list[dict[str, Any] | None] = [None]
+    for state, epoch, token, lease, draft, attempts in product(
+        spec.states, (1, 2), ("a", None), (5.0, None), (7, 8), (0, 3)
+    ):
+        rows.append(
+            {
+                "state": state,
+                "epoch": epoch,
+                "token_hash": token,
+                "lease_deadline": lease,
+                "draft_id": draft,
+                "draft_version": 1,
+                "draft_digest": "d",
+                "columns": {"attempts": attempts, "epoch": epoch, "outcome": "absent"},
+            }
+        )
+    return rows
+
+
+def _callers() -> list[dict[str, Any]]:
+    from itertools import product
+
+    from claimfsm.checker._entity import DraftSeen
+
+    callers: list[dict[str, Any]] = []
+    for epoch, token, now, draft, target, fact in product(
+        (1, None), ("a", "b", None), (0.0, 10.0), (None, 7, 8), ("entity", "t"), (False, True)
+    ):
+        seen = None if draft is None else DraftSeen(draft, "approved", 1, "d")
+        callers.append(
+            {
+                "epoch": epoch,
+                "token_hash": token,
+                "now": now,
+                "draft": seen,
+                "target_id": target,
+                "facts": {
+                    "outcome": "absent" if fact else "present",
+                    "fenced_through": 2 if fact else 0,
+                    "remote_dedups": fact,
+                    "running": fact,
+                    "ran": not fact,
+                },
+            }
+        )
+    return callers
+
+
+def test_what_each_guard_kind_reads_is_what_its_predicate_reads() -> None:
+    """``spec._predicates.KIND_READS`` says what each kind's compiled predicate reads, and
+    the lifecycle world keeps a stale owner's refusals per the row's state, epoch, token
+    and lease where the guards read no more (``reads_header_only``): a kind that read more
+    than the table says would make that look-up answer for the wrong rows. Every guard of
+    every shipped declaration runs on rows and callers that record what is read: each run
+    reads no more than the table says, and all runs together read all of it."""
+    from claimfsm.spec._predicates import KIND_READS, compile_guard, guard_reads
+
+    kinds: set[str] = set()
+    done: set[tuple[object, ...]] = set()  # each meaning once: a kind, its operands, a spec
+    callers = _callers()
+    for spec in shipped().values():
+        rows = _rows(spec)
+        free = frozenset(spec.states_where("frees_target"))
+        for name, g in spec.guards.items():
+            meaning = (g.kind, g.op, g.fact, g.column, g.value, spec.initial, free)
+            if meaning in done:
+                continue
+            done.add(meaning)
+            kinds.add(g.kind)
+            predicate = compile_guard(spec, g)
+            declared = guard_reads(g)
+            said = {
+                "row": set(declared.row) | {f"column {c}" for c in declared.columns},
+                "caller": set(declared.caller) | {f"fact {f}" for f in declared.facts},
+            }
+            union: dict[str, set[str]] = {"row": set(), "caller": set()}
+            for values in rows:
+                for who in callers:
+                    row_read: set[str] = set()
+                    caller_read: set[str] = set()
+                    row = None if values is None else _Recorded(values, row_read)
+                    predicate(row, _Recorded(who, caller_read))
+                    assert row_read <= said["row"], (spec.name, name, row_read)
+                    assert caller_read <= said["caller"], (spec.name, name, caller_read)
+                    union["row"] |= row_read
+                    union["caller"] |= caller_read
+            assert union == said, (spec.name, name)
+    assert kinds == {*KIND_READS, "compare"}

@@ -94,8 +94,9 @@ from claimfsm.spec import (
     step_events,
     wake_events,
 )
+from claimfsm.spec._declaration import GuardDecl
 from claimfsm.spec._invariants import FAIR_STEPS, leaves_by_another, pinned_holds
-from claimfsm.spec._predicates import build_guards
+from claimfsm.spec._predicates import build_guards, guard_reads
 from claimfsm.spec._roles import EXECUTOR_FACTS
 
 #: A request to the remote: its epoch and the request key it carries.
@@ -515,13 +516,13 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         the machines still read to tell a stale owner (``Spec.stale_guards``: those of
         its transitions from elsewhere) that fail for ``caller``, as ``fire`` names the
         failing guards of a refusal (each situation decided once, as ``fire``'s)."""
-        # Where every such guard is of a kind that reads only the row's state, epoch, token
-        # and lease (``HEADER_KINDS``), the answer is looked up by those alone: the same
+        # Where every such guard reads only the row's state, epoch, token and lease
+        # (``reads_header_only``), the answer is looked up by those alone: the same
         # refusal recurs in many rows that differ elsewhere.
         narrow = narrow_stale.get((event, row.state))
         if narrow is None:
             narrow = narrow_stale[(event, row.state)] = all(
-                spec.guards[g].kind in HEADER_KINDS for g in spec.stale_guards(event, row.state)
+                reads_header_only(spec.guards[g]) for g in spec.stale_guards(event, row.state)
             )
         situation = (
             (event, row.state, row.epoch, row.token, row.live, caller)
@@ -1402,10 +1403,24 @@ def _refuse_what_this_world_cannot_answer(spec: Spec) -> None:
         raise SpecError(f"{spec.path or spec.name}: {problem}")
 
 
-#: The guard kinds that read of a row only what :class:`WorldRow` takes from its state,
-#: epoch, token and lease (and of the caller its epoch and token): compiled in
-#: ``spec._predicates``.
-HEADER_KINDS = frozenset({"free", "owner", "epoch", "live", "lapsed"})
+#: What :class:`WorldRow` takes from a row's state, epoch, token and lease alone, and
+#: :class:`WorldCaller` from the caller's epoch and token and the world's one clock: a
+#: guard that reads no more (``spec._predicates.guard_reads``) reads only the row's
+#: header.
+HEADER_ROW = frozenset({"state", "epoch", "token_hash", "lease_deadline"})
+HEADER_CALLER = frozenset({"epoch", "token_hash", "now"})
+
+
+def reads_header_only(g: GuardDecl) -> bool:
+    """Whether guard ``g`` reads of a world's row only its state, epoch, token and lease,
+    and of the caller only its epoch and token (no column, no fact, no draft)."""
+    reads = guard_reads(g)
+    return (
+        not reads.columns
+        and not reads.facts
+        and reads.row <= HEADER_ROW
+        and reads.caller <= HEADER_CALLER
+    )
 
 
 class WorldRow:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from claimfsm.errors import SpecError
@@ -53,6 +54,50 @@ class GuardCaller(Protocol):
     @property
     def now(self) -> float: ...
     def fact(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class GuardReads:
+    """What one guard's predicate reads: fields of the row and of the caller (the names
+    of :class:`GuardRow`'s and :class:`GuardCaller`'s properties, and the claim's
+    drafts'), the row's columns (``column(name)``) and the caller's facts
+    (``fact(name)``). Whether the row exists is read by every kind but ``draft_ready``
+    and is not listed. A consumer that knows a guard reads only some of what it holds
+    may keep its answers per those (the lifecycle world's stale owners do)."""
+
+    row: frozenset[str] = frozenset()
+    caller: frozenset[str] = frozenset()
+    columns: frozenset[str] = frozenset()
+    facts: frozenset[str] = frozenset()
+
+
+#: What each built-in kind's predicate (compiled below) reads; ``compare`` reads the
+#: column and the fact it names (:func:`guard_reads`). A test runs every compiled
+#: predicate on rows and callers that record what is read, and holds this table to it.
+KIND_READS: dict[str, GuardReads] = {
+    "free": GuardReads(row=frozenset({"state"})),
+    "draft_ready": GuardReads(caller=frozenset({"draft", "target_id"})),
+    "owner": GuardReads(
+        row=frozenset({"epoch", "token_hash"}), caller=frozenset({"epoch", "token_hash"})
+    ),
+    "epoch": GuardReads(row=frozenset({"epoch"}), caller=frozenset({"epoch"})),
+    "live": GuardReads(row=frozenset({"lease_deadline"}), caller=frozenset({"now"})),
+    "lapsed": GuardReads(row=frozenset({"lease_deadline"}), caller=frozenset({"now"})),
+    "draft_pinned": GuardReads(
+        row=frozenset({"draft_id", "draft_version", "draft_digest"}), caller=frozenset({"draft"})
+    ),
+}
+
+
+def guard_reads(g: GuardDecl) -> GuardReads:
+    """What guard ``g``'s predicate reads (:data:`KIND_READS`, or a comparison's column
+    and fact)."""
+    if g.kind == "compare":
+        return GuardReads(
+            columns=frozenset(() if g.column is None else (g.column,)),
+            facts=frozenset(() if g.fact is None else (g.fact,)),
+        )
+    return KIND_READS[g.kind]
 
 
 def build_guards(spec: Spec) -> dict[str, Guard]:
