@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from claimfsm.store import Store
 
@@ -68,3 +70,34 @@ def paired(rates: dict[str, list[float]], unit: str, width: int = 10) -> None:
         f"  ratio {ours} / {theirs} = {statistics.median(pairs):.2f} (median of the rounds'"
         f" ratios; {min(pairs):.2f} to {max(pairs):.2f})"
     )
+
+
+def at_rest(
+    open_store: Callable[[str], Any], fill: Callable[[str, str, int], None], rows: int, rounds: int
+) -> None:
+    """A lifecycle store at rest (specs/job.toml): opening it and a sweep, with ``rows``
+    finished jobs in its table against none. ``open_store(name)`` opens the store of that
+    name; ``fill(name, table, rows)`` adds that many rows in ``succeeded`` (a job's terminal
+    state) to its table, beside the one leased job each store has. Each round times both
+    stores back to back; a ratio near 1 says neither grows with the rows at rest."""
+    for name, count in (("full", rows), ("empty", 0)):
+        store = open_store(name)
+        store.take("live", "lease", owner="bench")
+        table = store.table
+        store.close()
+        if count:
+            fill(name, table, count)
+    opens: dict[str, list[float]] = {f"{rows:,} at rest": [], "none": []}
+    sweeps: dict[str, list[float]] = {f"{rows:,} at rest": [], "none": []}
+    for _ in range(rounds):
+        for label, name in zip(opens, ("full", "empty"), strict=True):
+            start = time.perf_counter()
+            store = open_store(name)
+            opened = time.perf_counter()
+            store.sweep()
+            swept = time.perf_counter()
+            store.close()
+            opens[label].append(1 / (opened - start))
+            sweeps[label].append(1 / (swept - opened))
+    paired(opens, "opens/s", width=14)
+    paired(sweeps, "sweeps/s", width=14)

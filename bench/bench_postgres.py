@@ -43,7 +43,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from _plan import acquire_times, dispatch_cycles, paired, prepare
+from _plan import acquire_times, at_rest, dispatch_cycles, paired, prepare
 from claimfsm.store._postgres import PostgresStore
 
 URL = os.environ.get("CLAIMFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -503,6 +503,34 @@ def linked_drafts(schema: str, pages: int, rounds: int) -> None:
     paired(rates, "events/s", width=18)
 
 
+def lifecycle_at_rest(schema: str, rows: int, rounds: int) -> None:
+    """Section 8: opening a lifecycle store and its sweep, with ``rows`` finished jobs."""
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+
+    print(
+        f"== 8. a lifecycle store at rest (specs/job.toml): open and sweep with {rows:,}"
+        " finished jobs, against none =="
+    )
+    spec = load_spec(declarations_dir() / "job.toml")
+
+    def fill(name: str, table: str, count: int) -> None:
+        rows_table = sql.Identifier(schema, table.rsplit(".", 1)[-1].strip('"'))
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} SELECT 'done-' || g, 'succeeded', epoch, NULL, NULL, owner,"
+                    " attempts FROM {}, generate_series(1, %s) AS g"
+                ).format(rows_table, rows_table),
+                (count,),
+            )
+            conn.execute(sql.SQL("ANALYZE {}").format(rows_table))
+
+    at_rest(
+        lambda name: open_entity_store(spec, store_url(schema), prefix=name), fill, rows, rounds
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -512,6 +540,7 @@ def main() -> None:
         throughput(schema, 300 if args.quick else 1000, 3 if args.quick else 5)
         lifecycle(schema, 30 if args.quick else 200, 3 if args.quick else 5)
         linked_drafts(schema, 30 if args.quick else 200, 3 if args.quick else 5)
+        lifecycle_at_rest(schema, 10_000 if args.quick else 500_000, 3 if args.quick else 7)
         processes(schema, 1.0 if args.quick else 4.0)
         advisory_locks(1000 if args.quick else 5000)
         if args.quick:

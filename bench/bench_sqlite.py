@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _plan import acquire_times, dispatch_cycles, paired, prepare
+from _plan import acquire_times, at_rest, dispatch_cycles, paired, prepare
 from claimfsm.store import SQLiteStore
 
 #: The hand-written baseline: what a careful engineer would write without claimfsm, doing
@@ -487,6 +487,35 @@ def linked_drafts(cycles: int) -> None:
     paired(results, "cycles/s")
 
 
+def lifecycle_at_rest(rows: int, rounds: int) -> None:
+    """Section 7: opening a lifecycle store and its sweep, with ``rows`` finished jobs."""
+    from claimfsm.spec import declarations_dir, load_spec
+    from claimfsm.store import open_entity_store
+
+    print(
+        f"== 7. a lifecycle store at rest (specs/job.toml) on SQLite: open and sweep with"
+        f" {rows:,} finished jobs, against none =="
+    )
+    spec = load_spec(declarations_dir() / "job.toml")
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def path(name: str) -> Path:
+            return Path(tmp) / f"{name}.sqlite"
+
+        def fill(name: str, table: str, count: int) -> None:
+            db = sqlite3.connect(path(name), isolation_level=None)
+            db.execute(
+                f"INSERT INTO {table} SELECT 'done-' || g.value, 'succeeded', epoch,"  # noqa: S608
+                " NULL, NULL, owner, attempts FROM"
+                f" {table}, (WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1"
+                " FROM n WHERE value < ?) SELECT value FROM n) AS g",
+                (count,),
+            )
+            db.close()
+
+        at_rest(lambda name: open_entity_store(spec, f"sqlite:///{path(name)}"), fill, rows, rounds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -504,6 +533,7 @@ def main() -> None:
     audit_scale(1_000 if args.quick else 100_000, 34)
     lifecycle(200 if args.quick else 1000, 3 if args.quick else 7)
     linked_drafts(400 if args.quick else 2000)
+    lifecycle_at_rest(10_000 if args.quick else 500_000, 3 if args.quick else 7)
 
 
 if __name__ == "__main__":

@@ -745,6 +745,99 @@ def test_what_a_caller_says_of_an_operation_is_recorded(url: str) -> None:
     store.close()
 
 
+def _indexes(url: str, table: str) -> set[str]:
+    """The names of ``table``'s indexes, read by the database's own driver."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            found = db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
+            ).fetchall()
+        return {name for (name,) in found}
+    import psycopg
+
+    from claimfsm.store._postgres import split_url
+
+    plain, schema = split_url(url)[0], url.rsplit("schema=", 1)[1]
+    with psycopg.connect(plain) as db:
+        found = db.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = %s",
+            (schema, table),
+        ).fetchall()
+    return {name for (name,) in found}
+
+
+def _run(url: str, statement: str) -> None:
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute(statement)
+        return
+    import psycopg
+
+    from claimfsm.store._postgres import split_url
+
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(split_url(url)[0], autocommit=True) as db:
+        db.execute(f"SET search_path TO {schema}")
+        db.execute(statement)
+
+
+def test_rows_are_indexed_by_state_and_a_table_made_without_the_index_gets_it(
+    url: str,
+) -> None:
+    """The sweep reads the rows in its events' sources, and opening reads which states
+    the rows are in: both by the state index, not by a pass over every row (on SQLite the
+    query plans say so), so neither grows with the rows that rest in terminal states. A
+    table made before the index gets it when the store opens it, and its rows in states
+    the declaration no longer declares are still found (two such states, with the rows
+    each holds, and none of the declared ones)."""
+    job = load_spec(JOB_PATH)
+    store = open_entity_store(job, url, clock=ManualClock())
+    table = store.table.rsplit(".", 1)[-1].strip('"')
+    for n in range(3):
+        store.act(store.act(store.take(f"done-{n}", "lease"), "start"), "succeed")
+    store.act(store.take("running", "lease"), "start")
+    store.take("leased", "lease")
+    sweep_sql = store._sql["rows"].replace(" ORDER BY", " WHERE state IN ('leased') ORDER BY")
+    store.close()
+    assert f"{table}_by_state" in _indexes(url, table)
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            plan = " ".join(str(row) for row in db.execute(f"EXPLAIN QUERY PLAN {sweep_sql}"))
+        assert f"INDEX {table}_by_state" in plan, plan
+    _run(url, f"DROP INDEX {table}_by_state")
+    assert f"{table}_by_state" not in _indexes(url, table)
+    renamed = JOB
+    for old, new in (("running", "executing"), ("succeeded", "done")):
+        renamed = renamed.replace(f"[states.{old}]", f"[states.{new}]")
+        for end in ("source", "dest"):
+            renamed = renamed.replace(f'{end} = "{old}"', f'{end} = "{new}"')
+    renamed = renamed.replace('"succeeded"', '"done"')  # its invariants name it too
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "job.toml"
+        path.write_text(renamed)
+        with pytest.raises(SpecError) as err:
+            open_entity_store(load_spec(path), url, clock=ManualClock())
+    assert "does not declare: 'running' (1 row), 'succeeded' (3 rows)." in str(err.value)
+    assert f"{table}_by_state" not in _indexes(url, table)  # refused: nothing kept
+    again = open_entity_store(job, url, clock=ManualClock())
+    assert f"{table}_by_state" in _indexes(url, table)
+    assert sorted(r.state for r in again.rows()) == [
+        "leased",
+        "running",
+        "succeeded",
+        "succeeded",
+        "succeeded",
+    ]
+    again.drop()
+    again.close()
+
+
 def test_rows_in_states_the_declaration_no_longer_declares_are_refused_at_open(
     url: str, tmp_path: Path
 ) -> None:
