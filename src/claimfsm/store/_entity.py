@@ -736,15 +736,14 @@ class EntityStore:
                 taken, _ = self._agrees(event, view, caller, True)
                 made = self._dispatch(tx, key, taken, now)
                 shown = values.get("new_token_hash") or presented or view.token_hash
-                record = (
-                    *(key, new_epoch, event, view.state, state, now),
-                    *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
+                record = self._record_taken(
+                    tx,
+                    (key, new_epoch, event, view.state, state, now),
+                    (shown, lease, facts, owner),
                     self._request_key(left, values.get("new_request_key")),
                     call.detail,
+                    made,
                 )
-                tx.defer(self._sql["append"], record)
-                for dispatched in made:  # recorded after the transition that made it
-                    tx.defer(self._sql["append"], drafting.dispatched(record, dispatched))
                 return record, (state, new_epoch)
         defaults = tuple(self.spec.columns[c].default for c in self._columns)
         tx.run(self._sql["missing"], (key, self.spec.initial, *defaults))
@@ -820,15 +819,14 @@ class EntityStore:
             if self._pins:  # a take pins another draft: the write returned the pins
                 at = 6 + len(self._columns) + len(self._extras)
                 left = (*locked[:at], *done[4:6], None)
-            record = (
-                *(key, new_epoch, event, view.state, state, now),
-                *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
+            record = self._record_taken(
+                tx,
+                (key, new_epoch, event, view.state, state, now),
+                (shown, lease, facts, owner),
                 self._request_key(left, values.get("new_request_key")),
                 call.detail,
+                made,
             )
-            tx.defer(self._sql["append"], record)
-            for found in made:  # recorded after the transition that made it
-                tx.defer(self._sql["append"], drafting.dispatched(record, found))
             return record, (state, new_epoch)
         first = self.machine.stale_refusal(event, view, caller)
         if first is not None and first.startswith(STALE_STATE):
@@ -961,6 +959,30 @@ class EntityStore:
                 + f" and the declaration's guards do not agree {said}"
             )
         return taken, failing
+
+    def _record_taken(
+        self,
+        tx: Tx,
+        step: tuple[str, int, str, str, str, float],
+        by: tuple[str | None, float | None, Mapping[str, Any], str | None],
+        request_key: str | None,
+        detail: str | None,
+        made: list[Any],
+    ) -> tuple[Any, ...]:
+        """The history entry of a transition taken (``step``: key, epoch, event, source,
+        dest, time; ``by``: the token shown, the lease, the caller's facts, the owner),
+        deferred to the commit, with each draft it dispatched recorded after it."""
+        shown, lease, facts, owner = by
+        record = (
+            *step,
+            *(None, fingerprint(shown), lease, facts_text(facts), owner or ""),
+            request_key,
+            detail,
+        )
+        tx.defer(self._sql["append"], record)
+        for dispatched in made:  # recorded after the transition that made it
+            tx.defer(self._sql["append"], drafting.dispatched(record, dispatched))
+        return record
 
     def _refusal(
         self,
