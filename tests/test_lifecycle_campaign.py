@@ -27,7 +27,7 @@ from claimfsm.campaign import (
 )
 from claimfsm.campaign._lifecycle_worker import KILL_POINTS, WorkPlan
 from claimfsm.cli import main
-from claimfsm.errors import InvalidArgument
+from claimfsm.errors import InvalidArgument, StaleClaim
 from claimfsm.spec import load_spec, shipped
 from claimfsm.store import open_entity_store
 
@@ -104,6 +104,30 @@ def test_the_campaign_catches_the_job_that_requeues_without_evidence(tmp_path: P
     assert any("one_attempt_at_a_time" in v for v in report.violations), report.violations
     # The store kept its promises: the flaw is the declaration's, not the store's.
     assert f.audit_violations == 0 and f.runs_unaccounted == 0 and f.left_leased == 0
+
+
+def test_the_verdict_reads_the_history_once_as_a_stream(tmp_path: Path, clock: FakeClock) -> None:
+    """The campaign judges a store's history as ``iter_history`` streams it, in one pass:
+    the figures from a one-shot stream are those from the whole list, refusals, starts,
+    ends and the operator's events included."""
+    spec = shipped()["job"]
+    store = open_entity_store(spec, f"sqlite:///{tmp_path / 'j.sqlite'}", clock=clock)
+    for key in ("a", "b"):
+        handle = store.act(store.take(key, "lease", owner="w", lease_seconds=10), "start")
+        clock.advance(11)
+        store.sweep()
+        with pytest.raises(StaleClaim):
+            store.act(handle, "succeed")
+        store.operate(key, "requeue", facts={"running": False, "ran": True})
+    store.act(store.act(store.take("a", "lease", owner="w"), "start"), "succeed")
+    log = [Request("a", 0, 2, "a", 0, 1, "applied"), Request("b", 0, 9, "b", 2, 3, "applied")]
+    whole = judge_lifecycle(spec, store.rows(), store.history(), log)
+    streamed = judge_lifecycle(spec, store.rows(), store.iter_history(page=2), log)
+    assert streamed.findings == whole.findings and streamed.violations == whole.violations
+    f = whole.findings
+    assert (f.refusals, f.started, f.ended["succeed"], f.runs_unaccounted) == (2, 3, 1, 1)
+    assert f.operated == {"requeue": 2}
+    store.close()
 
 
 def test_the_verdict_fails_on_each_broken_promise(tmp_path: Path, clock: FakeClock) -> None:

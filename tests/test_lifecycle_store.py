@@ -868,3 +868,30 @@ def test_rows_in_states_the_declaration_no_longer_declares_are_refused_at_open(
     assert audit_store(again).ok
     again.drop()
     again.close()
+
+
+def test_history_is_read_in_pages_as_a_whole_read_gives_it(url: str) -> None:
+    """``iter_history`` reads every entity's history in seq order a page at a time: the
+    same entries as ``history()``, refusals included, whatever the page size (a page
+    boundary inside one entity's history, a last page that is full, and one entry a page);
+    an entry appended between pages comes later, once."""
+    clock = ManualClock()
+    store = open_entity_store(load_spec(JOB_PATH), url, clock=clock)
+    for key in ("a", "b", "c"):
+        handle = store.act(store.take(key, "lease", lease_seconds=10), "start")
+        clock.advance(11)
+        store.sweep()  # the lease lapsed while it ran: orphaned
+        with pytest.raises(StaleClaim):
+            store.act(handle, "succeed")  # a stale owner: refused, and recorded
+    whole = store.history()
+    assert len(whole) == 12 and sum(h.refused is not None for h in whole) == 3
+    for page in (1, 5, 6, 12, 13, 10_000):
+        assert list(store.iter_history(page)) == whole, page
+    pages = store.iter_history(5)
+    first = [next(pages) for _ in range(5)]
+    store.take("d", "lease", lease_seconds=10)  # appended while the pages are read
+    assert first + list(pages) == store.history() and len(store.history()) == 13
+    with pytest.raises(InvalidArgument, match="page must be a positive int"):
+        next(store.iter_history(0))
+    store.drop()
+    store.close()

@@ -119,7 +119,7 @@ class LifecycleCampaign(_Campaign):
 
     def judged(self, admin: Any, log: list[Any]) -> Any:
         return judge_lifecycle(
-            self.spec, admin.rows(), admin.history(), log, self.c.lease_seconds, self.c.remote
+            self.spec, admin.rows(), admin.iter_history(), log, self.c.lease_seconds, self.c.remote
         )
 
     def audited(self) -> Any:

@@ -14,6 +14,7 @@ held once every lease lapsed and the sweep ran.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -56,14 +57,16 @@ class LifecycleFindings:
 def judge_lifecycle(
     spec: Spec,
     rows: list[EntityRow],
-    history: list[EntityHistory],
+    history: Iterable[EntityHistory],
     log: list[Request],
     lease_seconds: float = 1.0,
     remote: str = "fencing",
 ) -> Verdict[LifecycleFindings]:
     """The verdict on one campaign of ``spec``: its store's rows and history, afterwards,
     against the executor's ``log`` (``lease_seconds``: the workers' lease; ``remote``: the
-    executor's mode, for an invariant declared against some modes only)."""
+    executor's mode, for an invariant declared against some modes only). ``history`` is
+    read once, in one pass (a stream: ``EntityStore.iter_history``); what is kept of it is
+    the (entity, epoch) pairs whose work started."""
     f = LifecycleFindings()
     results = Counter(r.result for r in log)
     f.requests = len(log)
@@ -87,16 +90,22 @@ def judge_lifecycle(
     starts = next(e for e in spec.events if spec.work(e) == "starts")
     ends = [e for e in spec.events if spec.work(e) == "ends" or spec.remote_role(e)]
     operator = set(spec.events_by("operator"))
-    taken = [h for h in history if h.refused is None]
+    counted: Counter[str] = Counter()  # entries of each event taken (refusals aside)
+    begun: set[tuple[str, int]] = set()
+    for h in history:
+        if h.refused is not None:
+            f.refusals += 1
+            continue
+        counted[h.event] += 1
+        if h.event == starts:
+            begun.add((h.key, h.epoch))
     f.epochs = sum(r.epoch for r in rows)
-    f.started = sum(h.event == starts for h in taken)
-    f.ended = {e: sum(h.event == e for h in taken) for e in ends}
-    f.operated = dict(sorted(Counter(h.event for h in taken if h.event in operator).items()))
-    f.refusals = sum(h.refused is not None for h in history)
+    f.started = counted[starts]
+    f.ended = {e: counted[e] for e in ends}
+    f.operated = {e: counted[e] for e in sorted(operator) if counted[e]}
     f.left = dict(sorted(Counter(r.state for r in rows).items()))
     leased = {name for name, s in spec.states.items() if s.lease}
     f.left_leased = sum(r.state in leased for r in rows)
-    begun = {(h.key, h.epoch) for h in taken if h.event == starts}
     f.runs_unaccounted = sum(r.admitted and (r.target_id, r.epoch) not in begun for r in log)
 
     verdict = Verdict(f)

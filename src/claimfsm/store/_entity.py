@@ -40,7 +40,7 @@ parameter. Hence the ``noqa: S608``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -500,6 +500,24 @@ class EntityStore:
             query, args = query + f" WHERE key = {self._driver.marker}", (key,)
         found = self._driver.rerun(lambda tx: tx.all(query + " ORDER BY seq", args))
         return [EntityHistory.read(r) for r in found]
+
+    def iter_history(self, page: int = 10_000) -> Iterator[EntityHistory]:
+        """Every entity's history in ``seq`` order, read ``page`` entries at a time, each
+        page in a transaction of its own and after the last ``seq`` read (an entry appended
+        meanwhile comes in a later page, none twice): for a history too long to hold at
+        once, as :meth:`history` does."""
+        if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+            raise InvalidArgument(f"page must be a positive int, not {page!r}")
+        m = self._driver.marker
+        query = self._sql["history"] + f" WHERE seq > {m} ORDER BY seq LIMIT {m}"
+        after = 0
+        while True:
+            found = self._driver.rerun(_reader_of(query, (after, page)))
+            for r in found:
+                yield EntityHistory.read(r)
+            if len(found) < page:
+                return
+            after = found[-1][0]
 
     def now(self) -> float:
         return self._driver.rerun(self._now)
@@ -1105,6 +1123,11 @@ class EntityStore:
             f" ON {self.history_table} (key, seq)",
             *self._driver.append_only(self.history_table, self._permit, self._history_name),
         ]
+
+
+def _reader_of(query: str, args: tuple[Any, ...]) -> Callable[[Tx], list[Any]]:
+    """A read of every row ``query`` finds with ``args``, for ``Driver.rerun``."""
+    return lambda tx: tx.all(query, args)
 
 
 def open_entity_store(
