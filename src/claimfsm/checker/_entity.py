@@ -769,7 +769,6 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def _next(world: EntityWorld, action: Action) -> tuple[EntityWorld, bool] | None:
         """(next world, whether a bound cut it), or None when the action is disabled."""
         kind = action[0]
-        rows, clients = list(world.rows), list(world.clients)
         if kind in ("take", "resend"):
             # an idle client: a taker's event begins a new epoch (naming a draft, where the
             # entity has linked drafts); a resend takes the current one over (naming it)
@@ -780,7 +779,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             world, result = fire_first(world, key, event, None, resend, named_draft)
             if result is None or result[0] is None:
                 return None
-            rows = list(world.rows)
+            rows, clients = list(world.rows), list(world.clients)
             dest, row = result
             idle = world.clients[c]
             saved = () if idle is None else idle.saved
@@ -812,7 +811,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 key, epoch, token = h.saved
                 h = Handle(key, epoch, token, "")
             world, result = fire_first(world, h.key, event, (h.epoch, h.token), True)
-            rows = list(world.rows)
+            rows, clients = list(world.rows), list(world.clients)
             before = world.rows[h.key]
             if result is None or result[0] is None:  # refused: drop the handle, stop the work
                 clients[c] = resting(h.saved)
@@ -863,9 +862,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             rows[key] = result[1]
             marks = mark(world, world.rows[key].state, event, result[0])
             world = EntityWorld(
-                tuple(rows), tuple(clients), world.stale_changed, marks, world.overlap
+                tuple(rows), world.clients, world.stale_changed, marks, world.overlap
             )
             return world, cut(result[1])
+        rows, clients = list(world.rows), list(world.clients)
         overlap = world.overlap
         if kind == "clock":
             key = action[1]
@@ -959,24 +959,31 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         return result is not None and result[0] is not None and cut(result[1])
 
     # Whether a bound stops a next step is asked of the same parts by the deadlock check
-    # and by each ``eventually`` invariant: each part (and pair) is decided once.
-    shared_cuts: dict[Shared, bool] = {}
-    client_cuts: dict[tuple[Shared, Handle | None], bool] = {}
+    # and by each ``eventually`` invariant: each is decided once, by what it reads. A
+    # step's cut reads the row it fires on alone (not the sticky flags, which split the
+    # shared parts): the world's events read the rows; an idle client's takes the rows
+    # and its saved handle; a handle's events its entity's row and the handle's epoch,
+    # token, state seen and phase.
+    shared_cuts: dict[tuple[Row, ...], bool] = {}
+    client_cuts: dict[tuple[Any, ...], bool] = {}
 
     def shared_cut(shared: Shared) -> bool:
-        found = shared_cuts.get(shared)
+        found = shared_cuts.get(shared[0])
         if found is None:
-            world = EntityWorld(shared[0], (), *shared[1:])
-            found = shared_cuts[shared] = any(
+            world = EntityWorld(shared[0], ())
+            found = shared_cuts[shared[0]] = any(
                 _cuts(world, key, e, None, True) for key in range(keys) for e in environment
             )
         return found
 
     def client_cut(shared: Shared, h: Handle | None) -> bool:
-        pair = (shared, h)
-        found = client_cuts.get(pair)
+        if h is None or h.key < 0:
+            reads: tuple[Any, ...] = (shared[0], None if h is None else h.saved)
+        else:
+            reads = (shared[0][h.key], h.key, h.epoch, h.token, h.seen, h.phase)
+        found = client_cuts.get(reads)
         if found is None:
-            found = client_cuts[pair] = _client_cut(shared, h)
+            found = client_cuts[reads] = _client_cut(shared, h)
         return found
 
     def _client_cut(shared: Shared, h: Handle | None) -> bool:
@@ -1035,12 +1042,21 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 
     steps = step_events(spec)  # the owner events the fair step ``steps`` counts
 
+    takeable_rows: dict[Row, bool] = {}
+
     def takeable(shared: Shared) -> bool:
         """Entity 0 may be taken: an idle client's taker event begins a new epoch on its
         row as it is (its ``first`` event applied where the stores would), within the
-        bounds (the claim world's: a free target, an approved draft, epochs left)."""
-        world = EntityWorld(shared[0], (), *shared[1:])
-        for d in named_drafts(shared[0][0]) if n_drafts else (-1,):
+        bounds (the claim world's: a free target, an approved draft, epochs left). It
+        reads entity 0's row alone: decided once per such row."""
+        row = shared[0][0]
+        found = takeable_rows.get(row)
+        if found is None:
+            found = takeable_rows[row] = _takeable(EntityWorld((row,), ()))
+        return found
+
+    def _takeable(world: EntityWorld) -> bool:
+        for d in named_drafts(world.rows[0]) if n_drafts else (-1,):
             for e in takers:
                 result = fire_first(world, 0, e, None, False, d)[1]
                 if result is not None and result[0] is not None and not cut(result[1]):
