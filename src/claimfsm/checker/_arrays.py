@@ -93,6 +93,8 @@ class _Steps(Generic[A]):
         self.next_part: Ints = np.zeros(0, np.int64)
         self.rank: Ints = np.zeros(0, np.int64)
         self.checked = 0
+        #: per fairness function, whether a pair has an enabled fair action
+        self.fair_known: dict[Callable[[Any], Hashable | None], dict[int, bool]] = {}
 
     def _fit(self) -> None:
         """Room in the look-up tables for every number given so far."""
@@ -191,15 +193,20 @@ class _Steps(Generic[A]):
     ) -> npt.NDArray[np.bool_]:
         """Whether each row's part (``process``'s, or the shared part's) has an enabled
         action of some fairness class, decided once per pair from its entries (every row
-        is expanded: the search was complete)."""
+        is expanded: the search was complete) and kept for every property that asks."""
         if process is None:
             pairs = self.shared_pair[rows[:, 0]]
         else:
             pairs = self.local_pair[rows[:, 0], rows[:, 1 + process]]
         unique, first, back = np.unique(pairs, return_index=True, return_inverse=True)
         flags = np.zeros(len(unique), np.bool_)
+        known = self.fair_known.setdefault(fairness, {})
         for u, (pair, row_at) in enumerate(zip(unique.tolist(), first.tolist(), strict=True)):
             assert pair >= 0, "a state of a complete search was not expanded"
+            decided = known.get(pair)
+            if decided is not None:
+                flags[u] = decided
+                continue
             row = rows[row_at]
             s = int(row[0])
             if process is None:
@@ -208,7 +215,7 @@ class _Steps(Generic[A]):
                 acts = self.packing.listed_local(s, int(row[1 + process]), process)
             begin = int(self.start[pair])
             ranks = self.rank[begin : begin + int(self.count[pair])].tolist()
-            flags[u] = any(fairness(acts[r]) is not None for r in ranks)
+            flags[u] = known[pair] = any(fairness(acts[r]) is not None for r in ranks)
         found: npt.NDArray[np.bool_] = flags[back.reshape(-1)]
         return found
 
