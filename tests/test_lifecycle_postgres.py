@@ -339,3 +339,45 @@ def test_a_lifecycle_runs_through_pgbouncer_without_prepared_statements(
     finally:
         store.close()
         drop_schema(pgbouncer, schema)
+
+
+@pytest.mark.parametrize("spec_name", ["job.toml", "page.toml"])
+def test_a_store_opens_while_another_transaction_writes_its_tables(
+    pg_url: str, spec_name: str
+) -> None:
+    """Opening makes the tables and indexes that are missing and only looks up those that
+    are there: it takes no lock that waits for a writer of the rows, the history or the
+    drafts (``CREATE INDEX`` would, even ``IF NOT EXISTS`` with the index there). A
+    transaction that has written all three and not committed does not hold the opening
+    up; the thread that opens is given ten seconds, far more than an open takes, so that
+    the test ends if opening does wait."""
+    import threading
+
+    from claimfsm.store._postgres import split_url
+
+    path = declarations_dir() / spec_name
+    if spec_name == "page.toml":
+        path = Path(__file__).parent.parent / "examples" / "page.toml"
+    spec = load_spec(path)
+    store = open_entity_store(spec, pg_url, clock=ManualClock())
+    tables = [store.table, store.history_table]
+    if spec.drafts is not None:
+        tables.append(store._drafts.table)
+    store.close()
+    schema = pg_url.rsplit("schema=", 1)[1]
+    opened: list[EntityStore] = []
+    with psycopg.connect(split_url(pg_url)[0]) as writer:
+        writer.execute(f'SET search_path TO "{schema}"')
+        for table in tables:  # a write lock on each, held until the end of the block
+            writer.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+        opening = threading.Thread(
+            target=lambda: opened.append(open_entity_store(spec, pg_url, clock=ManualClock()))
+        )
+        opening.start()
+        opening.join(timeout=10)
+        held_up = opening.is_alive()
+        writer.rollback()
+    opening.join()
+    assert not held_up, "opening waited for the writer's transaction"
+    opened[0].drop()
+    opened[0].close()

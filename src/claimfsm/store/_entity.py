@@ -1107,7 +1107,11 @@ class EntityStore:
         cols += "".join(f", {c} TEXT" for c in self._extras)
         cols += "".join(f", {c} {kind}" for c, kind in self._typed_pins())
         seq = self._driver.serial
-        drafts = drafting.schema(self._drafts.table, self._drafts_name, seq) if self._pins else []
+        drafts = (
+            drafting.schema(self._drafts.table, self._drafts_name, seq, self._driver.index)
+            if self._pins
+            else []
+        )
         return [
             *drafts,
             f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, state TEXT NOT NULL,"
@@ -1115,12 +1119,10 @@ class EntityStore:
             f" owner TEXT{cols})",
             # the rows by state: the sweep reads those in its events' sources, and opening
             # reads the states present (``_rows_declared``), without a pass over every row
-            f"CREATE INDEX IF NOT EXISTS {self._table_name}_by_state"
-            f" ON {self.table} (state, lease_deadline)",
+            self._driver.index(f"{self._table_name}_by_state", self.table, "state, lease_deadline"),
             entries.table(self.history_table, seq),
             # one entity's history in seq order (history(key), and the sweep's and pruning's)
-            f"CREATE INDEX IF NOT EXISTS {self._history_name}_by_key"
-            f" ON {self.history_table} (key, seq)",
+            self._driver.index(f"{self._history_name}_by_key", self.history_table, "key, seq"),
             *self._driver.append_only(self.history_table, self._permit, self._history_name),
         ]
 

@@ -27,6 +27,7 @@ history, as it judges the others.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,15 +90,16 @@ def pin_of(key: str, request_key: str) -> tuple[int, int] | None:
     return (int(draft), int(version)) if draft.isdigit() and version.isdigit() else None
 
 
-def schema(table: str, name: str, serial: str) -> list[str]:
-    """The drafts table ``table`` (``name``: its unqualified name, for its index)."""
+def schema(table: str, name: str, serial: str, index: Callable[[str, str, str], str]) -> list[str]:
+    """The drafts table ``table`` (``name``: its unqualified name, for its index, which
+    ``index``, the driver's, makes where it is missing)."""
     return [
         f"CREATE TABLE IF NOT EXISTS {table} (draft_id {serial}, target_id TEXT NOT NULL,"
         " content TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1),"
         " digest TEXT NOT NULL,"
         " status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'dispatched')),"
         " updated_at DOUBLE PRECISION NOT NULL)",
-        f"CREATE INDEX IF NOT EXISTS {name}_by_key ON {table} (target_id, status)",
+        index(f"{name}_by_key", table, "target_id, status"),
     ]
 
 

@@ -134,6 +134,12 @@ class Driver:
         """Drop the function ``append_only`` made, where the database keeps one apart."""
         return []
 
+    def index(self, name: str, table: str, columns: str) -> str:
+        """The statement that makes index ``name`` (unqualified) on ``table`` where it is
+        missing, and does nothing where it is there. Idempotent: run each time a store
+        opens."""
+        return f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns})"
+
     def has_table(self, table: str) -> bool:
         """Whether ``table`` (unqualified) exists, where this driver keeps its tables."""
         found = self.rerun(
@@ -336,6 +342,19 @@ class Postgres(Driver):
 
     def drop_function(self, name: str) -> list[str]:
         return [f"DROP FUNCTION IF EXISTS {self.qualify(name)}()"]
+
+    def index(self, name: str, table: str, columns: str) -> str:
+        # Made once: CREATE INDEX takes a lock that waits for, and then blocks, every
+        # writer of the table even where the index exists (IF NOT EXISTS is judged after
+        # the lock), so a store that opens while others write only looks it up.
+        return (
+            "DO $do$ BEGIN"
+            f" IF to_regclass('{self.qualify(name)}') IS NULL THEN"
+            # stores opening at once: one at a time makes it
+            f" PERFORM pg_advisory_xact_lock(hashtext('{self.schema}.{name}'));"
+            f" CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns});"
+            " END IF; END $do$"
+        )
 
     minus_infinity = "'-Infinity'::float8"
     add_column = "ADD COLUMN IF NOT EXISTS"  # stores opening at once: one adds it
