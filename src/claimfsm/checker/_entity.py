@@ -959,10 +959,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         return result is not None and result[0] is not None and cut(result[1])
 
     # Whether a bound stops a next step is asked of the same parts by the deadlock check
-    # and by each ``eventually`` invariant: each is decided once, by what it reads. A
-    # step's cut reads the row it fires on alone (not the sticky flags, which split the
-    # shared parts): the world's events read the rows; an idle client's takes the rows
-    # and its saved handle; a handle's events its entity's row and the handle's epoch,
+    # and by each ``eventually`` invariant: each is decided once, from what it reads and
+    # nothing else. A step's cut reads the row it fires on alone (not the sticky flags,
+    # which split the shared parts): the world's events read the rows; an idle client's
+    # the rows and its saved handle; a handle's its entity's row and the handle's epoch,
     # token, state seen and phase.
     shared_cuts: dict[tuple[Row, ...], bool] = {}
     client_cuts: dict[tuple[Any, ...], bool] = {}
@@ -978,36 +978,46 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
 
     def client_cut(shared: Shared, h: Handle | None) -> bool:
         if h is None or h.key < 0:
-            reads: tuple[Any, ...] = (shared[0], None if h is None else h.saved)
-        else:
-            reads = (shared[0][h.key], h.key, h.epoch, h.token, h.seen, h.phase)
-        found = client_cuts.get(reads)
-        if found is None:
-            found = client_cuts[reads] = _client_cut(shared, h)
-        return found
+            return idle_cut(shared[0], None if h is None else h.saved)
+        return handle_cut(shared[0][h.key], h.epoch, h.token, h.seen, h.phase)
 
-    def _client_cut(shared: Shared, h: Handle | None) -> bool:
-        world = EntityWorld(shared[0], (), *shared[1:])
-        if h is None or h.key < 0:
-            return (
+    def idle_cut(rows: tuple[Row, ...], saved: tuple[Any, ...] | None) -> bool:
+        """An idle client's: its takes and resends on every row, and (``saved``: the
+        handle it kept, None where it has none) its wake-up on that handle's row."""
+        found = client_cuts.get((rows, saved))
+        if found is None:
+            world = EntityWorld(rows, ())
+            found = client_cuts[(rows, saved)] = (
                 any(
                     _cuts(world, key, e, None, False, d)
                     for key in range(keys)
-                    for d in (named_drafts(world.rows[key]) if n_drafts else (-1,))
+                    for d in (named_drafts(rows[key]) if n_drafts else (-1,))
                     for e in takers
                 )
                 or any(_cuts(world, key, e, None, True) for key in range(keys) for e in resends)
                 or (
-                    h is not None
-                    and any(_cuts(world, h.saved[0], e, h.saved[1:], True) for e in woken)
+                    saved is not None
+                    and any(_cuts(world, saved[0], e, saved[1:], True) for e in woken)
                 )
             )
-        caller = (h.epoch, h.token)
-        if h.phase == "S" and rules is not None:  # its send, if it arrives, may pass a bound
-            row = shared[0][h.key]
-            if len(row.in_flight) >= counts and rules.arrives(row.fence, h.epoch) is not None:
-                return True
-        return any(_cuts(world, h.key, e, caller, True) for e in owner_events.get(h.seen, ()))
+        return found
+
+    def handle_cut(row: Row, epoch: int, token: int, seen: str, phase: str) -> bool:
+        """A handle's: its send, where it may arrive, and its owner events from the state
+        it saw, on its entity's ``row`` (each reads that row alone)."""
+        situation = (row, epoch, token, seen, phase)
+        found = client_cuts.get(situation)
+        if found is None:
+            found = client_cuts[situation] = (
+                phase == "S"  # its send, if it arrives, may pass a bound
+                and rules is not None
+                and len(row.in_flight) >= counts
+                and rules.arrives(row.fence, epoch) is not None
+            ) or any(
+                _cuts(EntityWorld((row,), ()), 0, e, (epoch, token), True)
+                for e in owner_events.get(seen, ())
+            )
+        return found
 
     def bounded(world: EntityWorld) -> bool:
         shared, clients = _split(world)
