@@ -791,7 +791,8 @@ def test_rows_are_indexed_by_state_and_a_table_made_without_the_index_gets_it(
     """The sweep reads the rows in its events' sources, and opening reads which states
     the rows are in: both by the state index, not by a pass over every row (on SQLite the
     query plans say so), so neither grows with the rows that rest in terminal states. A
-    table made before the index gets it when the store opens it, and its rows in states
+    table made before the index gets it when the store opens it (to create or only to
+    read), and its rows in states
     the declaration no longer declares are still found (two such states, with the rows
     each holds, and none of the declared ones)."""
     job = load_spec(JOB_PATH)
@@ -825,6 +826,11 @@ def test_rows_are_indexed_by_state_and_a_table_made_without_the_index_gets_it(
             open_entity_store(load_spec(path), url, clock=ManualClock())
     assert "does not declare: 'running' (1 row), 'succeeded' (3 rows)." in str(err.value)
     assert f"{table}_by_state" not in _indexes(url, table)  # refused: nothing kept
+    # opened only to read (create=False), as the CLI opens one: it gets the index too
+    reader = open_entity_store(job, url, clock=ManualClock(), create=False)
+    assert f"{table}_by_state" in _indexes(url, table)
+    reader.close()
+    _run(url, f"DROP INDEX {table}_by_state")
     again = open_entity_store(job, url, clock=ManualClock())
     assert f"{table}_by_state" in _indexes(url, table)
     assert sorted(r.state for r in again.rows()) == [

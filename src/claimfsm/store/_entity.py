@@ -1035,7 +1035,9 @@ class EntityStore:
         """A history table made before history recorded the lease, the caller's facts, the
         owner or the request key gets the columns; the entries it holds are marked as not
         recording them (``entries.upgrades``). A row table made before its declaration drew
-        request keys gets the column (NULL: the entity's own key)."""
+        request keys gets the column (NULL: the entity's own key). Either gets the indexes
+        it lacks (``_indexes``): without the state index, reading the states present would
+        take a pass over the rows per state."""
         driver = self._driver
         if self._extras or self._pins:  # a row table made before the declaration said so
             have = driver.columns(tx, self._table_name)
@@ -1047,6 +1049,8 @@ class EntityStore:
         for statement in entries.upgrades(
             self.history_table, present, driver.minus_infinity, driver.add_column
         ):
+            tx.run(statement, ())
+        for statement in self._indexes():
             tx.run(statement, ())
 
     def _prepare(self, tx: Tx, *, create: bool) -> None:
@@ -1117,13 +1121,20 @@ class EntityStore:
             f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, state TEXT NOT NULL,"
             f" epoch INTEGER NOT NULL, token_hash TEXT, lease_deadline DOUBLE PRECISION,"
             f" owner TEXT{cols})",
+            entries.table(self.history_table, seq),
+            *self._driver.append_only(self.history_table, self._permit, self._history_name),
+        ]
+
+    def _indexes(self) -> list[str]:
+        """The indexes, each made only where missing (``Driver.index``): part of the schema,
+        and made by every opening (``_upgrade``), so that a table made before an index
+        existed gets it whether or not the store was opened to create."""
+        return [
             # the rows by state: the sweep reads those in its events' sources, and opening
             # reads the states present (``_rows_declared``), without a pass over every row
             self._driver.index(f"{self._table_name}_by_state", self.table, "state, lease_deadline"),
-            entries.table(self.history_table, seq),
             # one entity's history in seq order (history(key), and the sweep's and pruning's)
             self._driver.index(f"{self._history_name}_by_key", self.history_table, "key, seq"),
-            *self._driver.append_only(self.history_table, self._permit, self._history_name),
         ]
 
 
