@@ -312,3 +312,73 @@ def test_what_each_guard_kind_reads_is_what_its_predicate_reads() -> None:
                     union["caller"] |= caller_read
             assert union == said, (spec.name, name)
     assert kinds == {*KIND_READS, "compare"}
+
+
+def test_a_header_only_guard_answers_alike_on_world_rows_that_differ_only_off_the_header() -> None:
+    """``HEADER_ROW`` and ``HEADER_CALLER`` (``checker._entity``) say what the lifecycle
+    world's ``WorldRow`` and ``WorldCaller`` take from a row's state, epoch, token and
+    lease and from a caller's epoch and token: the stale owner's look-up keys a refusal by
+    those alone where every guard reads no more (``reads_header_only``). So every such
+    guard of every shipped declaration must answer alike on world rows and callers that
+    agree there and differ in everything else (columns, fence, running work, requests,
+    resends, request key, outcome, the executor's memory, drafts, the caller's evidence
+    and draft); were a view to take a header field from elsewhere, it would not."""
+    from itertools import product
+
+    from claimfsm.checker._entity import (
+        DraftSeen,
+        Row,
+        WorldCaller,
+        WorldRow,
+        reads_header_only,
+    )
+    from claimfsm.spec._predicates import compile_guard
+
+    checked = 0
+    for spec in shipped().values():
+        view = spec.lifecycle_view()
+        col_index = {c: i for i, c in enumerate(view.columns)}
+        header_only = {
+            name: compile_guard(view, g) for name, g in view.guards.items() if reads_header_only(g)
+        }
+        n = len(col_index)
+        drafts = ((("a", 1), ("p", 2)), 0, 1)
+        for state, epoch, token, live in product(view.states, (0, 1, 2), (0, 1), (False, True)):
+            header = Row(state, epoch, token, live)
+            rows = [
+                header._replace(columns=(0,) * n),
+                header._replace(
+                    columns=(3,) * n,
+                    fence=2,
+                    working=(1,),
+                    in_flight=((1, 0),),
+                    landed=((1, 1),),
+                    resent=1,
+                    request_key=2,
+                    outcome="present",
+                    ran=True,
+                    linked=drafts,
+                ),
+            ]
+            facts = [
+                {"running": False, "ran": False, "fenced_through": 0},
+                {
+                    "running": True,
+                    "ran": True,
+                    "fenced_through": 5,
+                    "outcome": "absent",
+                    "remote_dedups": True,
+                },
+            ]
+            for caller, named in ((None, False), (None, True), ((1, 0), False), ((2, 1), False)):
+                for name, predicate in header_only.items():
+                    answers = set()
+                    for r, f, draft in product(
+                        rows, facts, (None, DraftSeen(0, "approved", 1, "1"))
+                    ):
+                        who = WorldCaller(r, caller, named, dict(f))
+                        who.draft = draft
+                        answers.add(bool(predicate(WorldRow(r, col_index), who)))
+                    assert len(answers) == 1, (spec.name, name, header, caller, named)
+                    checked += 1
+    assert checked > 0
