@@ -505,7 +505,13 @@ class EntityStore:
         """Every entity's history in ``seq`` order, read ``page`` entries at a time, each
         page in a transaction of its own and after the last ``seq`` read (an entry appended
         meanwhile comes in a later page, none twice): for a history too long to hold at
-        once, as :meth:`history` does."""
+        once, as :meth:`history` does.
+
+        The pages are not one snapshot. A :meth:`prune_history` between two pages that cuts
+        past the last entry read replaces an entity's unread entries by a ``checkpoint``,
+        which then follows that entity's entries already read, where the audit calls a
+        checkpoint misplaced. Stream while nothing prunes (the campaign reads its history
+        once its workers have stopped), or read :meth:`history` in one transaction."""
         if not isinstance(page, int) or isinstance(page, bool) or page < 1:
             raise InvalidArgument(f"page must be a positive int, not {page!r}")
         m = self._driver.marker
