@@ -20,7 +20,7 @@ FILES = re.findall(r"```toml\n# (\S+\.toml)\n(.*?)```", README, flags=re.S)
 #: Commands run elsewhere, with the reason.
 ELSEWHERE = {
     "make test": "it is the command that runs this test (.ci/run calls it)",
-    "make bench": ".ci/run runs it; it takes about a minute",
+    "make bench": ".ci/run runs it; it takes minutes (4 min 26 s on 2026-12-07, a quiet machine)",
 }
 
 
