@@ -25,7 +25,7 @@ from claimfsm.checker import (
     spin_check,
 )
 from claimfsm.cli import main
-from claimfsm.errors import SpecError, TargetBusy
+from claimfsm.errors import InvalidArgument, SpecError, TargetBusy
 from claimfsm.machine import ClaimMachine
 from claimfsm.spec import declarations_dir, load_spec, shipped
 
@@ -894,9 +894,56 @@ def test_the_fence_option_is_read_from_the_declaration_and_checked(tmp_path: Pat
 
 def test_own_keys_is_for_a_lifecycle_with_a_remote() -> None:
     """Only a client with a request to send has a key to carry or leave behind."""
-    from claimfsm.errors import InvalidArgument
-
     with pytest.raises(InvalidArgument, match=r"declares no remote.*leave out own_keys"):
         entity_model(load_spec(declarations_dir() / "job.toml"), EntityModelConfig(own_keys=False))
     with pytest.raises(InvalidArgument, match="own_keys must be None, True or False"):
         EntityModelConfig(own_keys="no").resolved(load_spec(declarations_dir() / "job.toml"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        declarations_dir() / "claim.toml",
+        declarations_dir() / "job.toml",
+        declarations_dir() / "wrong" / "job" / "requeue_without_evidence.toml",
+        Path(__file__).parent.parent / "examples" / "page.toml",
+    ],
+    ids=lambda p: p.stem,
+)
+def test_the_checker_lists_only_the_takes_that_fire_and_the_stateful_test_every_one(
+    path: Path,
+) -> None:
+    """The checker lists an idle client's takes and resends only where they fire within
+    the bounds; the stateful test's world (``refused_takes``) lists every one, to play the
+    refused ones against the store. In every state both reach the same next states, and
+    the checker's listing is the other's with the takes that do not fire left out, in the
+    same order."""
+    spec = load_spec(path)
+    bounds: dict[str, Any] = {"workers": 2, "epochs": 2}
+    checker = entity_model(spec, EntityModelConfig(**bounds))
+    every = entity_model(spec, EntityModelConfig(**bounds, refused_takes=True))
+    refused = 0
+    start = list(every.init_states())
+    assert start == list(checker.init_states())
+    reached, frontier = set(start), list(start)
+    while frontier:
+        world = frontier.pop()
+        listed = list(every.actions(world))
+        nexts = [every.next_state(world, a) for a in listed]
+        fires = [
+            a
+            for a, after in zip(listed, nexts, strict=True)
+            if a[0] not in ("take", "resend") or after is not None
+        ]
+        assert list(checker.actions(world)) == fires, every.show_state(world)
+        refused += len(listed) - len(fires)
+        for action, after in zip(listed, nexts, strict=True):
+            assert checker.next_state(world, action) == after
+            if after is not None and after not in reached:
+                reached.add(after)
+                frontier.append(after)
+    assert refused  # the stateful test's world lists takes that do not fire
+    assert len(reached) == Checker(checker).exhaustive().run().unique
+    assert len(reached) == Checker(every).exhaustive().run().unique
+    with pytest.raises(InvalidArgument, match="refused_takes must be None, True or False"):
+        EntityModelConfig(refused_takes="yes").resolved(spec)  # type: ignore[arg-type]
