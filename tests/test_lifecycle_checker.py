@@ -910,18 +910,18 @@ def test_own_keys_is_for_a_lifecycle_with_a_remote() -> None:
     ],
     ids=lambda p: p.stem,
 )
-def test_the_checker_lists_only_the_takes_that_fire_and_the_stateful_test_every_one(
+def test_the_checker_lists_only_the_steps_that_fire_and_the_stateful_test_every_one(
     path: Path,
 ) -> None:
-    """The checker lists an idle client's takes and resends only where they fire within
-    the bounds; the stateful test's world (``refused_takes``) lists every one, to play the
-    refused ones against the store. In every state both reach the same next states, and
-    the checker's listing is the other's with the takes that do not fire left out, in the
-    same order."""
+    """The checker lists an idle client's takes and resends, and the operator's and the
+    sweep's events, only where they fire within the bounds; the stateful test's world
+    (``lists_refused``) lists every one, to play the refused ones against the store. In
+    every state both reach the same next states, and the checker's listing is the other's
+    with the steps that do not fire left out, in the same order."""
     spec = load_spec(path)
     bounds: dict[str, Any] = {"workers": 2, "epochs": 2}
     checker = entity_model(spec, EntityModelConfig(**bounds))
-    every = entity_model(spec, EntityModelConfig(**bounds, refused_takes=True))
+    every = entity_model(spec, EntityModelConfig(**bounds, lists_refused=True))
     refused = 0
     start = list(every.init_states())
     assert start == list(checker.init_states())
@@ -933,7 +933,7 @@ def test_the_checker_lists_only_the_takes_that_fire_and_the_stateful_test_every_
         fires = [
             a
             for a, after in zip(listed, nexts, strict=True)
-            if a[0] not in ("take", "resend") or after is not None
+            if a[0] not in ("take", "resend", "env") or after is not None
         ]
         assert list(checker.actions(world)) == fires, every.show_state(world)
         refused += len(listed) - len(fires)
@@ -942,8 +942,8 @@ def test_the_checker_lists_only_the_takes_that_fire_and_the_stateful_test_every_
             if after is not None and after not in reached:
                 reached.add(after)
                 frontier.append(after)
-    assert refused  # the stateful test's world lists takes that do not fire
+    assert refused  # the stateful test's world lists steps that do not fire
     assert len(reached) == Checker(checker).exhaustive().run().unique
     assert len(reached) == Checker(every).exhaustive().run().unique
-    with pytest.raises(InvalidArgument, match="refused_takes must be None, True or False"):
-        EntityModelConfig(refused_takes="yes").resolved(spec)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="lists_refused must be None, True or False"):
+        EntityModelConfig(lists_refused="yes").resolved(spec)  # type: ignore[arg-type]

@@ -302,14 +302,15 @@ class EntityModelConfig:
     #: test compares the claim designs' verdicts both ways). A checker option, not a
     #: ``[world]`` one: it abstracts, the world is the same.
     own_keys: bool | None = None
-    #: whether an idle client's takes and resends are listed where they do not fire
+    #: whether the steps that read the entity's row alone (an idle client's takes and
+    #: resends, the operator's and the sweep's events) are listed where they do not fire
     #: (refused by a guard, or past a bound) as well. The generated stateful test lists
     #: them (``verify``): it plays each against the store to see the store refuse it too.
-    #: The checker does not (None): a take that does not fire is no step, and asking for
-    #: its step is most of what the search would do with it. A state's next states, so
-    #: every count and verdict, are the same either way; a replay token numbers a
-    #: world's actions as listed, so it is played on a model listed as it was made.
-    refused_takes: bool | None = None
+    #: The checker does not (None): a step that does not fire is no step, and asking for
+    #: it is most of what the search would do with it. A state's next states, so every
+    #: count and verdict, are the same either way; a replay token numbers a world's
+    #: actions as listed, so it is played on a model listed as it was made.
+    lists_refused: bool | None = None
 
     def resolved(self, spec: Spec) -> dict[str, Any]:
         from claimfsm.spec._roles import (
@@ -368,11 +369,11 @@ class EntityModelConfig:
                 " leave out own_keys"
             )
         out["own_keys"] = self.own_keys is not False
-        if self.refused_takes not in (None, True, False):
+        if self.lists_refused not in (None, True, False):
             raise InvalidArgument(
-                f"refused_takes must be None, True or False, got {self.refused_takes!r}"
+                f"lists_refused must be None, True or False, got {self.lists_refused!r}"
             )
-        out["refused_takes"] = self.refused_takes is True
+        out["lists_refused"] = self.lists_refused is True
         return out
 
 
@@ -457,7 +458,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     stops = _stops if keeps_work else _unchanged
     # whether a client carries its request's key (EntityModelConfig.own_keys)
     carries = cfg["own_keys"]
-    refused_takes = cfg["refused_takes"]
+    lists_refused = cfg["lists_refused"]
 
     def key_carried(row: Row) -> int:
         """The key a client whose request is due carries: the entity's as ``row`` is now,
@@ -659,7 +660,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         acts: list[Action]
         if h is None or h.key < 0:  # idle (with a saved handle, it may also wake up)
             rows = shared[0]
-            if refused_takes:  # every take and resend, whether it fires or not
+            if lists_refused:  # every take and resend, whether it fires or not
                 tried = [
                     (key, d, e)
                     for key in range(keys)
@@ -706,14 +707,15 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             acts.append(("crash", c))
         return acts
 
-    # An idle client's takes and resends read the entity's row alone (its handle is not
-    # asked), and most are refused by their guards (a busy row, a draft not approved) or
-    # go past a bound (no epoch left): the checker lists each only where it fires on the
-    # row as it is (its ``first`` event applied where the stores would) within the
-    # bounds, decided once per row (``refused_takes``). The bounds are still seen: whether
-    # a step is cut is asked of the parts apart (``idle_cut``), not of the actions listed.
-    # Listing them all, the claim's search at K=3 with symmetry asked for the steps of
-    # 37,543 takes and resends that could not be taken, of 148,901 steps asked in all.
+    # An idle client's takes and resends, and the operator's and the sweep's events, read
+    # the entity's row alone (no handle is asked), and most are refused by their guards
+    # (a busy row, a draft not approved, nothing to reconcile) or go past a bound (no
+    # epoch left): the checker lists each only where it fires on the row as it is (its
+    # ``first`` event applied where the stores would) within the bounds, decided once per
+    # row (``lists_refused``). The bounds are still seen: whether a step is cut is asked of
+    # the parts apart (``idle_cut``, ``shared_cut``), not of the actions listed. Listing
+    # them all, the claim's search at K=3 with symmetry asked for the steps of 44,925
+    # that could not be taken, of 148,901 steps asked in all.
     takes_by_row: dict[Row, tuple[tuple[int, str], ...]] = {}
     resends_by_row: dict[Row, tuple[str, ...]] = {}
 
@@ -740,6 +742,21 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             found = resends_by_row[row] = tuple(e for e in resends if fires_on(row, e, True, -1))
         return found
 
+    env_by_row: dict[Row, tuple[str, ...]] = {}
+
+    def env_fires(row: Row) -> tuple[str, ...]:
+        """The operator's and the sweep's events that fire on ``row`` within the bounds
+        (readback's fence applied first where it would be)."""
+        found = env_by_row.get(row)
+        if found is None:
+            fired_here = []
+            for e in environment:
+                result = fire_first(read_back(EntityWorld((row,), ()), 0, e), 0, e, None, True)[1]
+                if result is not None and result[0] is not None and not cut(result[1]):
+                    fired_here.append(e)
+            found = env_by_row[row] = tuple(fired_here)
+        return found
+
     def named_drafts(row: Row) -> list[int]:
         """The drafts of ``row``'s entity a taker may name: each created one."""
         return [d for d, (status, _) in enumerate(row.drafts) if status != "-"]
@@ -756,7 +773,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                     acts.append(("draft", key, d, "approve"))
                 if status == "-":
                     acts.append(("draft", key, d, "create"))
-            acts += [("env", key, e) for e in environment]
+            acts += [("env", key, e) for e in (environment if lists_refused else env_fires(row))]
             if row.live and row.state in lease_states:
                 acts.append(("clock", key))
             if fenceable and cfg["fence"] == "any_step" and row.fence < row.epoch:

@@ -597,7 +597,7 @@ def _beyond_the_checker(
         retries=6 if resends_in(spec) else None,
         crashes=crashes,
         wakes=wakes,
-        refused_takes=True,  # a refused take is played too: the store must refuse it
+        lists_refused=True,  # a refused take or operator's event is played too
     )
 
 
@@ -609,7 +609,7 @@ def guided_paths(
     refusal the model can reach, as (event, from, to) or (event, from, refused), to each
     author's step (linked drafts) in each state, done or refused, and to the first
     violation of each invariant. Each is (what it reaches, its actions)."""
-    model = entity_model(spec, EntityModelConfig(workers=workers, keys=1, refused_takes=True))
+    model = entity_model(spec, EntityModelConfig(workers=workers, keys=1, lists_refused=True))
     # the same world without the checker's bounds: a step it takes that the bounded model
     # does not is beyond a bound, not refused
     unbounded = entity_model(spec, _beyond_the_checker(spec, workers))
