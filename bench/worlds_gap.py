@@ -40,7 +40,11 @@ from claimfsm.checker import (
     reachable,
 )
 from claimfsm.checker._claim import Ghosts, Remote, Target, Worker, World
-from claimfsm.checker._entity import EntityWorld, Handle, Row
+from claimfsm.checker._entity_world import (
+    EntityWorld,
+    Handle,
+    Row,
+)
 from claimfsm.checker._worlds import claim_common, lifecycle_common
 from claimfsm.spec import declarations_dir, load_spec
 

@@ -13,8 +13,12 @@ from click.testing import CliRunner
 
 from claimfsm.checker import Checker, EntityModelConfig, entity_model
 from claimfsm.checker._by_target import by_target
-from claimfsm.checker._entity import EntityWorld, Handle, resting
 from claimfsm.checker._entity_targets import entity_keys, join, project, project_action
+from claimfsm.checker._entity_world import (
+    EntityWorld,
+    Handle,
+    resting,
+)
 from claimfsm.checker._targets import targets_independent
 from claimfsm.cli import main
 from claimfsm.spec import Spec, declarations_dir, load_spec

@@ -246,7 +246,7 @@ def _rows(spec: object) -> list[dict[str, Any] | None]:
 def _callers() -> list[dict[str, Any]]:
     from itertools import product
 
-    from claimfsm.checker._entity import DraftSeen
+    from claimfsm.checker._entity_world import DraftSeen
 
     callers: list[dict[str, Any]] = []
     for epoch, token, now, draft, target, fact in product(
@@ -315,7 +315,7 @@ def test_what_each_guard_kind_reads_is_what_its_predicate_reads() -> None:
 
 
 def test_a_header_only_guard_answers_alike_on_world_rows_that_differ_only_off_the_header() -> None:
-    """``HEADER_ROW`` and ``HEADER_CALLER`` (``checker._entity``) say what the lifecycle
+    """``HEADER_ROW`` and ``HEADER_CALLER`` (``checker._entity_world``) say what the lifecycle
     world's ``WorldRow`` and ``WorldCaller`` take from a row's state, epoch, token and
     lease and from a caller's epoch and token: the stale owner's look-up keys a refusal by
     those alone where every guard reads no more (``reads_header_only``). So every such
@@ -325,7 +325,7 @@ def test_a_header_only_guard_answers_alike_on_world_rows_that_differ_only_off_th
     and draft); were a view to take a header field from elsewhere, it would not."""
     from itertools import product
 
-    from claimfsm.checker._entity import (
+    from claimfsm.checker._entity_world import (
         DraftSeen,
         Row,
         WorldCaller,

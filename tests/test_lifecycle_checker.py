@@ -578,7 +578,7 @@ def test_against_a_remote_the_rows_keep_no_work_and_split_as_the_claim_worlds_do
     handles (``world_facts``), and the rows (the packed search's shared part) are as many
     as the claim world's, so each client's steps are decided as rarely there."""
     from claimfsm.checker import ClaimModelConfig, claim_model, world_facts
-    from claimfsm.checker._entity import _split
+    from claimfsm.checker._entity_world import _split
 
     spec = load_spec(declarations_dir() / "claim.toml")
     config = EntityModelConfig(workers=2, epochs=2, drafts=1, own_keys=False)

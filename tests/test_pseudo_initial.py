@@ -172,7 +172,10 @@ def test_a_stale_owner_s_event_where_none_leaves_the_state_is_recorded_in_model_
     stale owner's (its epoch guard, read from begin_send's transitions elsewhere) and
     records it, so the lifecycle world marks the refusal (``stale_owner_discarded``) on the
     same step, as its Promela twin does."""
-    from claimfsm.checker._entity import Handle, Row
+    from claimfsm.checker._entity_world import (
+        Handle,
+        Row,
+    )
     from claimfsm.errors import StaleClaim
     from claimfsm.verify import ManualClock
 

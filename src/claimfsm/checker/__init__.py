@@ -35,11 +35,13 @@ from claimfsm.checker._engine import (
     replay,
 )
 from claimfsm.checker._entity import (
+    entity_model,
+    entity_path_steps,
+)
+from claimfsm.checker._entity_world import (
     EntityModelConfig,
     EntityWorld,
     crash_words,
-    entity_model,
-    entity_path_steps,
     entity_word,
     resends_in,
     world_facts,

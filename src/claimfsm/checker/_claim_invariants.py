@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from claimfsm.checker._engine import Property
-from claimfsm.checker._entity import DRAFT_WORDS
+from claimfsm.checker._entity_world import DRAFT_WORDS
 from claimfsm.errors import SpecError
 from claimfsm.spec import InvariantDecl, Spec
 from claimfsm.spec._invariants import FAIR_STEPS, pinned_holds

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from claimfsm.checker._entity import (
+from claimfsm.checker._entity import entity_model
+from claimfsm.checker._entity_properties import (
     HANDLE_STEPS,
     NAMING_STEPS,
     WORLD_STEPS,
+    acts_on,
+)
+from claimfsm.checker._entity_world import (
     EntityModelConfig,
     EntityWorld,
     Handle,
-    acts_on,
-    entity_model,
     entity_word,
     holds_handle,
     resting,

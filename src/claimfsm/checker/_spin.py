@@ -40,13 +40,13 @@ from typing import Any
 
 from claimfsm.checker._claim import ClaimModelConfig, claim_model
 from claimfsm.checker._engine import Discovery, Model, Property, Report, Step
-from claimfsm.checker._entity import (
+from claimfsm.checker._entity import entity_model
+from claimfsm.checker._entity_properties import fairness_class
+from claimfsm.checker._entity_world import (
     VERSIONS,
     Action,
     EntityModelConfig,
-    entity_model,
     executor_parts,
-    fairness_class,
     readback_fences,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from claimfsm.checker._claim import World
-from claimfsm.checker._entity import EntityWorld
+from claimfsm.checker._entity_world import EntityWorld
 from claimfsm.spec import Spec
 from claimfsm.spec._vocabulary import State, claim_steps
 

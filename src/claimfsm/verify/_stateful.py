@@ -39,11 +39,11 @@ from claimfsm.checker import (
     resends_in,
     world_facts,
 )
-from claimfsm.checker._entity import (
+from claimfsm.checker._entity_properties import acting
+from claimfsm.checker._entity_world import (
     DRAFT_WORDS,
     WorldCaller,
     WorldRow,
-    acting,
     fenced_by_readback,
     holds_handle,
     key_shape,
