@@ -476,8 +476,14 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     takes_by_row: dict[Row, tuple[tuple[int, str], ...]] = {}
     resends_by_row: dict[Row, tuple[str, ...]] = {}
 
-    def fires_on(row: Row, event: str, named: bool, draft: int) -> bool:
-        result = fire_first(EntityWorld((row,), ()), 0, event, None, named, draft)[1]
+    def fires_on(row: Row, event: str, named: bool, draft: int = -1) -> bool:
+        """Whether ``event`` fires on ``row`` within the bounds, taken by no handle (a
+        taker's, naming ``draft``; or naming the current epoch: a resend, the operator's
+        or the sweep's event, after readback's fence where it would be)."""
+        world = EntityWorld((row,), ())
+        result = fire_first(
+            read_back(world, 0, event) if named else world, 0, event, None, named, draft
+        )[1]
         return result is not None and result[0] is not None and not cut(result[1])
 
     def idle_takes(row: Row) -> tuple[tuple[int, str], ...]:
@@ -506,12 +512,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         (readback's fence applied first where it would be)."""
         found = env_by_row.get(row)
         if found is None:
-            fired_here = []
-            for e in environment:
-                result = fire_first(read_back(EntityWorld((row,), ()), 0, e), 0, e, None, True)[1]
-                if result is not None and result[0] is not None and not cut(result[1]):
-                    fired_here.append(e)
-            found = env_by_row[row] = tuple(fired_here)
+            found = env_by_row[row] = tuple(e for e in environment if fires_on(row, e, True))
         return found
 
     def named_drafts(row: Row) -> list[int]:
