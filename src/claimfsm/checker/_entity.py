@@ -268,9 +268,11 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             situation = (event, row.state, row.epoch, row.token, row.live, caller, named)
             verdict = verdicts.get(situation)
             if verdict is None:
-                verdict = verdicts[situation] = _verdict(row, event, caller, named, draft)
+                verdict = verdicts[situation] = _verdict(
+                    row, candidates, event, caller, named, draft
+                )
         else:
-            verdict = _verdict(row, event, caller, named, draft)
+            verdict = _verdict(row, candidates, event, caller, named, draft)
         t, failing = verdict
         if t is None:
             return None, failing
@@ -284,13 +286,18 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     verdicts: dict[tuple[Any, ...], tuple[TransitionDecl | None, str]] = {}
 
     def _verdict(
-        row: Row, event: str, caller: tuple[int, int] | None, named: bool, draft: int
+        row: Row,
+        candidates: Sequence[TransitionDecl],
+        event: str,
+        caller: tuple[int, int] | None,
+        named: bool,
+        draft: int,
     ) -> tuple[TransitionDecl | None, str]:
-        """The first of ``event``'s transitions from the row's state whose guards all hold
-        (and ""), or None and the guards that failed, joined by commas."""
+        """The first of ``candidates`` (``event``'s transitions from the row's state) whose
+        guards all hold (and ""), or None and the guards that failed, joined by commas."""
         seen, who = _views(row, event, caller, named, draft)
         failing: list[str] = []
-        for t in spec.transitions_for(event, row.state):
+        for t in candidates:
             bad = [g for g in t.guards if not guards[g](seen, who)]
             if not bad:
                 return t, ""
@@ -476,15 +483,32 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     takes_by_row: dict[Row, tuple[tuple[int, str], ...]] = {}
     resends_by_row: dict[Row, tuple[str, ...]] = {}
 
+    # Whether a step that reads the row alone fires on it within the bounds, fires past
+    # one, or neither (refused, or no transition from its state): one answer per (row,
+    # event, named, draft), read both to list the step (``fires_on``) and to ask whether
+    # a bound stops it (``idle_cut``, ``shared_cut``). The operator's and the sweep's
+    # events act after readback's fence where it would be, as ``_next`` fires them.
+    row_steps: dict[tuple[Row, str, bool, int], int] = {}
+    REFUSED, FIRES, CUT = 0, 1, 2
+
+    def step_on(row: Row, event: str, named: bool, draft: int = -1) -> int:
+        situation = (row, event, named, draft)
+        found = row_steps.get(situation)
+        if found is None:
+            world = EntityWorld((row,), ())
+            if named and event in environment:
+                world = read_back(world, 0, event)
+            result = fire_first(world, 0, event, None, named, draft)[1]
+            found = row_steps[situation] = (
+                REFUSED if result is None or result[0] is None else CUT if cut(result[1]) else FIRES
+            )
+        return found
+
     def fires_on(row: Row, event: str, named: bool, draft: int = -1) -> bool:
         """Whether ``event`` fires on ``row`` within the bounds, taken by no handle (a
         taker's, naming ``draft``; or naming the current epoch: a resend, the operator's
-        or the sweep's event, after readback's fence where it would be)."""
-        world = EntityWorld((row,), ())
-        result = fire_first(
-            read_back(world, 0, event) if named else world, 0, event, None, named, draft
-        )[1]
-        return result is not None and result[0] is not None and not cut(result[1])
+        or the sweep's event)."""
+        return step_on(row, event, named, draft) == FIRES
 
     def idle_takes(row: Row) -> tuple[tuple[int, str], ...]:
         """The (draft named, event) of each take that fires on ``row`` (draft -1 where the
@@ -828,9 +852,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     def shared_cut(shared: Shared) -> bool:
         found = shared_cuts.get(shared[0])
         if found is None:
-            world = EntityWorld(shared[0], ())
             found = shared_cuts[shared[0]] = any(
-                _cuts(world, key, e, None, True) for key in range(keys) for e in environment
+                step_on(row, e, True) == CUT for row in shared[0] for e in environment
             )
         return found
 
@@ -844,18 +867,19 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
         handle it kept, None where it has none) its wake-up on that handle's row."""
         found = client_cuts.get((rows, saved))
         if found is None:
-            world = EntityWorld(rows, ())
             found = client_cuts[(rows, saved)] = (
                 any(
-                    _cuts(world, key, e, None, False, d)
-                    for key in range(keys)
-                    for d in (named_drafts(rows[key]) if n_drafts else (-1,))
+                    step_on(row, e, False, d) == CUT
+                    for row in rows
+                    for d in (named_drafts(row) if n_drafts else (-1,))
                     for e in takers
                 )
-                or any(_cuts(world, key, e, None, True) for key in range(keys) for e in resends)
+                or any(step_on(row, e, True) == CUT for row in rows for e in resends)
                 or (
                     saved is not None
-                    and any(_cuts(world, saved[0], e, saved[1:], True) for e in woken)
+                    and any(
+                        _cuts(EntityWorld(rows, ()), saved[0], e, saved[1:], True) for e in woken
+                    )
                 )
             )
         return found
