@@ -18,7 +18,7 @@ from hypothesis import settings
 from transitions import Machine
 
 from claimfsm.audit import audit_store
-from claimfsm.checker import Checker, entity_model
+from claimfsm.checker import Checker, EntityModelConfig, entity_model
 from claimfsm.cli import main
 from claimfsm.errors import (
     DeclarationMismatch,
@@ -433,6 +433,57 @@ def test_verify_finds_the_store_agreeing_with_the_model(url: str) -> None:
     result = verify(spec, open_store, examples=20, steps=20)
     assert result.ok, result.failure + "\n" + "\n".join(result.program)
     assert result.guided == len(guided_paths(spec)) and result.steps_run > 100
+
+
+@pytest.mark.parametrize(
+    ("where", "workers"),
+    [
+        ("specs/job.toml", 3),
+        ("examples/page.toml", 2),  # linked drafts: the authors' steps too
+        ("specs/wrong/partial_unique_index.toml", 2),
+        ("specs/wrong/job/requeue_without_evidence.toml", 3),  # a violation to reach
+    ],
+)
+def test_the_guided_paths_are_searched_by_class_and_are_real_and_shortest(
+    where: str, workers: int
+) -> None:
+    """The guided paths are searched over one world of each class under renumbering the
+    workers. They reach what the search of every world reaches, each by a path as short,
+    and each is made of real actions: played on the model from its start, every action is
+    one the model lists, and the last reaches what the path names. Asked again, they are
+    the same paths, not the same lists."""
+    spec = load_spec(Path(__file__).parents[1] / where)
+    paths = guided_paths(spec, workers=workers)
+    plain = guided_paths(spec, workers=workers, symmetry=False)
+    assert sorted((w, len(a)) for w, a in paths) == sorted((w, len(a)) for w, a in plain)
+    assert any(w.endswith(": refused") for w, _ in paths)
+    assert any(w.startswith("invariant ") for w, _ in paths) == ("evidence" in where)
+    model = entity_model(spec, EntityModelConfig(workers=workers, keys=1, lists_refused=True))
+    failing = {p.name for p in model.properties if p.kind == "always"}
+    for what, actions in paths:
+        world = next(iter(model.init_states()))
+        for action in actions[:-1]:
+            assert action in model.actions(world), (what, actions)
+            world = model.next_state(world, action)
+            assert world is not None, (what, actions)
+        last = actions[-1]
+        assert last in model.actions(world), (what, actions)
+        after = model.next_state(world, last)
+        if what.startswith("invariant "):
+            name = what.split()[1]
+            assert name in failing and after is not None
+            assert not next(p for p in model.properties if p.name == name).holds(after)
+        elif what.startswith("author "):
+            assert last[0] == "draft" and what.endswith("refused" if after is None else "done")
+        elif what.endswith(": refused"):
+            assert what == f"{last[-1]} from {world.rows[0].state}: refused", (what, last)
+        else:
+            assert after is not None
+            assert what == f"{last[-1]}: {world.rows[0].state} -> {after.rows[0].state}"
+    again = guided_paths(spec, workers=workers)
+    assert again == paths and again is not paths
+    again[0][1].clear()
+    assert guided_paths(spec, workers=workers) == paths
 
 
 def test_verify_opens_each_workers_store_once_and_closes_every_one(url: str) -> None:

@@ -17,7 +17,8 @@ the shortest program Hypothesis finds, printed step by step.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -601,61 +602,97 @@ def _beyond_the_checker(
     )
 
 
+#: guided_paths' answers, by (id of the declaration, workers, max_states, symmetry): each is
+#: dropped when its declaration is (so an id is never read for another declaration)
+_GUIDED: dict[
+    tuple[int, int | None, int, bool], tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...]
+] = {}
+
+
 def guided_paths(
-    spec: Spec, *, workers: int | None = None, max_states: int = 200_000
+    spec: Spec, *, workers: int | None = None, max_states: int = 200_000, symmetry: bool = True
 ) -> list[tuple[str, list[tuple[Any, ...]]]]:
     """The model's shortest path to each thing worth playing on a store, breadth-first
     within the declaration's ``[world]`` bounds (one entity): to every transition and every
     refusal the model can reach, as (event, from, to) or (event, from, refused), to each
     author's step (linked drafts) in each state, done or refused, and to the first
-    violation of each invariant. Each is (what it reaches, its actions)."""
+    violation of each invariant. Each is (what it reaches, its actions). Searched once
+    per declaration and bounds (a declaration is immutable): a caller that lists them and
+    then runs :func:`verify` on the same declaration searches once. ``symmetry``: search
+    one world of each class under renumbering the workers (the same paths' lengths, found
+    sooner); off, every world."""
+    key = (id(spec), workers, max_states, symmetry)
+    found = _GUIDED.get(key)
+    if found is None:
+        paths = _guided_paths(spec, workers, max_states, symmetry)
+        found = _GUIDED[key] = tuple((what, tuple(actions)) for what, actions in paths)
+        weakref.finalize(spec, _GUIDED.pop, key, None)
+    return [(what, list(actions)) for what, actions in found]
+
+
+def _guided_paths(
+    spec: Spec, workers: int | None, max_states: int, symmetry: bool
+) -> list[tuple[str, list[tuple[Any, ...]]]]:
     model = entity_model(spec, EntityModelConfig(workers=workers, keys=1, lists_refused=True))
     # the same world without the checker's bounds: a step it takes that the bounded model
     # does not is beyond a bound, not refused
     unbounded = entity_model(spec, _beyond_the_checker(spec, workers))
     always = [p for p in model.properties if p.kind == "always"]
+    # One world of each class under renumbering the workers is searched (the model's
+    # ``canonical``): what a step reaches names no worker, so each is as near in a class's
+    # first world as in any, and the worlds kept are the ones reached, so each path is
+    # made of real actions, played as they are.
+    canonical = (symmetry and model.canonical) or (lambda world: world)
     start = next(iter(model.init_states()))
-    parent: dict[EntityWorld, tuple[EntityWorld, tuple[Any, ...]] | None] = {start: None}
-    found: dict[str, tuple[EntityWorld, tuple[Any, ...]]] = {}  # what -> (before, action)
-    queue = [start]
-    for world in queue:
+    parent: dict[Hashable, tuple[Hashable, tuple[Any, ...]] | None] = {canonical(start): None}
+    found: dict[str, tuple[Hashable, tuple[Any, ...]]] = {}  # what -> (before, action)
+    queue = [(canonical(start), start)]
+    for key, world in queue:
         if len(parent) > max_states:
             break
         for action in model.actions(world):
             after = model.next_state(world, action)
             if action[0] in ("take", "own", "env", "resend", "wake"):
                 row = world.rows[0]
-                if after is None and unbounded.next_state(world, action) is not None:
-                    continue  # beyond a bound: no step of this world
-                if after is None or (
-                    action[0] in ("own", "wake")
-                    and not holds_handle(after.clients[action[1]])
-                    and stored_rows(after) == stored_rows(world)
-                ):  # refused: the handle is dropped, the entity unchanged
-                    what = f"{action[-1]} from {row.state}: refused"
+                refused = f"{action[-1]} from {row.state}: refused"
+                if after is None:
+                    # a step the unbounded world takes is beyond a bound: no step of this
+                    # world (asked only while the refusal is still to be found)
+                    if refused not in found and unbounded.next_state(world, action) is None:
+                        found[refused] = (key, action)
                 else:
-                    what = f"{action[-1]}: {row.state} -> {after.rows[0].state}"
-                found.setdefault(what, (world, action))
+                    moved = f"{action[-1]}: {row.state} -> {after.rows[0].state}"
+                    if (refused not in found or moved not in found) and (
+                        action[0] in ("own", "wake")
+                        and not holds_handle(after.clients[action[1]])
+                        and stored_rows(after) == stored_rows(world)
+                    ):  # refused: the handle is dropped, the entity unchanged
+                        found.setdefault(refused, (key, action))
+                    else:
+                        found.setdefault(moved, (key, action))
             elif action[0] == "draft":  # an author's step, and the store's lock on it
                 done = "refused" if after is None else "done"
                 found.setdefault(
-                    f"author {action[3]} in {world.rows[0].state}: {done}", (world, action)
+                    f"author {action[3]} in {world.rows[0].state}: {done}", (key, action)
                 )
-            if after is None or after in parent:
+            if after is None:
                 continue
-            parent[after] = (world, action)
-            queue.append(after)
+            reached = canonical(after)
+            if reached in parent:
+                continue
+            parent[reached] = (key, action)
+            queue.append((reached, after))
             for p in always:
                 if not p.holds(after):
-                    found.setdefault(f"invariant {p.name} violated", (world, action))
+                    found.setdefault(f"invariant {p.name} violated", (key, action))
 
-    def path_to(world: EntityWorld) -> list[tuple[Any, ...]]:
+    def path_to(key: Hashable) -> list[tuple[Any, ...]]:
         actions: list[tuple[Any, ...]] = []
-        back = parent[world]
+        back = parent[key]
         while back is not None:
-            world, action = back
+            key, action = back
             actions.append(action)
-            back = parent[world]
+            back = parent[key]
         return actions[::-1]
 
     paths = [(what, [*path_to(before), action]) for what, (before, action) in found.items()]
