@@ -159,8 +159,8 @@ def test_on_what_both_keep_the_lifecycle_world_reaches_the_claim_worlds_states(f
     bounds = {"workers": 2, "epochs": 2, "drafts": 2}
     claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, **bounds)))
     lifecycles = reachable(entity_model(spec, EntityModelConfig(fence=fence, **bounds)))
-    theirs = {claim_common(spec)(w) for w in claims}
-    ours = {lifecycle_common(spec)(w) for w in lifecycles}
+    theirs = set(map(claim_common(spec), claims))
+    ours = set(map(lifecycle_common(spec), lifecycles))
     if fence == "with_readback":
         assert ours == theirs
     else:
@@ -181,14 +181,14 @@ def test_with_the_claim_worlds_key_abstraction_the_worlds_reach_the_same_states(
     claims = reachable(claim_model(spec, ClaimModelConfig.declared(spec, **bounds)))
     config = EntityModelConfig(own_keys=False, **bounds)  # type: ignore[arg-type]
     lifecycles = reachable(entity_model(spec, config))
-    theirs = {claim_common(spec)(w) for w in claims}
-    ours = {lifecycle_common(spec)(w) for w in lifecycles}
+    theirs = set(map(claim_common(spec), claims))
+    ours = set(map(lifecycle_common(spec), lifecycles))
     assert len(lifecycles) == len(ours) == len(theirs) == len(claims)
     assert ours == theirs
     # with their own keys, the clients tell more states apart than the mapping keeps
     carried = reachable(entity_model(spec, EntityModelConfig(**bounds)))  # type: ignore[arg-type]
     assert len(carried) > len(lifecycles)
-    assert {lifecycle_common(spec)(w) for w in carried} == theirs
+    assert set(map(lifecycle_common(spec), carried)) == theirs
     needs_spin()
     theirs_spin, _ = spin_check(spec, config)
     assert theirs_spin.unique == len(lifecycles)
@@ -272,9 +272,7 @@ def test_at_claim_toml_s_declared_bounds_the_worlds_reach_the_same_states() -> N
     config = EntityModelConfig(workers=2, own_keys=False)
     lifecycles = reachable(entity_model(spec, config))
     assert len(claims) == len(lifecycles) == PINNED[2][0]
-    assert {lifecycle_common(spec)(w) for w in lifecycles} == {
-        claim_common(spec)(w) for w in claims
-    }
+    assert set(map(lifecycle_common(spec), lifecycles)) == set(map(claim_common(spec), claims))
     needs_spin()
     theirs, _ = spin_check(spec, config)
     assert (theirs.unique, theirs.depth, theirs.verdict) == (PINNED[2][0], 26, "ok")
