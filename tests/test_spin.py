@@ -21,6 +21,7 @@ from claimfsm.checker import (
     spin_check,
 )
 from claimfsm.cli import main
+from claimfsm.errors import InvalidArgument
 from claimfsm.spec import declarations_dir, is_lifecycle_of_its_own, load_spec, shipped
 
 from .conftest import needs_spin
@@ -197,3 +198,35 @@ def test_left_only_by_and_examples_decide_in_spin_as_in_the_builtin_engine(
         elif found is None:
             assert {"a_job_succeeds", "a_job_is_dead_lettered"} <= theirs.reached
             assert {"a_job_succeeds", "a_job_is_dead_lettered"} <= set(ours.discoveries)
+
+
+def test_the_verifiers_are_built_at_the_optimisation_named_and_a_bad_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``CLAIMFSM_SPIN_OPT`` names the C compiler's optimisation level for the verifiers
+    (the suite sets -O0; unset, -O1): the same verdicts and counts at any level, the level
+    said in the report; a level it does not know is refused by name before anything is
+    built, and ``check`` says so in one line."""
+    needs_spin()
+    spec = load_spec(declarations_dir() / "job.toml")
+    config = EntityModelConfig(workers=2)
+    seen = {}
+    for level in ("-O0", "-O2"):
+        monkeypatch.setenv("CLAIMFSM_SPIN_OPT", level)
+        report, run = spin_check(spec, config)
+        assert run.optimisation == level
+        verdicts = {p.name: report.outcome(p) for p in report.model.properties}
+        seen[level] = (report.unique, report.depth, report.complete, verdicts)
+    assert seen["-O0"] == seen["-O2"]
+    said = CliRunner().invoke(main, ["check", "job", "--engine", "spin", "--json"])
+    assert json.loads(said.stdout)["engine"]["optimisation"] == "-O2"
+    monkeypatch.delenv("CLAIMFSM_SPIN_OPT")
+    assert spin_check(spec, config)[1].optimisation == "-O1"
+    monkeypatch.setenv("CLAIMFSM_SPIN_OPT", "-O9")
+    kept = tmp_path / "kept"
+    with pytest.raises(InvalidArgument, match=r"CLAIMFSM_SPIN_OPT='-O9' .* -O0, -O1, -O2"):
+        spin_check(spec, config, keep=kept)
+    assert not kept.exists()
+    said = CliRunner().invoke(main, ["check", "job", "--engine", "spin", "--spin-dir", str(kept)])
+    assert said.exit_code == 1 and "Traceback" not in said.output
+    assert "CLAIMFSM_SPIN_OPT='-O9'" in said.output and not kept.exists()

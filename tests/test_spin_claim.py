@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from claimfsm.checker import Checker, ClaimModelConfig, Report, claim_model, replay, spin_check
-from claimfsm.checker._spin import _build, _discover_lasso, _run
+from claimfsm.checker._spin import _build, _discover_lasso, _run, spin_optimisation
 from claimfsm.checker._spin_claim import claim_promela
 from claimfsm.cli import main
 from claimfsm.spec import claim_spec, declarations_dir, designs, load_spec
@@ -83,7 +83,8 @@ def test_other_worlds_are_the_same_states_in_both_engines(config: ClaimModelConf
 def _spin_states(tmp_path: Path, spec_name: str, config: ClaimModelConfig) -> int:
     """SPIN's count for the whole space, past violations (``-A``) and end states (``-E``)."""
     spec = claim_spec() if spec_name == "claim" else designs()[spec_name]
-    _build(tmp_path, "all", claim_promela(spec, config).text, ["-DSAFETY", "-DBFS"], 600)
+    text = claim_promela(spec, config).text
+    _build(tmp_path, "all", text, ["-DSAFETY", "-DBFS"], spin_optimisation(), 600)
     output = _run(["./all", "-m1000000", "-A", "-E"], tmp_path / "all", 600, "pan")
     found = re.search(r"(\d+) states, stored", output)
     assert found, output
@@ -179,7 +180,7 @@ def test_a_design_found_wrong_by_liveness_alone_is_found_so_by_spin(tmp_path: Pa
     prop = next(p for p in ours.model.properties if p.name == "uncertain_is_reconciled")
     assert ours.outcome(prop) == "violated"
     ltl = claim_promela(spec, config, liveness="uncertain_is_reconciled")
-    _build(tmp_path, "live", ltl.text, [], 600)
+    _build(tmp_path, "live", ltl.text, [], spin_optimisation(), 600)
     output = _run(["./live", "-a", "-i", "-m1000000"], tmp_path / "live", 600, "pan", check=False)
     assert "acceptance cycle" in output and "errors: 0" not in output
     trail = _run(["spin", "-t", "live.pml"], tmp_path / "live", 600, "spin -t")
@@ -189,7 +190,7 @@ def test_a_design_found_wrong_by_liveness_alone_is_found_so_by_spin(tmp_path: Pa
     assert any(s.state.targets[0].state == "uncertain" for s in found.path)
     assert [s.state for s in replay(report.model, found.token)] == [s.state for s in found.path]
     correct = claim_promela(claim_spec(), config, liveness="uncertain_is_reconciled")
-    _build(tmp_path, "ok", correct.text, [], 600)
+    _build(tmp_path, "ok", correct.text, [], spin_optimisation(), 600)
     output = _run(["./ok", "-a", "-m1000000"], tmp_path / "ok", 600, "pan", check=False)
     assert "errors: 0" in output
 

@@ -50,7 +50,7 @@ from claimfsm.checker._entity_world import (
     readback_fences,
 )
 from claimfsm.checker._promela import OPS, Operand, Reading, conjunction, literal, promela_guard
-from claimfsm.errors import ClaimFSMError
+from claimfsm.errors import ClaimFSMError, InvalidArgument
 from claimfsm.spec import RemoteRules, Spec, runs_on_the_claim_model, step_events, wake_events
 
 #: The readback words a remote's ``outcome`` fact takes, by their code in the Promela.
@@ -1070,10 +1070,11 @@ def _invariant(
 @dataclass
 class SpinRun:
     """What a SPIN run cost, besides the report: the seconds to generate and compile the
-    verifier (``spin -a`` and the C compiler) and to search (``pan``), SPIN's memory, and
-    the Promela it searched."""
+    verifier (``spin -a`` and the C compiler, at ``optimisation``) and to search
+    (``pan``), SPIN's memory, and the Promela it searched."""
 
     compile_seconds: float = 0.0
+    optimisation: str = "-O1"
     search_seconds: float = 0.0
     memory_mb: float = 0.0
     state_vector_bytes: int = 0
@@ -1117,6 +1118,7 @@ def spin_check(
     why = spin_available()
     if why is not None:
         raise SpinUnavailable(why)
+    opt = spin_optimisation()
     model: Model[Any, Any]
     generate: Callable[[str | None], Promela]
     if isinstance(config, EntityModelConfig) or not runs_on_the_claim_model(spec):
@@ -1131,7 +1133,7 @@ def spin_check(
         model = claim_model(spec, config)
         generate = lambda liveness: claim_promela(spec, config, liveness)  # noqa: E731
     generated = generate(None)
-    run = SpinRun(bitstate=bitstate, promela=generated.text)
+    run = SpinRun(bitstate=bitstate, promela=generated.text, optimisation=opt)
     liveness = {p.name: generate(p.name) for p in model.properties if p.kind == "eventually"}
     with tempfile.TemporaryDirectory(prefix="claimfsm-spin-") as scratch:
         where = keep if keep is not None else Path(scratch)
@@ -1148,7 +1150,7 @@ def spin_check(
         pool = ThreadPoolExecutor(max_workers=min(len(builds), os.cpu_count() or 1))
         try:
             done = {
-                stem: pool.submit(_build, where, stem, text, flags, timeout)
+                stem: pool.submit(_build, where, stem, text, flags, opt, timeout)
                 for stem, (text, flags) in builds.items()
             }
             done["model"].result()
@@ -1202,17 +1204,36 @@ def spin_check(
     return report, run
 
 
-def _build(where: Path, stem: str, text: str, flags: list[str], timeout: float | None) -> float:
+#: The C compiler's optimisation levels a verifier may be built at
+#: (``CLAIMFSM_SPIN_OPT``); ``-O1`` unless it says otherwise.
+OPTIMISATIONS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+
+
+def spin_optimisation() -> str:
+    """The level SPIN's verifiers are compiled at: ``CLAIMFSM_SPIN_OPT``, or ``-O1`` (as
+    fast a search as ``-O2`` here, for a third less compiling). ``-O0`` halves compiling
+    again, and suits a small world, where compiling is most of SPIN's time."""
+    level = os.environ.get("CLAIMFSM_SPIN_OPT", "-O1")
+    if level not in OPTIMISATIONS:
+        raise InvalidArgument(
+            f"CLAIMFSM_SPIN_OPT={level!r} is not an optimisation level SPIN's verifiers are"
+            f" built at: set it to one of {', '.join(OPTIMISATIONS)}, or unset it (-O1)"
+        )
+    return level
+
+
+def _build(
+    where: Path, stem: str, text: str, flags: list[str], opt: str, timeout: float | None
+) -> float:
     """Write ``stem.pml`` (in ``where``, and in the folder ``where/stem``), generate its
-    verifier and compile it to ``where/stem/stem``; the seconds. ``-O1``: as fast a search
-    as ``-O2`` here, for a third less compiling."""
+    verifier and compile it at ``opt`` to ``where/stem/stem``; the seconds."""
     start = time.perf_counter()
     (where / f"{stem}.pml").write_text(text)
     folder = where / stem
     folder.mkdir(exist_ok=True)
     (folder / f"{stem}.pml").write_text(text)
     _run(["spin", "-a", f"{stem}.pml"], folder, timeout, f"spin -a {stem}.pml")
-    argv = ["cc", "-O1", "-w", "-DNOREDUCE", *flags, "-o", stem, "pan.c"]
+    argv = ["cc", opt, "-w", "-DNOREDUCE", *flags, "-o", stem, "pan.c"]
     _run(argv, folder, timeout, f"the C compiler (pan.c of {stem}.pml)")
     return time.perf_counter() - start
 

@@ -315,6 +315,7 @@ def _check_with_spin(
         "search": "bitstate" if run.bitstate else "exhaustive, breadth-first",
         "liveness": "LTL, acceptance cycles (nested depth-first, trail shortened)",
         "compile_seconds": round(run.compile_seconds, 3),
+        "optimisation": run.optimisation,
         "search_seconds": round(run.search_seconds, 3),
         "memory_mb": run.memory_mb,
         "state_vector_bytes": run.state_vector_bytes,
@@ -333,7 +334,8 @@ def _check_with_spin(
         click.echo(f"design {spec.name}: {spec.description}")
         click.echo(heading)
         click.echo(
-            f"engine: SPIN, {engine['search']}: verifiers built in {run.compile_seconds:.2f} s,"
+            f"engine: SPIN, {engine['search']}: verifiers built ({run.optimisation}) in"
+            f" {run.compile_seconds:.2f} s,"
             f" searched in {run.search_seconds:.2f} s, {run.memory_mb:,.0f} MB,"
             f" {run.state_vector_bytes} bytes per state vector"
         )
