@@ -292,13 +292,13 @@ def peak_memory(workers: int) -> tuple[int, int]:
 
 def spin_safety_only(config: ClaimModelConfig) -> tuple[float, float]:
     """Generate, compile and run the safety verifier alone: (seconds in all, searching)."""
-    from claimfsm.checker._spin import _build, _run
+    from claimfsm.checker._spin import _build, _run, spin_optimisation
     from claimfsm.checker._spin_claim import claim_promela
 
     with tempfile.TemporaryDirectory() as scratch:
         start = time.perf_counter()
         text = claim_promela(claim_spec(), config).text
-        _build(Path(scratch), "model", text, ["-DSAFETY", "-DBFS"], None)
+        _build(Path(scratch), "model", text, ["-DSAFETY", "-DBFS"], spin_optimisation(), None)
         searching = time.perf_counter()
         output = _run(["./model", "-m1000000"], Path(scratch) / "model", None, "pan")
         end = time.perf_counter()
