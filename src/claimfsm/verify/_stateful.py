@@ -660,16 +660,15 @@ def _guided_paths(
                     # world (asked only while the refusal is still to be found)
                     if refused not in found and unbounded.next_state(world, action) is None:
                         found[refused] = (key, action)
+                elif (
+                    action[0] in ("own", "wake")
+                    and not holds_handle(after.clients[action[1]])
+                    and stored_rows(after) == stored_rows(world)
+                ):  # refused: the handle is dropped, the entity unchanged
+                    found.setdefault(refused, (key, action))
                 else:
                     moved = f"{action[-1]}: {row.state} -> {after.rows[0].state}"
-                    if (refused not in found or moved not in found) and (
-                        action[0] in ("own", "wake")
-                        and not holds_handle(after.clients[action[1]])
-                        and stored_rows(after) == stored_rows(world)
-                    ):  # refused: the handle is dropped, the entity unchanged
-                        found.setdefault(refused, (key, action))
-                    else:
-                        found.setdefault(moved, (key, action))
+                    found.setdefault(moved, (key, action))
             elif action[0] == "draft":  # an author's step, and the store's lock on it
                 done = "refused" if after is None else "done"
                 found.setdefault(
