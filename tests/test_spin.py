@@ -156,10 +156,10 @@ def test_engine_spin_errors_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert depth.exit_code == 2 and "SPIN takes --time-limit" in depth.output
     monkeypatch.setenv("PATH", "/nonexistent")
     missing = CliRunner().invoke(main, ["check", "job", "--engine", "spin"])
-    assert missing.exit_code == 1 and "apt-get install spin gcc" in missing.output
+    assert missing.exit_code == 2 and "apt-get install spin gcc" in missing.output
     assert "Traceback" not in missing.output
     missing = CliRunner().invoke(main, ["check", "--engine", "spin", "--workers", "2"])
-    assert missing.exit_code == 1 and "apt-get install spin gcc" in missing.output
+    assert missing.exit_code == 2 and "apt-get install spin gcc" in missing.output
 
 
 def test_left_only_by_and_examples_decide_in_spin_as_in_the_builtin_engine(
@@ -228,5 +228,5 @@ def test_the_verifiers_are_built_at_the_optimisation_named_and_a_bad_one_is_refu
         spin_check(spec, config, keep=kept)
     assert not kept.exists()
     said = CliRunner().invoke(main, ["check", "job", "--engine", "spin", "--spin-dir", str(kept)])
-    assert said.exit_code == 1 and "Traceback" not in said.output
+    assert said.exit_code == 2 and "Traceback" not in said.output
     assert "CLAIMFSM_SPIN_OPT='-O9'" in said.output and not kept.exists()

@@ -1067,6 +1067,12 @@ def _invariant(
     return "(" + " && ".join(terms) + ")"
 
 
+#: The C compiler's optimisation levels a verifier may be built at
+#: (``CLAIMFSM_SPIN_OPT``), and the one used unless it says otherwise.
+OPTIMISATIONS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+DEFAULT_OPTIMISATION = "-O1"
+
+
 @dataclass
 class SpinRun:
     """What a SPIN run cost, besides the report: the seconds to generate and compile the
@@ -1074,7 +1080,7 @@ class SpinRun:
     (``pan``), SPIN's memory, and the Promela it searched."""
 
     compile_seconds: float = 0.0
-    optimisation: str = "-O1"
+    optimisation: str = DEFAULT_OPTIMISATION
     search_seconds: float = 0.0
     memory_mb: float = 0.0
     state_vector_bytes: int = 0
@@ -1204,20 +1210,16 @@ def spin_check(
     return report, run
 
 
-#: The C compiler's optimisation levels a verifier may be built at
-#: (``CLAIMFSM_SPIN_OPT``); ``-O1`` unless it says otherwise.
-OPTIMISATIONS = ("-O0", "-O1", "-O2", "-O3", "-Os")
-
-
 def spin_optimisation() -> str:
     """The level SPIN's verifiers are compiled at: ``CLAIMFSM_SPIN_OPT``, or ``-O1`` (as
     fast a search as ``-O2`` here, for a third less compiling). ``-O0`` halves compiling
     again, and suits a small world, where compiling is most of SPIN's time."""
-    level = os.environ.get("CLAIMFSM_SPIN_OPT", "-O1")
+    level = os.environ.get("CLAIMFSM_SPIN_OPT", DEFAULT_OPTIMISATION)
     if level not in OPTIMISATIONS:
         raise InvalidArgument(
             f"CLAIMFSM_SPIN_OPT={level!r} is not an optimisation level SPIN's verifiers are"
-            f" built at: set it to one of {', '.join(OPTIMISATIONS)}, or unset it (-O1)"
+            f" built at: set it to one of {', '.join(OPTIMISATIONS)},"
+            f" or unset it ({DEFAULT_OPTIMISATION})"
         )
     return level
 

@@ -21,6 +21,13 @@ from claimfsm.spec import Spec
 CLAIM_ONLY = ("drafts", "retries", "remote")
 
 
+class _CannotRun(click.ClickException):
+    """A check that could not be run for want of a tool or a setting: exit 2, as a usage
+    error does, never 1, which says a property was violated."""
+
+    exit_code = 2
+
+
 def check_lifecycle(
     ctx: click.Context,
     spec: Spec,
@@ -307,8 +314,10 @@ def _check_with_spin(
             keep=spin["keep"],
             timeout=limits["time_limit"],
         )
-    except SpinUnavailable as exc:
-        raise click.ClickException(str(exc)) from None
+    except (SpinUnavailable, InvalidArgument) as exc:
+        # SPIN could not be run (not installed, or CLAIMFSM_SPIN_OPT names no level): the
+        # set-up's to mend, not a verdict, so exit 2 and not a violation's 1
+        raise _CannotRun(str(exc)) from None
     drawn = draw(report) if draw is not None else []
     engine = {
         "name": "spin",
