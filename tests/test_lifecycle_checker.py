@@ -605,7 +605,7 @@ def test_a_working_client_refused_is_drawn_and_replayed_as_a_refusal(tmp_path: P
     work stops (the row's ``working`` changes) but the entity does not. The path drawn
     says refused, with no transition, and playing it on a store agrees."""
     from claimfsm.checker import Step
-    from claimfsm.checker._entity import entity_path_steps
+    from claimfsm.checker._entity_text import entity_path_steps
     from claimfsm.store import open_entity_store
     from claimfsm.verify import verify
 

@@ -34,10 +34,8 @@ from claimfsm.checker._engine import (
     reachable,
     replay,
 )
-from claimfsm.checker._entity import (
-    entity_model,
-    entity_path_steps,
-)
+from claimfsm.checker._entity import entity_model
+from claimfsm.checker._entity_text import entity_path_steps
 from claimfsm.checker._entity_world import (
     EntityModelConfig,
     EntityWorld,
