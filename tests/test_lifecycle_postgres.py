@@ -5,6 +5,7 @@ commit, is run again or settled from history: never lost, never applied twice.""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -336,6 +337,12 @@ def test_a_lifecycle_runs_through_pgbouncer_without_prepared_statements(
         for _ in range(3):  # three runs: every statement used more than five times
             store.reset()
             assert len(_a_job_run(store, clock)) == 10
+        # the history streamed through a server-side cursor in one transaction, as pooled
+        whole = store.history()
+        with contextlib.closing(store.iter_history(3)) as pages:
+            first = [next(pages) for _ in range(3)]
+            store.take("written-meanwhile", "lease", lease_seconds=10)
+            assert first + list(pages) == whole
     finally:
         store.close()
         drop_schema(pgbouncer, schema)

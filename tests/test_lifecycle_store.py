@@ -5,6 +5,7 @@ model step by step (each test fails without what it names)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tempfile
@@ -930,10 +931,11 @@ def test_rows_in_states_the_declaration_no_longer_declares_are_refused_at_open(
 def test_history_is_read_in_pages_as_a_whole_read_gives_it(url: str) -> None:
     """``iter_history`` reads every entity's history in seq order a page at a time: the
     same entries as ``history()``, refusals included, whatever the page size (a page
-    boundary inside one entity's history, a last page that is full, and one entry a page);
-    an entry appended between pages comes later, once."""
+    boundary inside one entity's history, a last page that is full, and one entry a page).
+    The pages are one snapshot: what the store writes or prunes while they are read is not
+    in them, and a stream closed part-way gives its connection back."""
     clock = ManualClock()
-    store = open_entity_store(load_spec(JOB_PATH), url, clock=clock)
+    store = open_entity_store(load_spec(JOB_PATH), url, clock=clock, pool_size=2)
     for key in ("a", "b", "c"):
         handle = store.act(store.take(key, "lease", lease_seconds=10), "start")
         clock.advance(11)
@@ -944,10 +946,20 @@ def test_history_is_read_in_pages_as_a_whole_read_gives_it(url: str) -> None:
     assert len(whole) == 12 and sum(h.refused is not None for h in whole) == 3
     for page in (1, 5, 6, 12, 13, 10_000):
         assert list(store.iter_history(page)) == whole, page
-    pages = store.iter_history(5)
-    first = [next(pages) for _ in range(5)]
-    store.take("d", "lease", lease_seconds=10)  # appended while the pages are read
-    assert first + list(pages) == store.history() and len(store.history()) == 13
+    with contextlib.closing(store.iter_history(5)) as pages:  # closed if a check fails
+        first = [next(pages) for _ in range(5)]
+        store.take("d", "lease", lease_seconds=10)  # appended while the pages are read
+        clock.advance(100)
+        pruned = store.prune_history(50)  # and every entry, read or not yet, is pruned
+        assert pruned.checkpoints == 4 and len(store.history()) == 4
+        assert first + list(pages) == whole  # as the history was: no checkpoint, no "d"
+    assert [e.event for e in store.iter_history(1)] == [e.event for e in store.history()]
+    for _ in range(3):  # more streams left open than the pool has connections: each closed
+        partial = store.iter_history(1)
+        next(partial)
+        partial.close()
+    store.take("e", "lease", lease_seconds=10)
+    assert len(list(store.iter_history())) == 5
     with pytest.raises(InvalidArgument, match="page must be a positive int"):
         next(store.iter_history(0))
     store.drop()

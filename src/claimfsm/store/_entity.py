@@ -502,28 +502,24 @@ class EntityStore:
         return [EntityHistory.read(r) for r in found]
 
     def iter_history(self, page: int = 10_000) -> Iterator[EntityHistory]:
-        """Every entity's history in ``seq`` order, read ``page`` entries at a time, each
-        page in a transaction of its own and after the last ``seq`` read (an entry appended
-        meanwhile comes in a later page, none twice): for a history too long to hold at
-        once, as :meth:`history` does.
+        """Every entity's history in ``seq`` order, read ``page`` entries at a time: for a
+        history too long to hold at once, the entries :meth:`history` would have returned
+        when the first page was read.
 
-        The pages are not one snapshot. A :meth:`prune_history` between two pages that cuts
-        past the last entry read replaces an entity's unread entries by a ``checkpoint``,
-        which then follows that entity's entries already read, where the audit calls a
-        checkpoint misplaced. Stream while nothing prunes (the campaign reads its history
-        once its workers have stopped), or read :meth:`history` in one transaction."""
+        The pages are one snapshot, read in one read transaction on a connection of its
+        own (SQLite: a second connection to the file; PostgreSQL: one of the pool's,
+        ``REPEATABLE READ``, through a server-side cursor). The store may write and prune
+        meanwhile; none of it is seen, so a :meth:`prune_history` between two pages leaves
+        the entries it removed in the stream and no checkpoint among them. The connection
+        is held until the last page is read or the iterator is closed (``close()``, or
+        dropped): close one read only in part. An in-memory SQLite store is read whole in
+        one transaction, then handed out a page at a time."""
         if not isinstance(page, int) or isinstance(page, bool) or page < 1:
             raise InvalidArgument(f"page must be a positive int, not {page!r}")
-        m = self._driver.marker
-        query = self._sql["history"] + f" WHERE seq > {m} ORDER BY seq LIMIT {m}"
-        after = 0
-        while True:
-            found = self._driver.rerun(_reader_of(query, (after, page)))
-            for r in found:
+        query = self._sql["history"] + " ORDER BY seq"
+        for rows in self._driver.stream(query, (), page):
+            for r in rows:
                 yield EntityHistory.read(r)
-            if len(found) < page:
-                return
-            after = found[-1][0]
 
     def now(self) -> float:
         return self._driver.rerun(self._now)
@@ -1142,11 +1138,6 @@ class EntityStore:
             # one entity's history in seq order (history(key), and the sweep's and pruning's)
             self._driver.index(f"{self._history_name}_by_key", self.history_table, "key, seq"),
         ]
-
-
-def _reader_of(query: str, args: tuple[Any, ...]) -> Callable[[Tx], list[Any]]:
-    """A read of every row ``query`` finds with ``args``, for ``Driver.rerun``."""
-    return lambda tx: tx.all(query, args)
 
 
 def open_entity_store(

@@ -25,9 +25,11 @@ history row), sent with the commit.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from claimfsm.errors import StoreError
@@ -94,6 +96,15 @@ class Driver:
                 raise Retry() from lost.__cause__
 
         return rerun(attempt, retries=retries, what="the transaction")
+
+    def stream(
+        self, query: str, args: tuple[Any, ...], page: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Every row ``query`` finds, ``page`` rows at a time, all from one snapshot of the
+        database taken when the first page is read, in a read transaction on a connection
+        of its own (the store's others may write meanwhile; none of it is seen). It ends
+        when the last page is read or the iterator is closed."""
+        raise NotImplementedError
 
     def run_all(self, statements: list[str]) -> None:
         """``statements`` in one transaction, whose results nothing reads (schema, reset)."""
@@ -183,6 +194,38 @@ class SQLite(Driver):
     def transaction(self, durable: bool = False) -> Iterator[Tx]:
         with self._db.transaction(durable=durable) as c:
             yield Tx(c.cursor())
+
+    def stream(
+        self, query: str, args: tuple[Any, ...], page: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """A second connection to the file, in a read transaction: in WAL mode (every store
+        claimfsm creates) its snapshot holds while the store's connection writes on. An
+        in-memory database has no second connection: it is read in one transaction and
+        handed out a page at a time."""
+        db = self._db
+        if db.path == ":memory:":
+            rows = self.rerun(lambda tx: tx.all(query, args))
+            for at in range(0, len(rows), page):
+                yield rows[at : at + page]
+            return
+        try:  # mode=rw: the file must exist, as the store's does (none is made here)
+            conn = sqlite3.connect(
+                Path(db.path).absolute().as_uri() + "?mode=rw",
+                uri=True,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the SQLite database {db.path!r}: {exc}") from None
+        try:
+            with db.translate("read"):
+                db.retry_busy(lambda: conn.execute("BEGIN DEFERRED"))
+                cursor = db.retry_busy(lambda: conn.execute(query, args))
+                while rows := db.retry_busy(lambda: cursor.fetchmany(page)):
+                    yield [tuple(r) for r in rows]
+        finally:
+            conn.close()  # ends the read transaction, whether read to the end or not
 
     def close(self) -> None:
         self._db.close()
@@ -314,6 +357,33 @@ class Postgres(Driver):
         if happened is None:
             raise lost  # unknown: the caller finds out from history
         # it committed: the transaction did what it did
+
+    def stream(
+        self, query: str, args: tuple[Any, ...], page: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """A connection of the pool, held until the last page is read or the iterator is
+        closed, in one ``REPEATABLE READ, READ ONLY`` transaction, read through a
+        server-side cursor a page at a time (a store of ``pool_size=1`` has no other
+        connection to write with meanwhile)."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        from claimfsm.store._pg import first_line
+
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                with conn.cursor(name="claimfsm_stream") as cursor:
+                    cursor.execute(query, args)
+                    while rows := cursor.fetchmany(page):
+                        yield [tuple(r) for r in rows]
+        except PoolTimeout:
+            raise StoreError(
+                f"PostgreSQL at {self._url}: no connection of the store's pool came free"
+                f" within {self._pool.timeout:g} s (pool_size={self._pool.max_size}) to read"
+            ) from None
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: {first_line(exc)}; the read stopped") from None
 
     def server_now(self, tx: Tx) -> float:
         found = tx.one(f"SELECT {SERVER_NOW}", ())
