@@ -842,11 +842,35 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     shared_cuts: dict[tuple[Row, ...], bool] = {}
     client_cuts: dict[tuple[Any, ...], bool] = {}
 
+    # Only an event that moves a bounded count can pass a bound: a taker (a new epoch and
+    # token), a resend (``resent``), or one whose declared effects draw a fresh token or
+    # request key or bump a column, itself or the ``first`` event applied before it. A
+    # step of any other event leaves those counts as its row had them, within the bounds,
+    # so it is never cut and is not fired to ask.
+    def moves_a_count(event: str) -> bool:
+        return (
+            roles[event] == "taker"
+            or event in resends
+            or bool(bumps.get(event))
+            or bool(sets.get(event, frozenset()) & {"fresh_token", "fresh_key"})
+        )
+
+    may_cut = frozenset(
+        e
+        for e in spec.events
+        if moves_a_count(e) or any(moves_a_count(f) for f in (spec.first(e),) if f is not None)
+    )
+    environment_may_cut = tuple(e for e in environment if e in may_cut)
+    owner_may_cut = {
+        seen: tuple(e for e in events if e in may_cut) for seen, events in owner_events.items()
+    }
+    woken_may_cut = tuple(e for e in woken if e in may_cut)
+
     def shared_cut(shared: Shared) -> bool:
         found = shared_cuts.get(shared[0])
         if found is None:
             found = shared_cuts[shared[0]] = any(
-                step_on(row, e, True) == CUT for row in shared[0] for e in environment
+                step_on(row, e, True) == CUT for row in shared[0] for e in environment_may_cut
             )
         return found
 
@@ -871,7 +895,8 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 or (
                     saved is not None
                     and any(
-                        _cuts(EntityWorld(rows, ()), saved[0], e, saved[1:], True) for e in woken
+                        _cuts(EntityWorld(rows, ()), saved[0], e, saved[1:], True)
+                        for e in woken_may_cut
                     )
                 )
             )
@@ -890,7 +915,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
                 and rules.arrives(row.fence, epoch) is not None
             ) or any(
                 _cuts(EntityWorld((row,), ()), 0, e, (epoch, token), True)
-                for e in owner_events.get(seen, ())
+                for e in owner_may_cut.get(seen, ())
             )
         return found
 
