@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from claimfsm.checker import Checker, EntityModelConfig, entity_model, spin_check
 from claimfsm.checker._engine import Step, explained
-from claimfsm.checker._entity import entity_path_steps
+from claimfsm.checker._entity_text import entity_path_steps
 from claimfsm.checker._entity_world import EntityWorld
 from claimfsm.cli import main
 from claimfsm.errors import InvalidArgument, SpecError

@@ -86,9 +86,8 @@ from claimfsm.checker._entity_properties import (
     _obligation,
     _some_row_in,
     _taken,
-    acting,
 )
-from claimfsm.checker._entity_text import WorldText
+from claimfsm.checker._entity_text import Firing, WorldText
 from claimfsm.checker._entity_world import (
     Action,
     EntityModelConfig,
@@ -982,60 +981,12 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     text = WorldText(columns, lease_states, key_word, roles, rules, shape, bool(cfg["wakes"]))
     show_state, show_action = text.state, text.action
 
+    firing = Firing(read_back, fire_first, fire, firsts)
+
     def explain(
         before: EntityWorld, action: Action, after: EntityWorld
     ) -> list[tuple[str, str | None]]:
-        """Each state change of ``action`` as a step of its own: the event declared
-        ``first``, where the store applied it, then the action itself."""
-        text = show_action(action)
-        parts: list[tuple[str, str | None]] = []
-        if action[0] == "env":  # (a fence is no move of the row: one step with the event)
-            base = read_back(before, action[1], action[2])
-            if base is not before:
-                whose = "executor" if rules is None else "remote"
-                text += (
-                    f" (its readback finds nothing, so it fences the {whose} through"
-                    f" e{base.rows[action[1]].epoch} first and reads again)"
-                )
-                before = base
-        if action[0] in ("take", "env", "own", "resend", "wake") and action[-1] in firsts:
-            if action[0] in ("own", "wake"):
-                key, caller = acting(before, action)
-                named = True
-            else:
-                key = action[2] if action[0] in ("take", "resend") else action[1]
-                caller, named = None, action[0] != "take"
-            draft = action[3] if action[0] == "take" and len(action) == 5 else -1
-            base, _ = fire_first(before, key, action[-1], caller, named, draft)
-            if base is not before:
-                source, dest = before.rows[key].state, base.rows[key].state
-                parts.append(
-                    (
-                        f"store: {firsts[action[-1]]} {key_word} {key} first, inside"
-                        f" {action[-1]} ({source} -> {dest})",
-                        show_state(base),
-                    )
-                )
-                before = base
-        if action[0] == "run":
-            h = after.clients[action[1]]
-            if h is not None and h.working:
-                text += " and runs there"
-            else:
-                runner = before.clients[action[1]]
-                assert runner is not None
-                fence = before.rows[runner.key].fence
-                text += f", fenced through e{fence}, which refuses it: it never runs"
-        if action[0] in ("own", "wake"):
-            key, caller = acting(before, action)
-            result = fire(before, key, action[2], caller, True)
-            if result is None:
-                text += f" (from {before.rows[key].state}: no such transition; refused)"
-            elif result[0] is None:
-                text += f" refused ({result[1]} false): drops its handle, stops its work"
-            elif caller != (before.rows[key].epoch, before.rows[key].token):
-                text += f" on a stale handle (e{caller[0]}), and it changes the row"
-        return [*parts, (text, None)]
+        return text.explain(before, action, after, firing)
 
     return Model(
         init_states=init_states,

@@ -1,17 +1,19 @@
 """How a lifecycle's world reads to a person: a row, a client, a world and an action of
 :func:`._entity.entity_model` in words (its ``show_state`` and ``show_action``), and a path
 of that world as declaration-level steps for the state diagram and the sequence chart
-(:func:`entity_path_steps`). Nothing here fires an event: the steps' ``explain`` (which
-replays a step to tell a refusal from a transition) stays with the steps."""
+(:func:`entity_path_steps`). Nothing here fires an event of its own: ``explain``, which
+tells a refusal from a transition and the ``first`` event from the step, replays the step
+with the world's own firing (:class:`Firing`)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from claimfsm.checker._engine import Model, Step
-from claimfsm.checker._entity_properties import acts_on
+from claimfsm.checker._entity_properties import acting, acts_on
 from claimfsm.checker._entity_world import (
     DRAFT_WORDS,
     Action,
@@ -25,6 +27,18 @@ from claimfsm.checker._entity_world import (
 )
 from claimfsm.checker._path import PathStep
 from claimfsm.spec import RemoteRules, Spec, has_remote
+
+
+class Firing(NamedTuple):
+    """The world's own firing, which :meth:`WorldText.explain` replays a step with:
+    readback's fence (``read_back(world, key, event)``), an event with the ``first`` one
+    applied where the stores would (``fire_first``), an event alone (``fire``), and each
+    event's ``first``."""
+
+    read_back: Callable[[EntityWorld, int, str], EntityWorld]
+    fire_first: Callable[..., tuple[EntityWorld, Any]]
+    fire: Callable[..., Any]
+    firsts: Mapping[str, str | None]
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,62 @@ class WorldText:
         if self.wakes:
             return f"worker {action[1]} crashes (its work stops; it keeps its handle saved)"
         return f"worker {action[1]} crashes (its work stops, its handle is gone)"
+
+    def explain(
+        self, before: EntityWorld, action: Action, after: EntityWorld, steps: Firing
+    ) -> list[tuple[str, str | None]]:
+        """Each state change of ``action`` as a step of its own: the event declared
+        ``first``, where the store applied it, then the action itself (``steps``: the
+        world's own firing, to replay it)."""
+        text = self.action(action)
+        parts: list[tuple[str, str | None]] = []
+        if action[0] == "env":  # (a fence is no move of the row: one step with the event)
+            base = steps.read_back(before, action[1], action[2])
+            if base is not before:
+                whose = "executor" if self.rules is None else "remote"
+                text += (
+                    f" (its readback finds nothing, so it fences the {whose} through"
+                    f" e{base.rows[action[1]].epoch} first and reads again)"
+                )
+                before = base
+        if action[0] in ("take", "env", "own", "resend", "wake") and action[-1] in steps.firsts:
+            if action[0] in ("own", "wake"):
+                key, caller = acting(before, action)
+                named = True
+            else:
+                key = action[2] if action[0] in ("take", "resend") else action[1]
+                caller, named = None, action[0] != "take"
+            draft = action[3] if action[0] == "take" and len(action) == 5 else -1
+            base, _ = steps.fire_first(before, key, action[-1], caller, named, draft)
+            if base is not before:
+                source, dest = before.rows[key].state, base.rows[key].state
+                parts.append(
+                    (
+                        f"store: {steps.firsts[action[-1]]} {self.key_word} {key} first, inside"
+                        f" {action[-1]} ({source} -> {dest})",
+                        self.state(base),
+                    )
+                )
+                before = base
+        if action[0] == "run":
+            h = after.clients[action[1]]
+            if h is not None and h.working:
+                text += " and runs there"
+            else:
+                runner = before.clients[action[1]]
+                assert runner is not None
+                fence = before.rows[runner.key].fence
+                text += f", fenced through e{fence}, which refuses it: it never runs"
+        if action[0] in ("own", "wake"):
+            key, caller = acting(before, action)
+            result = steps.fire(before, key, action[2], caller, True)
+            if result is None:
+                text += f" (from {before.rows[key].state}: no such transition; refused)"
+            elif result[0] is None:
+                text += f" refused ({result[1]} false): drops its handle, stops its work"
+            elif caller != (before.rows[key].epoch, before.rows[key].token):
+                text += f" on a stale handle (e{caller[0]}), and it changes the row"
+        return [*parts, (text, None)]
 
 
 def entity_path_steps(
