@@ -266,6 +266,26 @@ def test_a_stuck_state_is_a_deadlock(tmp_path: Path) -> None:
     assert "queued e2, attempts=2" in result.output.split("deadlock")[1]
 
 
+def test_a_step_that_passes_a_bound_is_no_deadlock_whoever_takes_its_event(
+    tmp_path: Path,
+) -> None:
+    """Whether a bound stops a step is asked of every event that moves a count a bound
+    limits, not of the takers alone: here the sweep's bury bumps ``attempts`` too, so with
+    counts at 3 a spent job's only step (bury, to 4) passes the bound. That is a bound
+    reached, not a deadlock, and no job is ever buried within it."""
+    text = JOB.replace(
+        '[events.bury]\nby = "sweep"', '[events.bury]\nby = "sweep"\nbumps = ["attempts"]'
+    )
+    assert text != JOB
+    report = Checker(
+        entity_model(load_spec(job(tmp_path, text)), EntityModelConfig(counts=3))
+    ).run()
+    assert report.complete and report.deadlock is None
+    outcomes = {p.name: report.outcome(p) for p in report.model.properties}
+    assert outcomes["a_job_is_dead_lettered"] == "never happens"
+    assert outcomes["attempts_bounded"] == "holds"
+
+
 def rename(text: str) -> str:
     """Every state, event, guard, column and invariant name of job.toml, renamed: in table
     headers and in the values of the keys that name them (not in effect or kind names)."""

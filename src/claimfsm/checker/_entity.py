@@ -388,6 +388,10 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             row.linked,
         )
 
+    def counted(row: Row) -> tuple[Any, ...]:
+        """What of a row the bounds limit (``cut``)."""
+        return (row.epoch, row.token, row.columns, len(row.in_flight), row.resent, row.request_key)
+
     def cut(after: Row) -> bool:
         """The step goes beyond a bound: it is not explored."""
         return (
@@ -398,6 +402,23 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
             or after.resent > retries
             or after.request_key > counts
         )
+
+    # Only a step whose event (or the ``first`` event applied before it) changes what the
+    # bounds limit can pass one (a taker's new epoch, a resend, a fresh token or request
+    # key, a bumped column): any other leaves those counts as its row, within the bounds,
+    # had them, so whether a bound stops it is never asked by firing it. Which events do
+    # is read off ``_after`` itself, applied to the initial row.
+    probe = Row(spec.initial, columns=defaults)
+
+    def moves_a_count(event: str) -> bool:
+        after = _after(probe, event, probe.state, roles[event] == "taker", "")
+        return counted(after) != counted(probe)
+
+    may_cut = frozenset(
+        e
+        for e in spec.events
+        if moves_a_count(e) or any(moves_a_count(f) for f in (spec.first(e),) if f is not None)
+    )
 
     def init_states() -> Iterator[EntityWorld]:
         yield EntityWorld(
@@ -841,24 +862,7 @@ def entity_model(spec: Spec, config: EntityModelConfig | None = None) -> Model[E
     shared_cuts: dict[tuple[Row, ...], bool] = {}
     client_cuts: dict[tuple[Any, ...], bool] = {}
 
-    # Only an event that moves a bounded count can pass a bound: a taker (a new epoch and
-    # token), a resend (``resent``), or one whose declared effects draw a fresh token or
-    # request key or bump a column, itself or the ``first`` event applied before it. A
-    # step of any other event leaves those counts as its row had them, within the bounds,
-    # so it is never cut and is not fired to ask.
-    def moves_a_count(event: str) -> bool:
-        return (
-            roles[event] == "taker"
-            or event in resends
-            or bool(bumps.get(event))
-            or bool(sets.get(event, frozenset()) & {"fresh_token", "fresh_key"})
-        )
-
-    may_cut = frozenset(
-        e
-        for e in spec.events
-        if moves_a_count(e) or any(moves_a_count(f) for f in (spec.first(e),) if f is not None)
-    )
+    # (``may_cut``: the events whose step may pass a bound)
     environment_may_cut = tuple(e for e in environment if e in may_cut)
     owner_may_cut = {
         seen: tuple(e for e in events if e in may_cut) for seen, events in owner_events.items()
